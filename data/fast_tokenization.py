@@ -1,0 +1,172 @@
+"""Batched WordPiece tokenization as TensorFlow ops, id for id equal to `FullTokenizer`.
+
+`FastTokenizer` runs inside tf.data pipelines, tf.functions and SavedModels.
+It mirrors `data/tokenization.py` step by step:
+
+1. UTF-8 decoding that drops invalid bytes (`unicode_transcode`, errors=ignore).
+2. Cleaning and CJK isolation with RE2 character classes generated from the
+   very predicates the Python path uses (`tokenization.character_classes`), so
+   both follow Python's Unicode database rather than RE2's or ICU's.
+3. With do_lower_case: Python's `str.lower()` (including its final-sigma rule)
+   and canonical decomposition, applied through a code point table built from
+   Python; ICU NFD then only puts combining marks in canonical order; finally
+   non-spacing marks (Mn) are removed.
+4. Punctuation and whitespace splitting (`tensorflow_text.regex_split`).
+5. Words longer than max_input_chars_per_word become [UNK]; the rest go through
+   `tensorflow_text.FastWordpieceTokenizer` (greedy longest-match-first).
+
+Known limit: code points that are unassigned in Python's Unicode database but
+assigned with a canonical decomposition in ICU's newer one may be decomposed
+here and not in Python (lower-cased mode only).
+"""
+
+import functools
+import unicodedata
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from data import tokenization
+
+
+def _re2_escape(cp):
+  return "\\x{%x}" % cp
+
+
+def _re2_class(ranges):
+  return tokenization.class_pattern(ranges, _re2_escape)
+
+
+@functools.lru_cache(maxsize=None)
+def _lower_case_tables():
+  """Python-derived data for lower-casing: per code point map, sigma classes."""
+  keys, values = [], []
+  for cp in range(0x110000):
+    if 0xD800 <= cp <= 0xDFFF:
+      continue
+    char = chr(cp)
+    mapped = unicodedata.normalize("NFD", char.lower())
+    if mapped != char:
+      keys.append(cp)
+      values.append([ord(c) for c in mapped])
+  # Python's final-sigma rule (Unicode "Final_Sigma") looks past case-ignorable
+  # characters for a cased one. Python does not expose Case_Ignorable, so it is
+  # read off `str.lower()` itself.
+  def cased(c):
+    return c.islower() or c.isupper() or c.istitle()
+
+  def ignorable(c):
+    if cased(c):
+      return (c + "\u03a3").lower()[-1] == "\u03c3"
+    return ("A\u03a3" + c + "B").lower()[1] == "\u03c3"
+
+  is_cased = tokenization._ranges(lambda cp: cased(chr(cp)) and not ignorable(chr(cp)))
+  is_ignorable = tokenization._ranges(lambda cp: ignorable(chr(cp)))
+  neither = tokenization._ranges(lambda cp: not cased(chr(cp)) and not ignorable(chr(cp)))
+  sigma = (f"({_re2_class(is_cased)}{_re2_class(is_ignorable)}*)\u03a3"
+           f"({_re2_class(is_ignorable)}*(?:{_re2_class(neither)}|$))")
+  mn = tokenization._ranges(lambda cp: unicodedata.category(chr(cp)) == "Mn")
+  return keys, values, sigma, _re2_class(mn)
+
+
+def _vocab_for_tf(vocab):
+  """The vocab as a list indexed by id, with unusable entries made unreachable.
+
+  tf-text needs unique, non-empty tokens. The Python tokenizer maps a repeated
+  token to its last id and can never produce "", so earlier duplicates and
+  empty lines are replaced by placeholders no input can produce.
+  """
+  size = max(vocab.values()) + 1
+  tokens = [f"\0unused{i}" for i in range(size)]
+  for token, index in vocab.items():
+    if token:
+      tokens[index] = token
+  return tokens
+
+
+class FastTokenizer(tf.Module):
+  """String tensor -> WordPiece ids, equal to `FullTokenizer` (see module doc).
+
+  Args:
+    vocab_file: path of a vocab.txt.
+    do_lower_case: bool, as for `FullTokenizer`.
+    max_input_chars_per_word: words with more characters become [UNK].
+    token_out_type: tf.int32 or tf.int64 ids.
+  """
+
+  def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200,
+               token_out_type=tf.int32, name=None):
+    super().__init__(name=name)
+    vocab = tokenization.load_vocab(vocab_file)
+    if tokenization.UNK_TOKEN not in vocab:
+      raise ValueError(f"Vocab file {vocab_file} has no {tokenization.UNK_TOKEN} token.")
+    self.vocab_file = vocab_file
+    self.do_lower_case = do_lower_case
+    self.max_input_chars_per_word = max_input_chars_per_word
+    self.vocab_size = max(vocab.values()) + 1
+    self.special_ids = {t: vocab[t] for t in tokenization.SPECIAL_TOKENS if t in vocab}
+    classes = tokenization.character_classes()
+    self._drop = _re2_class(classes["drop"])
+    self._space = _re2_class(classes["space"])
+    self._cjk = _re2_class(classes["cjk"])
+    self._punct = _re2_class(classes["punct"])
+    self._split = _re2_class(classes["split"])
+    if do_lower_case:
+      keys, values, self._sigma, self._mn = _lower_case_tables()
+      self._map_table = tf.lookup.StaticHashTable(
+          tf.lookup.KeyValueTensorInitializer(
+              tf.constant(keys, tf.int32), tf.range(len(keys), dtype=tf.int32)),
+          default_value=-1)
+      self._map_values = tf.constant([c for v in values for c in v], tf.int32)
+      self._map_lengths = tf.constant([len(v) for v in values], tf.int32)
+      self._map_starts = tf.cumsum(self._map_lengths, exclusive=True)
+    self._wordpiece = tf_text.FastWordpieceTokenizer(
+        vocab=_vocab_for_tf(vocab), suffix_indicator="##",
+        # The original limits words by characters; allow up to 4 bytes each
+        # here and apply the character limit ourselves.
+        max_bytes_per_word=4 * max_input_chars_per_word + 4,
+        unknown_token=tokenization.UNK_TOKEN, no_pretokenization=True,
+        token_out_type=token_out_type)
+
+  def _lower_and_strip_accents(self, text):
+    """Python's lower() + NFD + removal of Mn characters, on a string tensor."""
+    text = tf.strings.regex_replace(text, self._sigma, "\\1\u03c2\\2")
+    chars = tf.strings.unicode_decode(text, "UTF-8")  # [B, (C)] code points
+    flat = chars.flat_values
+    index = self._map_table.lookup(flat)
+    mapped = index >= 0
+    safe = tf.maximum(index, 0)
+    out_lengths = tf.where(mapped, tf.gather(self._map_lengths, safe), 1)  # [N]
+    out_owner = tf.repeat(tf.range(tf.size(flat)), out_lengths)  # [M]
+    offset = tf.range(tf.size(out_owner)) - tf.gather(
+        tf.cumsum(out_lengths, exclusive=True), out_owner)
+    from_table = tf.gather(
+        self._map_values,
+        tf.gather(tf.gather(self._map_starts, safe), out_owner) + offset)
+    values = tf.where(tf.gather(mapped, out_owner), from_table, tf.gather(flat, out_owner))
+    row_lengths = tf.reduce_sum(chars.with_flat_values(out_lengths), axis=1)
+    text = tf.strings.unicode_encode(
+        tf.RaggedTensor.from_row_lengths(values, row_lengths), "UTF-8")
+    text = tf_text.normalize_utf8(text, "NFD")  # canonical order of marks only
+    return tf.strings.regex_replace(text, self._mn, "")
+
+  def basic_tokenize(self, text):
+    """Basic tokens of a [B] string tensor, as a [B, (W)] RaggedTensor of strings."""
+    text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+    text = tf.strings.regex_replace(text, self._drop, "")
+    text = tf.strings.regex_replace(text, self._space, " ")
+    text = tf.strings.regex_replace(text, self._cjk, " \\0 ")
+    if self.do_lower_case:
+      text = self._lower_and_strip_accents(text)
+    return tf_text.regex_split(text, f"{self._split}+|{self._punct}", self._punct)
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def tokenize(self, text):
+    """WordPiece ids of a [B] string tensor, as a [B, (T)] RaggedTensor."""
+    words = self.basic_tokenize(text)
+    too_long = tf.strings.length(words.flat_values, "UTF8_CHAR") > self.max_input_chars_per_word
+    # A word can never be "[UNK]" itself (brackets are split off), so the
+    # literal token stands in for an over-long word and maps to the [UNK] id.
+    words = words.with_flat_values(
+        tf.where(too_long, tokenization.UNK_TOKEN, words.flat_values))
+    return self._wordpiece.tokenize(words).merge_dims(1, 2)

@@ -1,0 +1,259 @@
+"""WordPiece tokenization with exactly the behaviour of the original BERT code.
+
+`FullTokenizer` = `BasicTokenizer` (cleaning, CJK splitting, optional lower-casing
+and accent stripping, punctuation splitting) followed by `WordpieceTokenizer`
+(greedy longest-match-first sub-words with a `##` continuation prefix).
+
+The character rules are written once, as predicates (`is_whitespace`,
+`is_control`, `is_punctuation`, `is_cjk`), and compiled into character classes
+(`character_classes`). The Python path applies those classes with `re`; the
+TensorFlow graph path in `data/fast_tokenization.py` applies the very same
+classes with RE2, which is what keeps the two paths in agreement.
+"""
+
+import collections
+import functools
+import re
+import unicodedata
+
+UNK_TOKEN = "[UNK]"
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+# The eight CJK Unified Ideograph blocks the original splits into single
+# characters. Hangul, Hiragana and Katakana are deliberately not included.
+CJK_RANGES = (
+    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
+)
+
+# Released checkpoint names whose casing is known, for the do_lower_case check.
+_UNCASED_MODELS = frozenset([
+    "uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
+    "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12"])
+_CASED_MODELS = frozenset([
+    "cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
+    "multi_cased_L-12_H-768_A-12"])
+
+
+def convert_to_unicode(text):
+  """Returns `text` as str; bytes are decoded as UTF-8, dropping invalid bytes."""
+  if isinstance(text, str):
+    return text
+  if isinstance(text, bytes):
+    return text.decode("utf-8", "ignore")
+  raise ValueError(f"Unsupported string type: {type(text).__name__}")
+
+
+def is_whitespace(char):
+  """True for space, tab, newline, carriage return and Unicode `Zs`."""
+  if char in " \t\n\r":
+    return True
+  return unicodedata.category(char) == "Zs"
+
+
+def is_control(char):
+  """True for `Cc`/`Cf` characters other than tab, newline and return."""
+  if char in "\t\n\r":
+    return False
+  return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def is_punctuation(char):
+  """True for all non-alphanumeric ASCII symbols and Unicode `P*`."""
+  cp = ord(char)
+  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+    return True
+  return unicodedata.category(char).startswith("P")
+
+
+def is_cjk(cp):
+  """True when code point `cp` lies in one of the CJK ideograph blocks."""
+  return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
+
+
+def _ranges(predicate):
+  """Sorted inclusive (first, last) code point ranges where predicate holds."""
+  ranges = []
+  for cp in range(0x110000):
+    if 0xD800 <= cp <= 0xDFFF or not predicate(cp):
+      continue
+    if ranges and ranges[-1][1] == cp - 1:
+      ranges[-1][1] = cp
+    else:
+      ranges.append([cp, cp])
+  return tuple((lo, hi) for lo, hi in ranges)
+
+
+@functools.lru_cache(maxsize=None)
+def character_classes():
+  """Code point ranges of each character class the basic tokenizer uses.
+
+  Returns:
+    dict of name -> tuple of inclusive (first, last) code point ranges:
+    "drop" (removed while cleaning), "space" (turned into " " while cleaning),
+    "cjk" (isolated), "punct" (isolated after lower-casing), "split" (where
+    `str.split()` splits, which the original uses to cut words).
+  """
+  return {
+      "drop": _ranges(lambda cp: cp in (0, 0xFFFD) or is_control(chr(cp))),
+      "space": _ranges(lambda cp: is_whitespace(chr(cp))),
+      "cjk": tuple(sorted(CJK_RANGES)),
+      "punct": _ranges(lambda cp: is_punctuation(chr(cp))),
+      "split": _ranges(lambda cp: chr(cp).isspace()),
+  }
+
+
+def class_pattern(ranges, escape):
+  """A regex character class `[...]` for `ranges`; escape(cp) writes one code point."""
+  parts = [escape(lo) if lo == hi else f"{escape(lo)}-{escape(hi)}"
+           for lo, hi in ranges]
+  return "[" + "".join(parts) + "]"
+
+
+def _py_escape(cp):
+  return "\\U%08x" % cp
+
+
+@functools.lru_cache(maxsize=None)
+def _python_regexes():
+  classes = character_classes()
+  compile_class = lambda name: re.compile(class_pattern(classes[name], _py_escape))
+  mn = _ranges(lambda cp: unicodedata.category(chr(cp)) == "Mn")
+  return (compile_class("drop"), compile_class("space"), compile_class("cjk"),
+          compile_class("punct"), re.compile(class_pattern(mn, _py_escape)))
+
+
+def load_vocab(vocab_file):
+  """Reads a vocab.txt (one token a line) into an ordered token -> id dict.
+
+  Lines are stripped; the id is the line number; a repeated token keeps its
+  last line number, as in the original.
+  """
+  vocab = collections.OrderedDict()
+  try:
+    with open(vocab_file, "r", encoding="utf-8") as f:
+      for index, line in enumerate(f):
+        vocab[line.strip()] = index
+  except OSError as e:
+    raise ValueError(f"Cannot read vocab file {vocab_file}: {e.strerror}") from e
+  except UnicodeDecodeError as e:
+    raise ValueError(f"Vocab file {vocab_file} is not UTF-8 text: {e}") from e
+  if not vocab:
+    raise ValueError(f"Vocab file {vocab_file} is empty.")
+  return vocab
+
+
+def whitespace_tokenize(text):
+  """Splits on whitespace (Python's definition), dropping empty pieces."""
+  return text.split()
+
+
+class BasicTokenizer:
+  """Cleaning, CJK splitting, optional lower-casing/accent removal, punctuation splitting."""
+
+  def __init__(self, do_lower_case=True):
+    self.do_lower_case = do_lower_case
+
+  def tokenize(self, text):
+    """Returns the list of basic tokens (str) of `text`."""
+    drop, space, cjk, punct, mn = _python_regexes()
+    text = space.sub(" ", drop.sub("", convert_to_unicode(text)))
+    text = cjk.sub(r" \g<0> ", text)
+    if self.do_lower_case:
+      # Lower-casing and NFD act per word in the original; whole-text
+      # application is identical because a space never joins two words' context.
+      text = mn.sub("", unicodedata.normalize("NFD", text.lower()))
+    return punct.sub(r" \g<0> ", text).split()
+
+
+class WordpieceTokenizer:
+  """Greedy longest-match-first WordPiece over whitespace-separated words."""
+
+  def __init__(self, vocab, unk_token=UNK_TOKEN, max_input_chars_per_word=200):
+    self.vocab = vocab
+    self.unk_token = unk_token
+    self.max_input_chars_per_word = max_input_chars_per_word
+    # No vocab entry is longer than this, so longer candidates need no lookup.
+    self._max_piece_chars = max((len(t) for t in vocab), default=0)
+    self.tokenize_word = functools.lru_cache(maxsize=1 << 17)(self._word_pieces)
+
+  def tokenize(self, text):
+    """Returns the WordPiece tokens of already basic-tokenized `text`."""
+    output = []
+    for word in whitespace_tokenize(convert_to_unicode(text)):
+      output.extend(self.tokenize_word(word))
+    return output
+
+  def _word_pieces(self, word):
+    if len(word) > self.max_input_chars_per_word:
+      return (self.unk_token,)
+    pieces, start = [], 0
+    while start < len(word):
+      prefix = "##" if start > 0 else ""
+      end = min(len(word), start + self._max_piece_chars)
+      while end > start and prefix + word[start:end] not in self.vocab:
+        end -= 1
+      if end == start:  # Nothing matches here: the whole word is unknown.
+        return (self.unk_token,)
+      pieces.append(prefix + word[start:end])
+      start = end
+    return tuple(pieces)
+
+
+class FullTokenizer:
+  """End-to-end tokenization: basic tokenization, then WordPiece."""
+
+  def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200):
+    self.vocab_file = vocab_file
+    self.do_lower_case = do_lower_case
+    self.vocab = load_vocab(vocab_file)
+    self.inv_vocab = {v: k for k, v in self.vocab.items()}
+    self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+    self.wordpiece_tokenizer = WordpieceTokenizer(
+        vocab=self.vocab, max_input_chars_per_word=max_input_chars_per_word)
+
+  def tokenize(self, text):
+    """Returns the WordPiece tokens (list of str) of raw `text`."""
+    split_tokens = []
+    for token in self.basic_tokenizer.tokenize(text):
+      split_tokens.extend(self.wordpiece_tokenizer.tokenize_word(token))
+    return split_tokens
+
+  def convert_tokens_to_ids(self, tokens):
+    """Maps tokens to ids; an unknown token raises KeyError as in the original."""
+    return [self.vocab[token] for token in tokens]
+
+  def convert_ids_to_tokens(self, ids):
+    """Maps ids back to tokens."""
+    return [self.inv_vocab[i] for i in ids]
+
+  def require_tokens(self, tokens, flag="--vocab_file"):
+    """Raises ValueError naming the vocab file when any of `tokens` is missing."""
+    missing = [t for t in tokens if t not in self.vocab]
+    if missing:
+      raise ValueError(f"{flag}={self.vocab_file} lacks required token(s) "
+                       f"{', '.join(missing)}.")
+
+
+def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
+  """Raises ValueError when do_lower_case contradicts a known checkpoint's casing.
+
+  Only Google's released checkpoint names are recognised (a path such as
+  `.../uncased_L-12_H-768_A-12/bert_model.ckpt`); any other path passes.
+  """
+  if not init_checkpoint:
+    return
+  m = re.match(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint)
+  if m is None:
+    return
+  model_name = m.group(1)
+  if model_name in _UNCASED_MODELS and not do_lower_case:
+    actual, case_name, opposite = "False", "lowercased", "True"
+  elif model_name in _CASED_MODELS and do_lower_case:
+    actual, case_name, opposite = "True", "cased", "False"
+  else:
+    return
+  raise ValueError(
+      f"--do_lower_case={actual} does not match --init_checkpoint="
+      f"{init_checkpoint}: {model_name} is a {case_name} model. Pass "
+      f"--do_lower_case={opposite} (or fix the checkpoint path).")

@@ -1,0 +1,400 @@
+"""Checkpoint I/O: the name table and readers/writers for three formats.
+
+Formats, detected from the path:
+  tf1:  Google's original name-based checkpoints (bert_model.ckpt), variables
+        named as in the original (`bert/encoder/layer_0/...`).
+  hf:   Hugging Face BERT weights in safetensors (a directory holding
+        model.safetensors, or the file itself), read with numpy only.
+  tf2:  our own object-based tf.train.Checkpoint, whose `model` entry maps the
+        original names to variables (see `NamedVariables`).
+
+Every reader returns {original name: numpy array}; `load_checkpoint` assigns
+such a dict to a model through `variable_map`, the one table from original
+names to our variables.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from data import files
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
+
+# --- The name table --------------------------------------------------------
+
+# Per transformer block: original name suffix -> (sublayer path, variable).
+_BLOCK_VARIABLES = (
+    ("attention/self/query", ("attention", "query")),
+    ("attention/self/key", ("attention", "key")),
+    ("attention/self/value", ("attention", "value")),
+    ("attention/output/dense", ("attention", "output_dense")),
+    ("intermediate/dense", ("intermediate",)),
+    ("output/dense", ("output_dense",)),
+)
+_BLOCK_LAYER_NORMS = (
+    ("attention/output/LayerNorm", "attention_layer_norm"),
+    ("output/LayerNorm", "output_layer_norm"),
+)
+
+
+def _dense(prefix, layer):
+  return {f"{prefix}/kernel": layer.kernel, f"{prefix}/bias": layer.bias}
+
+
+def _layer_norm(prefix, layer):
+  return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
+
+
+def _encoder_map(encoder):
+  emb = encoder.embeddings
+  names = {
+      "bert/embeddings/word_embeddings": emb.word_embeddings,
+      "bert/embeddings/token_type_embeddings": emb.token_type_embeddings,
+      "bert/embeddings/position_embeddings": emb.position_embeddings,
+      **_layer_norm("bert/embeddings/LayerNorm", emb.layer_norm),
+  }
+  for i, block in enumerate(encoder.blocks):
+    prefix = f"bert/encoder/layer_{i}"
+    for suffix, path in _BLOCK_VARIABLES:
+      layer = block
+      for attr in path:
+        layer = getattr(layer, attr)
+      names.update(_dense(f"{prefix}/{suffix}", layer))
+    for suffix, attr in _BLOCK_LAYER_NORMS:
+      names.update(_layer_norm(f"{prefix}/{suffix}", getattr(block, attr)))
+  names.update(_dense("bert/pooler/dense", encoder.pooler))
+  return names
+
+
+def _logits_map(prefix, layer):
+  return {f"{prefix}output_weights": layer.output_weights,
+          f"{prefix}output_bias": layer.output_bias}
+
+
+def variable_map(model):
+  """Original (TF1) variable name -> our variable, for any of our models.
+
+  Builds the model first if needed. The names are exactly those of the
+  original code: `bert/...` for the encoder, `cls/predictions/...` and
+  `cls/seq_relationship/...` for pretraining, root-level `output_weights` /
+  `output_bias` for the classifier and `cls/squad/...` for SQuAD.
+  """
+  if not model.built:
+    model.build()
+  if isinstance(model, BertEncoder):
+    return _encoder_map(model)
+  names = _encoder_map(model.encoder)
+  if isinstance(model, BertPretrainer):
+    mlm = model.masked_lm
+    names.update(_dense("cls/predictions/transform/dense", mlm.transform))
+    names.update(_layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm))
+    names["cls/predictions/output_bias"] = mlm.output_bias
+    names.update(_logits_map("cls/seq_relationship/", model.next_sentence))
+  elif isinstance(model, BertClassifier):
+    names.update(_logits_map("", model.classifier))
+  elif isinstance(model, BertSpanLabeler):
+    names.update(_logits_map("cls/squad/", model.span))
+  else:
+    raise TypeError(f"No checkpoint name table for {type(model).__name__}.")
+  return names
+
+
+def is_head_variable(name):
+  """True for variables that belong to a task head rather than the encoder."""
+  return not name.startswith("bert/")
+
+
+# --- Hugging Face names ----------------------------------------------------
+
+_HF_FIXED = {
+    "bert/embeddings/word_embeddings": "embeddings.word_embeddings.weight",
+    "bert/embeddings/token_type_embeddings": "embeddings.token_type_embeddings.weight",
+    "bert/embeddings/position_embeddings": "embeddings.position_embeddings.weight",
+    "bert/embeddings/LayerNorm/gamma": "embeddings.LayerNorm.weight",
+    "bert/embeddings/LayerNorm/beta": "embeddings.LayerNorm.bias",
+    "bert/pooler/dense/kernel": "pooler.dense.weight",
+    "bert/pooler/dense/bias": "pooler.dense.bias",
+    "cls/predictions/transform/dense/kernel": "cls.predictions.transform.dense.weight",
+    "cls/predictions/transform/dense/bias": "cls.predictions.transform.dense.bias",
+    "cls/predictions/transform/LayerNorm/gamma": "cls.predictions.transform.LayerNorm.weight",
+    "cls/predictions/transform/LayerNorm/beta": "cls.predictions.transform.LayerNorm.bias",
+    "cls/predictions/output_bias": "cls.predictions.bias",
+    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+    "output_weights": "classifier.weight",
+    "output_bias": "classifier.bias",
+    "cls/squad/output_weights": "qa_outputs.weight",
+    "cls/squad/output_bias": "qa_outputs.bias",
+}
+_HF_BLOCK_SUFFIXES = {
+    "attention/self/query": "attention.self.query",
+    "attention/self/key": "attention.self.key",
+    "attention/self/value": "attention.self.value",
+    "attention/output/dense": "attention.output.dense",
+    "attention/output/LayerNorm": "attention.output.LayerNorm",
+    "intermediate/dense": "intermediate.dense",
+    "output/dense": "output.dense",
+    "output/LayerNorm": "output.LayerNorm",
+}
+_HF_PARAMS = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
+# Hugging Face entries with no variable of their own: a buffer and the tied decoder.
+_HF_SKIPPED = ("embeddings.position_ids", "cls.predictions.decoder.weight",
+               "cls.predictions.decoder.bias")
+
+
+def hf_name(name):
+  """(Hugging Face key, transpose?) for an original variable name.
+
+  Encoder keys are given without the `bert.` prefix that task models add.
+  torch Linear weights are stored [out, in], ours [in, out]: kernels transpose.
+  """
+  if name in _HF_FIXED:
+    return _HF_FIXED[name], name.endswith("/kernel")
+  m = re.fullmatch(r"bert/encoder/layer_(\d+)/(.+)/(kernel|bias|gamma|beta)", name)
+  if m is None or m.group(2) not in _HF_BLOCK_SUFFIXES:
+    raise KeyError(f"No Hugging Face name for {name}.")
+  key = f"encoder.layer.{m.group(1)}.{_HF_BLOCK_SUFFIXES[m.group(2)]}.{_HF_PARAMS[m.group(3)]}"
+  return key, m.group(3) == "kernel"
+
+
+# --- Reading ---------------------------------------------------------------
+
+_TF2_PREFIX = "model/by_name/"
+_TF2_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+_TF1_SKIPPED = re.compile(r"(.*/adam_[mv]|global_step|.*/(Adam|Adam_1|Momentum))$")
+
+
+class NamedVariables(tf.Module):
+  """A trackable {original name: variable} dict, the `model` of our checkpoints."""
+
+  def __init__(self, model):
+    super().__init__(name="named_variables")
+    self.by_name = variable_map(model)
+
+
+@dataclasses.dataclass
+class Checkpoint:
+  """Weights read from a checkpoint, under original (TF1) names."""
+  path: str
+  format: str  # "tf1", "tf2" or "hf"
+  weights: dict
+
+
+def resolve_checkpoint(path):
+  """(format, concrete path) for a checkpoint prefix, directory or safetensors file."""
+  if not path:
+    raise ValueError("No checkpoint path given.")
+  if tf.io.gfile.isdir(path):
+    if tf.io.gfile.exists(os.path.join(path, "model.safetensors")):
+      return "hf", os.path.join(path, "model.safetensors")
+    latest = tf.train.latest_checkpoint(path)
+    if latest is None and tf.io.gfile.exists(os.path.join(path, "bert_model.ckpt.index")):
+      latest = os.path.join(path, "bert_model.ckpt")
+    if latest is None:
+      raise ValueError(f"{path} holds no checkpoint (no model.safetensors, "
+                       "'checkpoint' file or bert_model.ckpt.index).")
+    path = latest
+  if path.endswith(".safetensors"):
+    if not tf.io.gfile.exists(path):
+      raise ValueError(f"Checkpoint file {path} does not exist.")
+    return "hf", path
+  if path.endswith(".index"):
+    path = path[:-len(".index")]
+  if not tf.io.gfile.exists(path + ".index"):
+    raise ValueError(f"No checkpoint at {path}: expected {path}.index, a directory "
+                     "with a checkpoint, or a .safetensors file.")
+  reader = tf.train.load_checkpoint(path)
+  return ("tf2" if reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH") else "tf1"), path
+
+
+def _unescape(name):
+  # tf.train.Checkpoint escapes "/" as ".S" and "." as "..".
+  return re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), name)
+
+
+def _read_hf(path):
+  from safetensors.numpy import load_file
+  tensors = load_file(path)
+  renamed = {}
+  for key, value in tensors.items():
+    key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))  # old exports
+    if key.startswith("bert."):
+      key = key[len("bert."):]
+    renamed[key] = value
+  by_hf = {}
+  for key in renamed:
+    if key in _HF_SKIPPED:
+      continue
+    by_hf[key] = renamed[key]
+  weights, unknown = {}, dict(by_hf)
+  # Invert the table over every name a BERT of this depth can have.
+  depth = 1 + max([int(m.group(1)) for k in by_hf
+                   for m in [re.match(r"encoder\.layer\.(\d+)\.", k)] if m] or [-1])
+  candidates = list(_HF_FIXED)
+  for i in range(depth):
+    for suffix in _HF_BLOCK_SUFFIXES:
+      params = ("gamma", "beta") if suffix.endswith("LayerNorm") else ("kernel", "bias")
+      candidates += [f"bert/encoder/layer_{i}/{suffix}/{p}" for p in params]
+  for name in candidates:
+    key, transpose = hf_name(name)
+    if key in by_hf:
+      value = unknown.pop(key)
+      weights[name] = value.T if transpose else value
+  for key, value in unknown.items():  # reported as unexpected by load_checkpoint
+    weights[f"<hf>{key}"] = value
+  return weights
+
+
+def read_checkpoint(path):
+  """Reads any supported checkpoint into a `Checkpoint` of original names -> arrays."""
+  fmt, path = resolve_checkpoint(path)
+  if fmt == "hf":
+    return Checkpoint(path, fmt, _read_hf(path))
+  reader = tf.train.load_checkpoint(path)
+  weights = {}
+  for key in reader.get_variable_to_shape_map():
+    if fmt == "tf1":
+      if not _TF1_SKIPPED.fullmatch(key):
+        weights[key] = reader.get_tensor(key)
+    elif key.startswith(_TF2_PREFIX) and key.endswith(_TF2_SUFFIX):
+      weights[_unescape(key[len(_TF2_PREFIX):-len(_TF2_SUFFIX)])] = reader.get_tensor(key)
+  if not weights:
+    raise ValueError(f"Checkpoint {path} holds no BERT variables.")
+  return Checkpoint(path, fmt, weights)
+
+
+# --- Loading into a model --------------------------------------------------
+
+def _shape(x):
+  return "[" + ", ".join(str(d) for d in x) + "]"
+
+
+def load_checkpoint(model, path, allow_new_heads=False):
+  """Assigns the weights of checkpoint `path` (any format) to `model`.
+
+  Args:
+    model: one of our models (encoder or task model).
+    path: checkpoint prefix, directory or .safetensors file.
+    allow_new_heads: when True (fine-tuning), head variables missing from the
+      checkpoint, or of another shape there, keep their fresh initial values
+      and are listed in the log; encoder variables must always match.
+  Returns:
+    the `Checkpoint` read (path, format, weights).
+  Raises:
+    ValueError: one line naming the checkpoint and the first offending
+      variables (with both shapes for a mismatch) and how many there are.
+  """
+  ckpt = read_checkpoint(path)
+  targets = variable_map(model)
+  mismatched, fresh = [], []
+  for name, var in targets.items():
+    if name not in ckpt.weights:
+      continue
+    got, want = tuple(ckpt.weights[name].shape), tuple(var.shape)
+    if got != want:
+      if allow_new_heads and is_head_variable(name):
+        fresh.append(name)
+      else:
+        mismatched.append(f"{name} is {_shape(got)} in the checkpoint but "
+                          f"{_shape(want)} in the model")
+  missing = [n for n in targets if n not in ckpt.weights]
+  if allow_new_heads:
+    fresh += [n for n in missing if is_head_variable(n)]
+    missing = [n for n in missing if not is_head_variable(n)]
+  unused = [n for n in ckpt.weights if n not in targets]
+  unexpected = [n for n in unused if not is_head_variable(n) or n.startswith("<hf>")]
+  problems = mismatched + [f"{n} is missing from the checkpoint" for n in missing]
+  problems += [f"{n} is in the checkpoint but not in the model" for n in unexpected]
+  if problems:
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    raise ValueError(f"Checkpoint {ckpt.path} ({ckpt.format}) does not fit the "
+                     f"model: {problems[0]}{more}.")
+  for name, var in targets.items():
+    if name not in fresh:
+      var.assign(ckpt.weights[name].astype(var.dtype))
+  logging.info("Loaded %d variables from %s (%s).", len(targets) - len(fresh),
+               ckpt.path, ckpt.format)
+  if fresh:
+    logging.info("Freshly initialised (not in the checkpoint): %s", ", ".join(fresh))
+  if unused:
+    logging.info("Checkpoint variables not used by this model: %s", ", ".join(unused))
+  return ckpt
+
+
+# --- Writing ---------------------------------------------------------------
+
+def _write_tf1_bundle(weights, prefix):
+  names = sorted(weights)
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
+                    shape_and_slices=[""] * len(names),
+                    tensors=[tf.convert_to_tensor(weights[n]) for n in names])
+
+
+def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
+                        basename="bert_model.ckpt"):
+  """Writes `weights` ({original name: array}) as Google's checkpoint layout.
+
+  output_dir receives `bert_model.ckpt.{index,data-*}`, a `checkpoint` state
+  file, and, when given, `bert_config.json` and `vocab.txt`. Files are
+  written under temporary names and moved into place once complete.
+  Returns the checkpoint prefix.
+  """
+  files.ensure_writable_dir(output_dir, "output directory")
+  staging = tempfile.mkdtemp(prefix=".staging-", dir=output_dir)
+  try:
+    _write_tf1_bundle(weights, os.path.join(staging, basename))
+    if config is not None:
+      config.to_json_file(os.path.join(staging, "bert_config.json"))
+    if vocab_file is not None:
+      tf.io.gfile.copy(vocab_file, os.path.join(staging, "vocab.txt"), overwrite=True)
+    with open(os.path.join(staging, "checkpoint"), "w") as f:
+      f.write(f'model_checkpoint_path: "{basename}"\n'
+              f'all_model_checkpoint_paths: "{basename}"\n')
+    # The state file goes last: until it exists the directory is not a checkpoint.
+    names = sorted(os.listdir(staging), key=lambda n: n == "checkpoint")
+    for name in names:
+      os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  return os.path.join(output_dir, basename)
+
+
+def model_weights(model):
+  """{original name: numpy array} of a model's current values."""
+  return {name: var.numpy() for name, var in variable_map(model).items()}
+
+
+def save_tf2_checkpoint(model, prefix):
+  """Writes `model` in our object-based format (tf.train.Checkpoint); returns the path."""
+  return tf.train.Checkpoint(model=NamedVariables(model)).write(prefix)
+
+
+# --- Config and vocab next to a checkpoint ---------------------------------
+
+def find_config(checkpoint_path):
+  """The BertConfig stored beside a checkpoint (bert_config.json or config.json)."""
+  directory = checkpoint_path if tf.io.gfile.isdir(checkpoint_path) else os.path.dirname(checkpoint_path)
+  for name in ("bert_config.json", "config.json"):
+    candidate = os.path.join(directory, name)
+    if tf.io.gfile.exists(candidate):
+      return BertConfig.from_json_file(candidate)
+  raise ValueError(f"No bert_config.json or config.json beside {checkpoint_path}; "
+                   "pass --bert_config_file.")
+
+
+def find_vocab(checkpoint_path):
+  """The vocab.txt stored beside a checkpoint."""
+  directory = checkpoint_path if tf.io.gfile.isdir(checkpoint_path) else os.path.dirname(checkpoint_path)
+  candidate = os.path.join(directory, "vocab.txt")
+  if tf.io.gfile.exists(candidate):
+    return candidate
+  raise ValueError(f"No vocab.txt beside {checkpoint_path}; pass --vocab_file.")

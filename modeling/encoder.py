@@ -1,0 +1,94 @@
+"""BertEncoder: the BERT transformer, from a feature dict to an output dict."""
+
+import keras
+from keras import ops
+
+from modeling import layers
+from modeling.config import BertConfig
+
+
+class BertEncoder(keras.Model):
+  """The BERT encoder (embeddings, transformer blocks, pooler).
+
+  It knows nothing about tasks; heads take its outputs.
+
+  Call with a dict:
+    input_ids: int [B, S] token ids.
+    input_mask: optional int [B, S], 1 for real tokens, 0 for padding.
+    segment_ids: optional int [B, S] token type (segment) ids.
+
+  Returns a dict:
+    sequence_output: float32 [B, S, H], the last block's output.
+    pooled_output: float32 [B, H], tanh(dense(sequence_output[:, 0])).
+    encoder_outputs: list of num_hidden_layers float32 [B, S, H], every block's output.
+    embedding_output: float32 [B, S, H], the embedding layer's output.
+
+  Dropout follows `training`; with training=False the outputs are deterministic.
+  """
+
+  def __init__(self, config, **kwargs):
+    kwargs.setdefault("name", "bert")
+    super().__init__(**kwargs)
+    if isinstance(config, dict):
+      config = BertConfig.from_dict(config)
+    self.config = config
+    # Embeddings stay float32: the sum of three tables feeds LayerNorm.
+    self.embeddings = layers.BertEmbeddings(
+        config.vocab_size, config.hidden_size, config.max_position_embeddings,
+        config.type_vocab_size, config.initializer_range,
+        config.hidden_dropout_prob, name="embeddings", dtype="float32")
+    self.blocks = [
+        layers.TransformerBlock(
+            config.hidden_size, config.num_attention_heads, config.intermediate_size,
+            config.hidden_act, config.initializer_range, config.hidden_dropout_prob,
+            config.attention_probs_dropout_prob, name=f"layer_{i}",
+            dtype=self.dtype_policy)
+        for i in range(config.num_hidden_layers)]
+    self.pooler = keras.layers.Dense(
+        config.hidden_size, activation="tanh", name="pooler",
+        kernel_initializer=layers.initializer(config.initializer_range),
+        dtype=self.dtype_policy)
+
+  def build(self, input_shape=None):
+    ids_shape = (None, None)
+    hidden_shape = (None, None, self.config.hidden_size)
+    self.embeddings.build(ids_shape)
+    for block in self.blocks:
+      block.build(hidden_shape)
+    self.pooler.build((None, self.config.hidden_size))
+    self.built = True
+
+  @property
+  def embedding_table(self):
+    """The word embedding variable [V, H], shared with the masked-LM decoder."""
+    return self.embeddings.word_embeddings
+
+  def call(self, inputs, training=False):
+    input_ids = inputs["input_ids"]
+    input_mask = inputs.get("input_mask")
+    segment_ids = inputs.get("segment_ids")
+    if input_mask is None:
+      input_mask = ops.ones_like(input_ids)
+    if segment_ids is None:
+      segment_ids = ops.zeros_like(input_ids)
+    x = self.embeddings(input_ids, segment_ids, training=training)  # [B, S, H]
+    embedding_output = x
+    bias = layers.attention_bias_from_mask(input_mask)  # [B, 1, 1, S]
+    encoder_outputs = []
+    for block in self.blocks:
+      x = block(x, bias, training=training)
+      encoder_outputs.append(x)
+    pooled = ops.cast(self.pooler(x[:, 0]), "float32")  # [B, H]
+    return {"sequence_output": x, "pooled_output": pooled,
+            "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "name": self.name,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return cls(**config)

@@ -1,0 +1,118 @@
+"""Task heads on top of BertEncoder outputs, and the original's losses.
+
+Heads return float32 logits whatever the compute dtype, so losses and
+metrics are always computed in float32.
+"""
+
+import keras
+from keras import ops
+
+from modeling import layers
+
+
+class OutputLogits(keras.layers.Layer):
+  """logits = x . output_weights^T + output_bias, weights stored [num_outputs, H].
+
+  This is the layout of the original's `output_weights` variables (classifier,
+  next sentence, SQuAD), so checkpoints map without transposes. The layer is
+  small and always computes in float32.
+  """
+
+  def __init__(self, num_outputs, initializer_range=0.02, **kwargs):
+    kwargs["dtype"] = "float32"
+    super().__init__(**kwargs)
+    self.num_outputs = num_outputs
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape):
+    self.output_weights = self.add_weight(
+        name="output_weights", shape=(self.num_outputs, input_shape[-1]),
+        initializer=layers.initializer(self.initializer_range))
+    self.output_bias = self.add_weight(
+        name="output_bias", shape=(self.num_outputs,), initializer="zeros")
+
+  def call(self, x):
+    """[..., H] -> float32 [..., num_outputs]."""
+    logits = ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
+    return ops.cast(logits, "float32")
+
+  def get_config(self):
+    return {**super().get_config(), "num_outputs": self.num_outputs,
+            "initializer_range": self.initializer_range}
+
+
+class MaskedLMHead(keras.layers.Layer):
+  """Masked-LM head: dense + activation + LayerNorm, then the tied word embeddings.
+
+  The decoder is the encoder's embedding table, passed at call time so the
+  weight exists once; the head owns only the transform and `output_bias`.
+  """
+
+  def __init__(self, vocab_size, hidden_size, hidden_act="gelu",
+               initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.activation = layers.get_activation(hidden_act)
+    self.transform = layers.dense(hidden_size, initializer_range, "transform",
+                                  dtype=self.dtype_policy)
+    self.layer_norm = layers.layer_norm("transform_LayerNorm")
+
+  def build(self, input_shape):
+    self.transform.build((None, self.hidden_size))
+    self.layer_norm.build((None, self.hidden_size))
+    # Added to float32 logits, so it is never cast down.
+    self.output_bias = self.add_weight(
+        name="output_bias", shape=(self.vocab_size,), initializer="zeros",
+        autocast=False)
+
+  def call(self, sequence_output, masked_lm_positions, embedding_table):
+    """[B, S, H] output, int [B, P] positions, [V, H] table -> float32 [B, P, V]."""
+    x = ops.take_along_axis(sequence_output, masked_lm_positions[:, :, None], axis=1)  # [B, P, H]
+    x = self.transform(x)
+    if self.activation is not None:
+      x = self.activation(x)
+    x = self.layer_norm(x)
+    table = ops.cast(embedding_table, self.compute_dtype)
+    logits = ops.einsum("bph,vh->bpv", ops.cast(x, self.compute_dtype), table)
+    return ops.cast(logits, "float32") + self.output_bias
+
+  def get_config(self):
+    return {**super().get_config(), "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size, "hidden_act": self.hidden_act,
+            "initializer_range": self.initializer_range}
+
+
+def masked_lm_loss(logits, label_ids, label_weights):
+  """The original's masked-LM loss: sum(w * nll) / (sum(w) + 1e-5).
+
+  Args:
+    logits: float32 [B, P, V].
+    label_ids: int [B, P] original token ids at the masked positions.
+    label_weights: float [B, P], 1.0 for real predictions, 0.0 for padding.
+  Returns:
+    float32 scalar.
+  """
+  log_probs = ops.log_softmax(logits, axis=-1)
+  nll = -ops.take_along_axis(log_probs, ops.cast(label_ids, "int32")[:, :, None], axis=-1)[..., 0]
+  weights = ops.cast(label_weights, "float32")
+  return ops.sum(weights * nll) / (ops.sum(weights) + 1e-5)
+
+
+def classification_loss(logits, labels):
+  """Mean softmax cross entropy: float32 [B, C] logits, int [B] labels -> scalar."""
+  return ops.mean(keras.losses.sparse_categorical_crossentropy(
+      ops.cast(labels, "int32"), logits, from_logits=True))
+
+
+def regression_loss(predictions, targets):
+  """Mean squared error: float32 [B] predictions and targets -> scalar."""
+  return ops.mean(ops.square(predictions - ops.cast(targets, "float32")))
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions):
+  """Mean of the start and end cross entropies over sequence positions [B, S]."""
+  return 0.5 * (classification_loss(start_logits, start_positions)
+                + classification_loss(end_logits, end_positions))

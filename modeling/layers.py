@@ -1,0 +1,197 @@
+"""Keras layers of the BERT encoder: embeddings, self-attention, transformer block.
+
+Shape letters: B batch, S sequence length, H hidden size, N attention heads,
+D = H / N head size, I intermediate size.
+
+Mixed precision: matrix products run in the layer's compute dtype; softmax,
+LayerNorm and the residual sums that feed LayerNorm run in float32, and each
+block hands float32 to the next.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from modeling.config import LAYER_NORM_EPSILON
+
+# The original's additive attention bias for padded positions.
+_MASK_BIAS = -10000.0
+
+
+def get_activation(name):
+  """Maps a config activation name to a function (None for "linear")."""
+  activations = {
+      "gelu": lambda x: keras.activations.gelu(x, approximate=False),
+      "gelu_tanh": lambda x: keras.activations.gelu(x, approximate=True),
+      "relu": keras.activations.relu,
+      "tanh": keras.activations.tanh,
+      "linear": None,
+  }
+  if name not in activations:
+    raise ValueError(f"Unknown activation {name!r}; expected one of {', '.join(activations)}.")
+  return activations[name]
+
+
+def initializer(stddev):
+  """The original's weight initializer: truncated normal with `stddev`."""
+  return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def layer_norm(name):
+  """A LayerNorm that computes and returns float32 whatever the policy."""
+  return keras.layers.LayerNormalization(
+      epsilon=LAYER_NORM_EPSILON, name=name, dtype="float32")
+
+
+def dense(units, initializer_range, name, dtype=None):
+  """A Dense layer with the original's initializers (kernel [in, out])."""
+  return keras.layers.Dense(
+      units, name=name, dtype=dtype,
+      kernel_initializer=initializer(initializer_range), bias_initializer="zeros")
+
+
+class BertEmbeddings(keras.layers.Layer):
+  """Word + token type + absolute position embeddings, then LayerNorm and dropout."""
+
+  def __init__(self, vocab_size, hidden_size, max_position_embeddings,
+               type_vocab_size, initializer_range=0.02, dropout_rate=0.1, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.max_position_embeddings = max_position_embeddings
+    self.type_vocab_size = type_vocab_size
+    self.initializer_range = initializer_range
+    self.dropout_rate = dropout_rate
+    self.layer_norm = layer_norm("LayerNorm")
+    self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+  def build(self, input_shape):
+    def table(name, rows):
+      return self.add_weight(name=name, shape=(rows, self.hidden_size),
+                             initializer=initializer(self.initializer_range))
+    self.word_embeddings = table("word_embeddings", self.vocab_size)
+    self.token_type_embeddings = table("token_type_embeddings", self.type_vocab_size)
+    self.position_embeddings = table("position_embeddings", self.max_position_embeddings)
+    self.layer_norm.build(tuple(input_shape) + (self.hidden_size,))
+
+  def call(self, input_ids, segment_ids, training=False):
+    """int [B, S] ids and segment ids -> float32 [B, S, H]."""
+    seq_length = ops.shape(input_ids)[1]
+    x = (ops.take(self.word_embeddings, input_ids, axis=0)
+         + ops.take(self.token_type_embeddings, segment_ids, axis=0)
+         + self.position_embeddings[None, :seq_length])
+    x = self.layer_norm(ops.cast(x, "float32"))
+    return self.dropout(x, training=training)
+
+  def get_config(self):
+    return {**super().get_config(), "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "initializer_range": self.initializer_range,
+            "dropout_rate": self.dropout_rate}
+
+
+class SelfAttention(keras.layers.Layer):
+  """Multi-head scaled dot-product self-attention with an output projection.
+
+  Only padded *key* positions are masked, by adding -10000 to their scores,
+  exactly as the original does; padded query rows are computed as usual.
+  """
+
+  def __init__(self, hidden_size, num_attention_heads, initializer_range=0.02,
+               attention_dropout_rate=0.1, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.initializer_range = initializer_range
+    self.attention_dropout_rate = attention_dropout_rate
+    self.head_size = hidden_size // num_attention_heads
+    make = lambda name: dense(hidden_size, initializer_range, name, dtype=self.dtype_policy)
+    self.query = make("query")
+    self.key = make("key")
+    self.value = make("value")
+    self.output_dense = make("dense")
+    self.dropout = keras.layers.Dropout(attention_dropout_rate, dtype="float32")
+
+  def build(self, input_shape):
+    for layer in (self.query, self.key, self.value, self.output_dense):
+      layer.build(input_shape)
+
+  def call(self, x, attention_bias, training=False):
+    """x [B, S, H], float32 bias [B, 1, 1, S] -> [B, S, H] in compute dtype."""
+    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+    split = lambda t: ops.reshape(t, (batch, seq, self.num_attention_heads, self.head_size))
+    q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))  # [B, S, N, D]
+    scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, S, S]
+    scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
+    probs = ops.softmax(scores + attention_bias, axis=-1)
+    probs = ops.cast(self.dropout(probs, training=training), self.compute_dtype)
+    context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, S, N, D]
+    return self.output_dense(ops.reshape(context, (batch, seq, self.hidden_size)))
+
+  def get_config(self):
+    return {**super().get_config(), "hidden_size": self.hidden_size,
+            "num_attention_heads": self.num_attention_heads,
+            "initializer_range": self.initializer_range,
+            "attention_dropout_rate": self.attention_dropout_rate}
+
+
+class TransformerBlock(keras.layers.Layer):
+  """A post-LayerNorm transformer layer: attention, add & norm, MLP, add & norm."""
+
+  def __init__(self, hidden_size, num_attention_heads, intermediate_size,
+               hidden_act="gelu", initializer_range=0.02, dropout_rate=0.1,
+               attention_dropout_rate=0.1, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.attention = SelfAttention(
+        hidden_size, num_attention_heads, initializer_range,
+        attention_dropout_rate, name="attention", dtype=self.dtype_policy)
+    self.attention_layer_norm = layer_norm("attention_LayerNorm")
+    self.activation = get_activation(hidden_act)
+    self.intermediate = dense(intermediate_size, initializer_range, "intermediate",
+                              dtype=self.dtype_policy)
+    self.output_dense = dense(hidden_size, initializer_range, "output", dtype=self.dtype_policy)
+    self.output_layer_norm = layer_norm("output_LayerNorm")
+    self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+  def build(self, input_shape):
+    self.attention.build(input_shape)
+    self.attention_layer_norm.build(input_shape)
+    self.intermediate.build(input_shape)
+    self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
+    self.output_layer_norm.build(input_shape)
+
+  def call(self, x, attention_bias, training=False):
+    """float32 [B, S, H] and bias [B, 1, 1, S] -> float32 [B, S, H]."""
+    attended = self.dropout(self.attention(x, attention_bias, training=training),
+                            training=training)
+    x = self.attention_layer_norm(ops.cast(attended, "float32") + x)
+    y = self.intermediate(x)  # [B, S, I]
+    if self.activation is not None:
+      y = self.activation(y)
+    y = self.dropout(self.output_dense(y), training=training)  # [B, S, H]
+    return self.output_layer_norm(ops.cast(y, "float32") + x)
+
+  def get_config(self):
+    return {**super().get_config(), "hidden_size": self.hidden_size,
+            "num_attention_heads": self.num_attention_heads,
+            "intermediate_size": self.intermediate_size,
+            "hidden_act": self.hidden_act,
+            "initializer_range": self.initializer_range,
+            "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.attention_dropout_rate}
+
+
+def attention_bias_from_mask(input_mask):
+  """int/bool [B, S] mask (1 = real token) -> float32 [B, 1, 1, S] additive bias."""
+  mask = ops.cast(input_mask, "float32")
+  return (1.0 - mask)[:, None, None, :] * _MASK_BIAS
