@@ -77,7 +77,8 @@ def _vocab_for_tf(vocab):
   empty lines are replaced by placeholders no input can produce.
   """
   size = max(vocab.values()) + 1
-  tokens = [f"\0unused{i}" for i in range(size)]
+  # Brackets are always split off words, so no input can reach these.
+  tokens = [f"[unreachable-{i}]" for i in range(size)]
   for token, index in vocab.items():
     if token:
       tokens[index] = token
@@ -127,6 +128,10 @@ class FastTokenizer(tf.Module):
         max_bytes_per_word=4 * max_input_chars_per_word + 4,
         unknown_token=tokenization.UNK_TOKEN, no_pretokenization=True,
         token_out_type=token_out_type)
+    # A tf.function attribute (not a decorated method): it keeps the module
+    # alive and is exported with it in a SavedModel.
+    self.tokenize = tf.function(
+        self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
 
   def _lower_and_strip_accents(self, text):
     """Python's lower() + NFD + removal of Mn characters, on a string tensor."""
@@ -160,8 +165,7 @@ class FastTokenizer(tf.Module):
       text = self._lower_and_strip_accents(text)
     return tf_text.regex_split(text, f"{self._split}+|{self._punct}", self._punct)
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-  def tokenize(self, text):
+  def _tokenize(self, text):
     """WordPiece ids of a [B] string tensor, as a [B, (T)] RaggedTensor."""
     words = self.basic_tokenize(text)
     too_long = tf.strings.length(words.flat_values, "UTF8_CHAR") > self.max_input_chars_per_word

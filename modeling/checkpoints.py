@@ -356,9 +356,7 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
       config.to_json_file(os.path.join(staging, "bert_config.json"))
     if vocab_file is not None:
       tf.io.gfile.copy(vocab_file, os.path.join(staging, "vocab.txt"), overwrite=True)
-    with open(os.path.join(staging, "checkpoint"), "w") as f:
-      f.write(f'model_checkpoint_path: "{basename}"\n'
-              f'all_model_checkpoint_paths: "{basename}"\n')
+    _write_state_file(staging, basename)
     # The state file goes last: until it exists the directory is not a checkpoint.
     names = sorted(os.listdir(staging), key=lambda n: n == "checkpoint")
     for name in names:
@@ -368,14 +366,26 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
   return os.path.join(output_dir, basename)
 
 
+def _write_state_file(directory, basename):
+  """The `checkpoint` file that makes `directory` resolve to `basename`."""
+  with files.atomic_output(os.path.join(directory, "checkpoint")) as f:
+    f.write(f'model_checkpoint_path: "{basename}"\n'
+            f'all_model_checkpoint_paths: "{basename}"\n')
+
+
 def model_weights(model):
   """{original name: numpy array} of a model's current values."""
   return {name: var.numpy() for name, var in variable_map(model).items()}
 
 
 def save_tf2_checkpoint(model, prefix):
-  """Writes `model` in our object-based format (tf.train.Checkpoint); returns the path."""
-  return tf.train.Checkpoint(model=NamedVariables(model)).write(prefix)
+  """Writes `model` in our object-based format (tf.train.Checkpoint); returns the path.
+
+  The directory's `checkpoint` file is updated so the directory resolves to it.
+  """
+  path = tf.train.Checkpoint(model=NamedVariables(model)).write(prefix)
+  _write_state_file(os.path.dirname(path) or ".", os.path.basename(path))
+  return path
 
 
 # --- Config and vocab next to a checkpoint ---------------------------------

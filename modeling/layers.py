@@ -102,6 +102,7 @@ class SelfAttention(keras.layers.Layer):
 
   def __init__(self, hidden_size, num_attention_heads, initializer_range=0.02,
                attention_dropout_rate=0.1, **kwargs):
+    kwargs["autocast"] = False  # the float32 bias must reach the softmax as is
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.num_attention_heads = num_attention_heads
@@ -144,6 +145,7 @@ class TransformerBlock(keras.layers.Layer):
   def __init__(self, hidden_size, num_attention_heads, intermediate_size,
                hidden_act="gelu", initializer_range=0.02, dropout_rate=0.1,
                attention_dropout_rate=0.1, **kwargs):
+    kwargs["autocast"] = False  # keep the float32 residual stream float32
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.num_attention_heads = num_attention_heads

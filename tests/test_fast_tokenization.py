@@ -1,0 +1,109 @@
+"""The tensorflow-text graph tokenizer gives exactly the Python tokenizer's ids."""
+
+import random
+
+import pytest
+import tensorflow as tf
+
+from data import fast_tokenization as F
+from data import tokenization as T
+
+_POOLS = (
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+    "àáâãäåçèéêëìíîïñòóôõöùúûüýÿÀÁÂÃÄÅÇÈÉÊËÌÍÎÏÑÒÓÔÕÖÙÚÛÜÝßøØæÆœŒİıſ",
+    "ΑΒΓΔΕΣσςαβγδΌΏΐΰάέήίϊϋ",
+    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~¡¿«»–—…‘’“”„†‡•‰′″‹›※‽、。〈〉《》「」【】",
+    "\u0000\u0001\u0007\u001b\u007f\u0085\u00ad\u200b\u200c\u200d\u200e\u2060\ufeff\ufffd\u061c",
+    " \t\n\r\u00a0\u1680\u2000\u2003\u2009\u202f\u205f\u3000\u2028\u2029\u000b\u000c\u001c",
+    "中文字符博推漢字日本語한국어ひらがなカタカナ\u3400\u4dbf\U00020000\U0002a6df\U0002b740\uf900\ufa6a\U0002f800",
+    "😀😃🤖👍🏽👨‍👩‍👧❤️🇺🇸✨🔥💩",
+    "\u0301\u0300\u0308\u0323\u0327\u20dd\u0345\u05b0\u0e31\u0f71\U0001D165\U0001D16D\u302e\u1b44",
+    "абвгдеёжзийклмнопрстуфхцчшщъыьэюяАБВГДЕЁЖЗ",
+    "ابتثجحخدذرزسشصضطظعغفقكلمنهوي۰۱۲ـאבגדהוזחטיכלמנסעפצקרשת",
+    "कखगघङचछजझञटठडढणतथदधन्ािीुूृेैोौंः",
+    "ﬁﬂ㎏Ⅻ①ｆｕｌｌ　ＷＩＤＴＨ½²\U00010400\U00010428\U0001e900\u1e9e\u0130\u03a3\u1f88",
+)
+
+
+def generated_strings(count, seed):
+  """Strings mixing scripts, accents, CJK, punctuation runs, controls, emoji, long words."""
+  rng = random.Random(seed)
+  strings = []
+  for _ in range(count):
+    parts = []
+    for _ in range(rng.randint(0, 30)):
+      r = rng.random()
+      if r < 0.04:
+        parts.append(rng.choice("abcdefgh") * rng.randint(195, 205))
+      elif r < 0.08:
+        cp = rng.randint(0, 0x10FFFF)
+        parts.append("" if 0xD800 <= cp <= 0xDFFF else chr(cp))
+      else:
+        pool = rng.choice(_POOLS)
+        parts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 8))))
+      if rng.random() < 0.4:
+        parts.append(" ")
+    strings.append("".join(parts))
+  return strings
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_parity_on_generated_strings(minilm_vocab, do_lower_case):
+  strings = generated_strings(3000, seed=17 + do_lower_case)
+  python = T.FullTokenizer(minilm_vocab, do_lower_case)
+  fast = F.FastTokenizer(minilm_vocab, do_lower_case)
+  got = fast.tokenize(tf.constant(strings)).to_list()
+  for text, ids in zip(strings, got):
+    assert ids == python.convert_tokens_to_ids(python.tokenize(text)), repr(text)
+
+
+def test_minilm_examples(minilm_vocab):
+  fast = F.FastTokenizer(minilm_vocab, do_lower_case=True)
+  ids = fast.tokenize(tf.constant([
+      "The quick brown fox jumps over the lazy dog.",
+      "H\u00e9ll\u00f2 w\u00f6rld! \u00c7a va? na\u00efve caf\u00e9 r\u00e9sum\u00e9"])).to_list()
+  assert ids == [[1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012],
+                 [7592, 2088, 999, 6187, 12436, 1029, 15743, 7668, 13746]]
+  assert fast.special_ids["[CLS]"] == 101 and fast.vocab_size == 30522
+
+
+def test_original_cases_and_word_limit(tiny_vocab):
+  fast = F.FastTokenizer(tiny_vocab, max_input_chars_per_word=8)
+  ids = fast.tokenize(tf.constant(["UNwant\u00E9d,running", "unwantedX running",
+                                   "", "unwanteds unwanted"])).to_list()
+  assert ids == [[7, 4, 5, 10, 8, 9], [0, 8, 9], [], [0, 7, 4, 5]]
+
+
+def test_invalid_utf8_bytes_are_dropped_like_python(tiny_vocab):
+  raw = [b"un\xffwant\xc3\xa9d", b"\xe2\x82runn\xc3", b"\x80"]
+  fast = F.FastTokenizer(tiny_vocab).tokenize(tf.constant(raw)).to_list()
+  python = T.FullTokenizer(tiny_vocab)
+  assert fast == [python.convert_tokens_to_ids(python.tokenize(r)) for r in raw]
+
+
+def test_inside_tf_data_and_saved_model(tiny_vocab, tmp_path):
+  fast = F.FastTokenizer(tiny_vocab)
+  texts = ["unwanted running", "UNwant\u00E9d,running"]
+  ds = tf.data.Dataset.from_tensor_slices(texts).batch(2).map(fast.tokenize)
+  expected = [[7, 4, 5, 8, 9], [7, 4, 5, 10, 8, 9]]
+  assert next(iter(ds)).to_list() == expected
+  tf.saved_model.save(fast, str(tmp_path / "tokenizer"))
+  reloaded = tf.saved_model.load(str(tmp_path / "tokenizer"))
+  assert reloaded.tokenize(tf.constant(texts)).to_list() == expected
+
+
+def test_duplicate_and_empty_vocab_lines(tmp_path):
+  from conftest import write_vocab
+  vocab = write_vocab(tmp_path / "v.txt", ["[UNK]", "a", "", "##b", "a", "c"])
+  python = T.FullTokenizer(vocab)
+  fast = F.FastTokenizer(vocab)
+  texts = ["ab c", "a", "cab"]
+  assert fast.tokenize(tf.constant(texts)).to_list() == [
+      python.convert_tokens_to_ids(python.tokenize(t)) for t in texts] == [[4, 3, 5], [4], [0]]
+
+
+def test_vocab_without_unk_is_rejected(tmp_path):
+  from conftest import write_vocab
+  vocab = write_vocab(tmp_path / "v.txt", ["a", "b"])
+  with pytest.raises(ValueError, match=r"v.txt has no \[UNK\] token"):
+    F.FastTokenizer(vocab)

@@ -1,0 +1,111 @@
+"""The Python tokenizer against the original's documented behaviour and the real vocab."""
+
+import pytest
+
+from data import tokenization as T
+
+
+def test_full_tokenizer_original_case(tiny_vocab):
+  tok = T.FullTokenizer(tiny_vocab)
+  tokens = tok.tokenize("UNwant\u00E9d,running")
+  assert tokens == ["un", "##want", "##ed", ",", "runn", "##ing"]
+  assert tok.convert_tokens_to_ids(tokens) == [7, 4, 5, 10, 8, 9]
+  assert tok.convert_ids_to_tokens([7, 4, 5, 10, 8, 9]) == tokens
+
+
+def test_chinese_characters_split():
+  assert T.BasicTokenizer().tokenize("ah\u535A\u63A8zz") == ["ah", "\u535A", "\u63A8", "zz"]
+
+
+def test_basic_tokenizer_lower_and_cased():
+  text = " \tHeLLo!how  \n Are yoU?  "
+  assert T.BasicTokenizer(do_lower_case=True).tokenize(text) == [
+      "hello", "!", "how", "are", "you", "?"]
+  assert T.BasicTokenizer(do_lower_case=True).tokenize("H\u00E9llo") == ["hello"]
+  assert T.BasicTokenizer(do_lower_case=False).tokenize(text) == [
+      "HeLLo", "!", "how", "Are", "yoU", "?"]
+  # Accents are kept when not lower-casing.
+  assert T.BasicTokenizer(do_lower_case=False).tokenize("H\u00E9llo") == ["H\u00E9llo"]
+
+
+def test_wordpiece_tokenizer(tiny_vocab):
+  wp = T.WordpieceTokenizer(T.load_vocab(tiny_vocab))
+  assert wp.tokenize("") == []
+  assert wp.tokenize("unwanted running") == ["un", "##want", "##ed", "runn", "##ing"]
+  assert wp.tokenize("unwantedX running") == ["[UNK]", "runn", "##ing"]
+
+
+def test_long_words_become_unk(tiny_vocab):
+  wp = T.WordpieceTokenizer(T.load_vocab(tiny_vocab), max_input_chars_per_word=8)
+  assert wp.tokenize("unwanted unwanteds") == ["un", "##want", "##ed", "[UNK]"]
+  default = T.WordpieceTokenizer(T.load_vocab(tiny_vocab))
+  assert default.max_input_chars_per_word == 200
+  word = "un" + "want" * 49 + "ed"  # exactly 200 characters: still tokenized
+  assert default.tokenize(word) == ["un"] + ["##want"] * 49 + ["##ed"]
+  assert default.tokenize(word + "s") == ["[UNK]"]  # 201 characters
+
+
+def test_character_predicates():
+  for c in (" ", "\t", "\r", "\n", "\u00A0"):
+    assert T.is_whitespace(c)
+  assert not T.is_whitespace("A") and not T.is_whitespace("-")
+  assert T.is_control("\u0005") and T.is_control("\u200b")  # Cc and Cf
+  for c in ("A", " ", "\t", "\r", "\U0001F4A9"):
+    assert not T.is_control(c)
+  for c in ("-", "$", "`", ".", "^", "+", "\u00bf", "\u3002"):
+    assert T.is_punctuation(c)
+  assert not T.is_punctuation("A") and not T.is_punctuation(" ")
+
+
+def test_cleaning_drops_controls_and_normalises_whitespace():
+  basic = T.BasicTokenizer(do_lower_case=False)
+  assert basic.tokenize("a\u0000b\ufffdc\u200bd\u0007e") == ["abcde"]
+  assert basic.tokenize("a\u3000b\u00a0c\u2028d") == ["a", "b", "c", "d"]
+  # Hangul and kana are not in the CJK blocks: they stay whole words.
+  assert basic.tokenize("\ud55c\uad6d\uc5b4 \u3072\u3089") == ["\ud55c\uad6d\uc5b4", "\u3072\u3089"]
+
+
+def test_final_sigma_follows_python_lower():
+  basic = T.BasicTokenizer(do_lower_case=True)
+  assert basic.tokenize("\u039f\u0394\u039f\u03a3 \u03a3") == ["\u03bf\u03b4\u03bf\u03c2", "\u03c3"]
+
+
+def test_minilm_vocab_cases(minilm_vocab):
+  tok = T.FullTokenizer(minilm_vocab, do_lower_case=True)
+  tokens = ["[CLS]"] + tok.tokenize("The quick brown fox jumps over the lazy dog.") + ["[SEP]"]
+  assert tok.convert_tokens_to_ids(tokens) == [
+      101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012, 102]
+  tokens = tok.tokenize("H\u00e9ll\u00f2 w\u00f6rld! \u00c7a va? na\u00efve caf\u00e9 r\u00e9sum\u00e9")
+  assert tokens == ["hello", "world", "!", "ca", "va", "?", "naive", "cafe", "resume"]
+  assert tok.convert_tokens_to_ids(tokens) == [
+      7592, 2088, 999, 6187, 12436, 1029, 15743, 7668, 13746]
+
+
+def test_bytes_input_drops_invalid_utf8(tiny_vocab):
+  tok = T.FullTokenizer(tiny_vocab)
+  assert tok.tokenize(b"un\xffwant\xc3\xa9d") == ["un", "##want", "##ed"]
+
+
+def test_vocab_errors(tmp_path):
+  with pytest.raises(ValueError, match="Cannot read vocab file .*missing.txt"):
+    T.load_vocab(str(tmp_path / "missing.txt"))
+  (tmp_path / "empty.txt").write_text("")
+  with pytest.raises(ValueError, match="empty"):
+    T.load_vocab(str(tmp_path / "empty.txt"))
+
+
+def test_require_tokens_names_vocab(tiny_vocab):
+  tok = T.FullTokenizer(tiny_vocab)
+  with pytest.raises(ValueError, match=r"--vocab_file=.*vocab.txt lacks required token\(s\) \[MASK\]"):
+    tok.require_tokens(["[CLS]", "[SEP]", "[MASK]"])
+
+
+def test_case_check_against_checkpoint_names():
+  T.validate_case_matches_checkpoint(True, "/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
+  T.validate_case_matches_checkpoint(False, "/m/cased_L-12_H-768_A-12/bert_model.ckpt")
+  T.validate_case_matches_checkpoint(False, "/m/my_model/bert_model.ckpt")  # unknown: passes
+  T.validate_case_matches_checkpoint(False, "")
+  with pytest.raises(ValueError, match="--do_lower_case=False .*lowercased model"):
+    T.validate_case_matches_checkpoint(False, "/m/uncased_L-24_H-1024_A-16/bert_model.ckpt")
+  with pytest.raises(ValueError, match="--do_lower_case=True .*cased model"):
+    T.validate_case_matches_checkpoint(True, "gs://b/multi_cased_L-12_H-768_A-12/bert_model.ckpt")
