@@ -272,13 +272,25 @@ def read_checkpoint(path):
   return Checkpoint(path, fmt, weights)
 
 
+def model_for(ckpt, config):
+  """The model whose variables a checkpoint holds: pretrainer, classifier, span or encoder."""
+  names = ckpt.weights
+  if "cls/predictions/output_bias" in names:
+    return BertPretrainer(config)
+  if "output_weights" in names:
+    return BertClassifier(config, num_labels=names["output_weights"].shape[0])
+  if "cls/squad/output_weights" in names:
+    return BertSpanLabeler(config)
+  return BertEncoder(config)
+
+
 # --- Loading into a model --------------------------------------------------
 
 def _shape(x):
   return "[" + ", ".join(str(d) for d in x) + "]"
 
 
-def load_checkpoint(model, path, allow_new_heads=False):
+def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
   """Assigns the weights of checkpoint `path` (any format) to `model`.
 
   Args:
@@ -287,13 +299,14 @@ def load_checkpoint(model, path, allow_new_heads=False):
     allow_new_heads: when True (fine-tuning), head variables missing from the
       checkpoint, or of another shape there, keep their fresh initial values
       and are listed in the log; encoder variables must always match.
+    ckpt: the already read `Checkpoint` of `path`, to avoid reading it twice.
   Returns:
     the `Checkpoint` read (path, format, weights).
   Raises:
     ValueError: one line naming the checkpoint and the first offending
       variables (with both shapes for a mismatch) and how many there are.
   """
-  ckpt = read_checkpoint(path)
+  ckpt = ckpt or read_checkpoint(path)
   targets = variable_map(model)
   mismatched, fresh = [], []
   for name, var in targets.items():

@@ -22,6 +22,8 @@ _POOLS = (
     "ابتثجحخدذرزسشصضطظعغفقكلمنهوي۰۱۲ـאבגדהוזחטיכלמנסעפצקרשת",
     "कखगघङचछजझञटठडढणतथदधन्ािीुूृेैोौंः",
     "ﬁﬂ㎏Ⅻ①ｆｕｌｌ　ＷＩＤＴＨ½²\U00010400\U00010428\U0001e900\u1e9e\u0130\u03a3\u1f88",
+    "\U0001d165\U0001d16d\U0001d16e\u302e\u1b44\U00016ff0\u0301\u0323\u0345\u05b0\u034faΣ'.",
+    "\U000113c5\U000113c7\U00016d68\U000105c9ΣΣσ'ʼ",  # Unicode 16, unassigned in Python 3.11
 )
 
 
@@ -55,6 +57,22 @@ def test_parity_on_generated_strings(minilm_vocab, do_lower_case):
   got = fast.tokenize(tf.constant(strings)).to_list()
   for text, ids in zip(strings, got):
     assert ids == python.convert_tokens_to_ids(python.tokenize(text)), repr(text)
+
+
+def test_canonical_reordering_and_final_sigma(tmp_path):
+  from conftest import write_vocab
+  texts = ["x\U0001D16D\u0301\U0001D165y", "\u039f\u0394\u039f\u03a3'\u0391 \u039f\u03a3.",
+           "\U000113c5 \u0130"]
+  basic = T.BasicTokenizer(do_lower_case=True)
+  words = [w for t in texts for w in basic.tokenize(t)]
+  # NFD moves U+1D165 (class 216) before U+1D16D (class 226); the sigma before
+  # "'" and a cased letter stays medial, the one before "." becomes final.
+  assert words[0] == "x\U0001D165\U0001D16Dy" and "\u03bf\u03c2" in words
+  vocab = write_vocab(tmp_path / "v.txt", ["[UNK]"] + sorted(set(words)))
+  python = T.FullTokenizer(vocab)
+  got = F.FastTokenizer(vocab).tokenize(tf.constant(texts)).to_list()
+  assert got == [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]
+  assert 0 not in sum(got, [])  # every word was found, none became [UNK]
 
 
 def test_minilm_examples(minilm_vocab):

@@ -1,0 +1,68 @@
+"""Converts a BERT checkpoint between formats.
+
+Reads Google's original TF1 checkpoints, Hugging Face BERT safetensors and our
+own TF2 checkpoints; writes the original TF1 layout (`bert_model.ckpt` with
+`bert_config.json` and `vocab.txt`, readable by every tool that reads Google's
+releases) or our TF2 layout (`model.ckpt`). Heads present in the input
+(pretraining, classifier, SQuAD) are carried over.
+
+  python convert_checkpoint.py --input_checkpoint=path/to/hf_model_dir \
+    --output_dir=converted --output_format=tf1
+"""
+
+import os
+
+import script_utils
+from absl import flags, logging
+
+flags.DEFINE_string("input_checkpoint", None,
+                    "TF1 checkpoint prefix, our TF2 checkpoint, a directory holding either, "
+                    "or a Hugging Face directory / .safetensors file.")
+flags.DEFINE_string("output_dir", None, "Directory to write the converted checkpoint into.")
+flags.DEFINE_enum("output_format", "tf1", ["tf1", "tf2"],
+                  "tf1: Google's original layout; tf2: our tf.train.Checkpoint layout.")
+flags.DEFINE_string("bert_config_file", None,
+                    "Model config. Default: bert_config.json or config.json beside the input.")
+flags.DEFINE_string("vocab_file", None,
+                    "vocab.txt to copy to the output. Default: the one beside the input, if any.")
+FLAGS = flags.FLAGS
+
+
+def main(_):
+  script_utils.require(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
+  script_utils.log_flags()
+  from data import files
+  from modeling import checkpoints
+  from modeling.config import BertConfig
+
+  if FLAGS.bert_config_file:
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+  else:
+    config = checkpoints.find_config(FLAGS.input_checkpoint)
+  vocab_file = FLAGS.vocab_file
+  if not vocab_file:
+    try:
+      vocab_file = checkpoints.find_vocab(FLAGS.input_checkpoint)
+    except ValueError:
+      logging.warning("No vocab.txt beside the input; the output will have none.")
+  ckpt = checkpoints.read_checkpoint(FLAGS.input_checkpoint)
+  model = checkpoints.model_for(ckpt, config)
+  checkpoints.load_checkpoint(model, FLAGS.input_checkpoint, ckpt=ckpt)
+  if FLAGS.output_format == "tf1":
+    path = checkpoints.save_tf1_checkpoint(
+        checkpoints.model_weights(model), FLAGS.output_dir, config, vocab_file)
+  else:
+    files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+    path = checkpoints.save_tf2_checkpoint(model, os.path.join(FLAGS.output_dir, "model.ckpt"))
+    with files.atomic_output(os.path.join(FLAGS.output_dir, "bert_config.json")) as f:
+      f.write(config.to_json_string())
+    if vocab_file:
+      with files.atomic_output(os.path.join(FLAGS.output_dir, "vocab.txt")) as f:
+        with open(vocab_file, encoding="utf-8") as src:
+          f.write(src.read())
+  logging.info("Converted %s (%s, %s) to %s (%s).", ckpt.path, ckpt.format,
+               type(model).__name__, path, FLAGS.output_format)
+
+
+if __name__ == "__main__":
+  script_utils.run(main)

@@ -1,0 +1,69 @@
+"""Model inputs from text: [CLS] a [SEP] b [SEP] packing, and text-pair files."""
+
+import dataclasses
+import re
+
+import numpy as np
+import tensorflow as tf
+
+_PAIR_LINE = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+  """Pops tokens off the end of the longer list (b on a tie) until both fit."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+@dataclasses.dataclass
+class PairFeatures:
+  """One packed example: the tokens and the three model inputs (unpadded)."""
+  tokens: list
+  input_ids: list
+  segment_ids: list
+
+
+def pack_pair(tokenizer, text_a, text_b, max_seq_length):
+  """Tokenizes and packs `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`.
+
+  A pair is truncated by popping from the end of the longer side, a single
+  text by cutting its end, so the result has at most max_seq_length tokens.
+  """
+  tokens_a = tokenizer.tokenize(text_a)
+  tokens_b = tokenizer.tokenize(text_b) if text_b is not None else None
+  if tokens_b is not None:
+    truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+  else:
+    tokens_a = tokens_a[:max_seq_length - 2]
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b is not None:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+  return PairFeatures(tokens, tokenizer.convert_tokens_to_ids(tokens), segment_ids)
+
+
+def pad_batch(packed, max_seq_length):
+  """Stacks PairFeatures into int32 arrays [B, max_seq_length] with zero padding."""
+  batch = {name: np.zeros((len(packed), max_seq_length), np.int32)
+           for name in ("input_ids", "input_mask", "segment_ids")}
+  for i, p in enumerate(packed):
+    n = len(p.input_ids)
+    batch["input_ids"][i, :n] = p.input_ids
+    batch["input_mask"][i, :n] = 1
+    batch["segment_ids"][i, :n] = p.segment_ids
+  return batch
+
+
+def read_text_pairs(path):
+  """Lines of `text_a` or `text_a ||| text_b` -> list of (text_a, text_b or None)."""
+  pairs = []
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      for raw in f:
+        line = raw.decode("utf-8", "ignore").strip()
+        m = _PAIR_LINE.match(line)
+        pairs.append((m.group(1), m.group(2)) if m else (line, None))
+  except tf.errors.OpError as e:
+    raise ValueError(f"Cannot read {path}: {e.message}") from e
+  return pairs

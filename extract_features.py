@@ -1,0 +1,111 @@
+"""Writes BERT activations for each token of each input line as JSON lines.
+
+Input: one `text_a` or `text_a ||| text_b` per line. Output: one JSON object per
+input line, in the original's layout:
+  {"linex_index": i, "features": [{"token": t, "layers": [{"index": l, "values": [...]}]}]}
+with values rounded to 6 decimals, for every real token including [CLS]/[SEP].
+
+  python extract_features.py --input_file=input.txt --output_file=out.jsonl \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4
+"""
+
+import json
+import time
+
+import script_utils
+from absl import flags, logging
+
+flags.DEFINE_string("input_file", None, "Text file, one `text_a` or `text_a ||| text_b` per line.")
+flags.DEFINE_string("output_file", None, "JSON lines file to write.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4",
+                    "Comma-separated transformer layer indexes to output; -1 is the last.")
+flags.DEFINE_string("bert_config_file", None,
+                    "bert_config.json (or a Hugging Face config.json). Default: the one "
+                    "beside --init_checkpoint.")
+flags.DEFINE_integer("max_seq_length", 128,
+                     "Maximum tokens per example after WordPiece, [CLS] and [SEP] included; "
+                     "longer input is truncated.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Checkpoint to read: original TF1 prefix, Hugging Face directory or "
+                    ".safetensors file, or one of ours.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.")
+flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; TPUs are not used by this script.")
+flags.DEFINE_string("master", None, "Accepted for compatibility; unused.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.")
+flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility; unused.")
+FLAGS = flags.FLAGS
+
+
+def _layer_indexes(text, num_layers):
+  try:
+    indexes = [int(x) for x in text.split(",") if x.strip()]
+  except ValueError:
+    raise ValueError(f"--layers={text} must be comma-separated integers.") from None
+  for i in indexes:
+    if not -num_layers <= i < num_layers:
+      raise ValueError(f"--layers: {i} is out of range for a model with {num_layers} layers.")
+  return indexes
+
+
+def feature_json(index, tokens, layer_outputs, layer_indexes):
+  """The original's JSON record for one example; layer_outputs[k] is [S, H]."""
+  features = []
+  for position, token in enumerate(tokens):
+    features.append({"token": token, "layers": [
+        {"index": layer, "values": [round(float(v), 6) for v in values[position]]}
+        for layer, values in zip(layer_indexes, layer_outputs)]})
+  return {"linex_index": index, "features": features}
+
+
+def main(_):
+  script_utils.require(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
+                       init_checkpoint=FLAGS.init_checkpoint)
+  script_utils.log_flags()
+  import numpy as np
+  import tensorflow as tf
+  from data import features, files, tokenization
+  from modeling import checkpoints
+  from modeling.encoder import BertEncoder
+
+  config, vocab_file = script_utils.config_and_vocab(
+      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
+  if FLAGS.max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+                     f"max_position_embeddings ({config.max_position_embeddings}).")
+  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  layer_indexes = _layer_indexes(FLAGS.layers, config.num_hidden_layers)
+  tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
+  pairs = features.read_text_pairs(FLAGS.input_file)
+
+  encoder = BertEncoder(config)
+  checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
+
+  @tf.function(reduce_retracing=True)
+  def layer_outputs(batch):
+    outputs = encoder(batch, training=False)["encoder_outputs"]
+    return [outputs[i] for i in layer_indexes]
+
+  start = time.time()
+  with files.atomic_output(FLAGS.output_file) as out:
+    for first in range(0, len(pairs), FLAGS.batch_size):
+      packed = [features.pack_pair(tokenizer, a, b, FLAGS.max_seq_length)
+                for a, b in pairs[first:first + FLAGS.batch_size]]
+      # Pad to a multiple of 32 rather than max_seq_length: padding is masked.
+      longest = max(len(p.input_ids) for p in packed)
+      length = min(FLAGS.max_seq_length, -(-longest // 32) * 32)
+      values = [np.asarray(v) for v in layer_outputs(features.pad_batch(packed, length))]
+      for k, p in enumerate(packed):
+        record = feature_json(first + k, p.tokens, [v[k] for v in values], layer_indexes)
+        out.write(json.dumps(record) + "\n")
+      done = first + len(packed)
+      rate = done / max(time.time() - start, 1e-9)
+      logging.info("%d/%d lines, %.1f lines/s, ETA %.0fs", done, len(pairs), rate,
+                   (len(pairs) - done) / rate)
+  logging.info("Wrote %d lines to %s in %.1fs.", len(pairs), FLAGS.output_file,
+               time.time() - start)
+
+
+if __name__ == "__main__":
+  script_utils.run(main)

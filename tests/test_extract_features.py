@@ -1,0 +1,78 @@
+"""extract_features.py end to end: the original's JSON layout, values equal to the encoder's."""
+
+import json
+
+import numpy as np
+import pytest
+
+from data import features
+from data.tokenization import FullTokenizer
+from modeling import checkpoints
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from helpers import randomize
+from scripts import last_error_line, run_script
+from conftest import write_vocab
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox",
+         "jumps", "who", "?", ".", "##s", "dog"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+  directory = tmp_path_factory.mktemp("model")
+  config = BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=3,
+                      num_attention_heads=2, intermediate_size=20,
+                      max_position_embeddings=32, type_vocab_size=2)
+  encoder = BertEncoder(config)
+  randomize(encoder, 7)
+  vocab = write_vocab(directory / "words.txt", WORDS)
+  checkpoints.save_tf1_checkpoint(checkpoints.model_weights(encoder), str(directory),
+                                  config=config, vocab_file=vocab)
+  return directory, encoder
+
+
+def test_output_layout_and_values(model_dir, tmp_path):
+  directory, encoder = model_dir
+  lines = ["The quick brown fox jumps.", "Who jumps? ||| the dog jumps", "", "foxes " * 40]
+  (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+  run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+             f"--output_file={tmp_path / 'out.jsonl'}",
+             f"--init_checkpoint={directory / 'bert_model.ckpt'}",
+             "--layers=-1,0", "--max_seq_length=12", "--batch_size=3")
+  records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+  assert [r["linex_index"] for r in records] == [0, 1, 2, 3]
+  assert list(records[1]) == ["linex_index", "features"]
+  assert list(records[1]["features"][0]) == ["token", "layers"]
+  assert [f["token"] for f in records[1]["features"]] == [
+      "[CLS]", "who", "jumps", "?", "[SEP]", "the", "dog", "jumps", "[SEP]"]
+  assert [f["token"] for f in records[2]["features"]] == ["[CLS]", "[SEP]"]
+  assert len(records[3]["features"]) == 12  # truncated to max_seq_length
+  tokenizer = FullTokenizer(str(directory / "vocab.txt"))
+  for i, pair in enumerate([("The quick brown fox jumps.", None), ("Who jumps?", "the dog jumps")]):
+    packed = features.pack_pair(tokenizer, *pair, 12)
+    out = encoder(features.pad_batch([packed], 12))["encoder_outputs"]
+    for layer in records[i]["features"][0]["layers"]:
+      want = np.asarray(out[layer["index"]])[0, :len(packed.tokens)]
+      got = np.array([[v for lay in f["layers"] if lay["index"] == layer["index"]
+                       for v in lay["values"]] for f in records[i]["features"]])
+      np.testing.assert_allclose(got, want, atol=1.5e-6)
+      assert all(round(v, 6) == v for v in layer["values"])
+
+
+def test_bad_input_is_one_line_and_leaves_no_output(model_dir, tmp_path):
+  directory, _ = model_dir
+  (tmp_path / "in.txt").write_text("hello\n")
+  proc = run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                    f"--output_file={tmp_path / 'out.jsonl'}",
+                    f"--init_checkpoint={directory / 'bert_model.ckpt'}", "--layers=-1,5",
+                    "--max_seq_length=12",
+                    expect_ok=False)
+  assert proc.returncode != 0
+  assert last_error_line(proc) == "error: --layers: 5 is out of range for a model with 3 layers."
+  assert not (tmp_path / "out.jsonl").exists()
+  proc = run_script("extract_features.py", f"--input_file={tmp_path / 'nope.txt'}",
+                    f"--output_file={tmp_path / 'out.jsonl'}",
+                    f"--init_checkpoint={directory / 'bert_model.ckpt'}", "--max_seq_length=12",
+                    expect_ok=False)
+  assert "nope.txt" in last_error_line(proc) and last_error_line(proc).startswith("error: ")
