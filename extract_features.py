@@ -69,6 +69,7 @@ def main(_):
   from modeling import checkpoints
   from modeling.encoder import BertEncoder
 
+  pairs = features.read_text_pairs(FLAGS.input_file)
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
   if FLAGS.max_seq_length > config.max_position_embeddings:
@@ -77,7 +78,6 @@ def main(_):
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
   layer_indexes = _layer_indexes(FLAGS.layers, config.num_hidden_layers)
   tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
-  pairs = features.read_text_pairs(FLAGS.input_file)
 
   encoder = BertEncoder(config)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
