@@ -14,13 +14,11 @@ names to our variables.
 """
 
 import dataclasses
-import json
 import os
 import re
 import shutil
 import tempfile
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -222,35 +220,27 @@ def _unescape(name):
 
 
 def _read_hf(path):
+  """Hugging Face safetensors -> {original name: array}; unknown keys kept as `<hf>key`."""
   from safetensors.numpy import load_file
-  tensors = load_file(path)
-  renamed = {}
-  for key, value in tensors.items():
+  tensors = {}
+  for key, value in load_file(path).items():
     key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))  # old exports
-    if key.startswith("bert."):
-      key = key[len("bert."):]
-    renamed[key] = value
-  by_hf = {}
-  for key in renamed:
-    if key in _HF_SKIPPED:
-      continue
-    by_hf[key] = renamed[key]
-  weights, unknown = {}, dict(by_hf)
-  # Invert the table over every name a BERT of this depth can have.
-  depth = 1 + max([int(m.group(1)) for k in by_hf
-                   for m in [re.match(r"encoder\.layer\.(\d+)\.", k)] if m] or [-1])
-  candidates = list(_HF_FIXED)
-  for i in range(depth):
+    key = key[len("bert."):] if key.startswith("bert.") else key
+    if key not in _HF_SKIPPED:
+      tensors[key] = value
+  layers = [int(m.group(1)) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, tensors) if m]
+  names = list(_HF_FIXED)
+  for i in range(max(layers, default=-1) + 1):
     for suffix in _HF_BLOCK_SUFFIXES:
       params = ("gamma", "beta") if suffix.endswith("LayerNorm") else ("kernel", "bias")
-      candidates += [f"bert/encoder/layer_{i}/{suffix}/{p}" for p in params]
-  for name in candidates:
+      names += [f"bert/encoder/layer_{i}/{suffix}/{p}" for p in params]
+  weights = {}
+  for name in names:
     key, transpose = hf_name(name)
-    if key in by_hf:
-      value = unknown.pop(key)
+    if key in tensors:
+      value = tensors.pop(key)
       weights[name] = value.T if transpose else value
-  for key, value in unknown.items():  # reported as unexpected by load_checkpoint
-    weights[f"<hf>{key}"] = value
+  weights.update({f"<hf>{key}": value for key, value in tensors.items()})
   return weights
 
 

@@ -7,7 +7,26 @@ from modeling import layers
 from modeling.config import BertConfig
 
 
-class BertEncoder(keras.Model):
+class ConfiguredModel(keras.Model):
+  """A model built from a BertConfig (or its dict), which its get_config round-trips."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = BertConfig.from_dict(config) if isinstance(config, dict) else config
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "name": self.name,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return cls(**config)
+
+
+class BertEncoder(ConfiguredModel):
   """The BERT encoder (embeddings, transformer blocks, pooler).
 
   It knows nothing about tasks; heads take its outputs.
@@ -28,10 +47,8 @@ class BertEncoder(keras.Model):
 
   def __init__(self, config, **kwargs):
     kwargs.setdefault("name", "bert")
-    super().__init__(**kwargs)
-    if isinstance(config, dict):
-      config = BertConfig.from_dict(config)
-    self.config = config
+    super().__init__(config, **kwargs)
+    config = self.config
     # Embeddings stay float32: the sum of three tables feeds LayerNorm.
     self.embeddings = layers.BertEmbeddings(
         config.vocab_size, config.hidden_size, config.max_position_embeddings,
@@ -81,14 +98,3 @@ class BertEncoder(keras.Model):
     pooled = ops.cast(self.pooler(x[:, 0]), "float32")  # [B, H]
     return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
-
-  def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    return cls(**config)

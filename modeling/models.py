@@ -3,30 +3,15 @@
 import keras
 
 from modeling import heads
-from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.encoder import BertEncoder, ConfiguredModel
 
 
-class _TaskModel(keras.Model):
+class _TaskModel(ConfiguredModel):
   """Holds a BertEncoder built from `config`; subclasses add heads."""
 
   def __init__(self, config, **kwargs):
-    super().__init__(**kwargs)
-    if isinstance(config, dict):
-      config = BertConfig.from_dict(config)
-    self.config = config
-    self.encoder = BertEncoder(config, dtype=self.dtype_policy)
-
-  def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    return cls(**config)
+    super().__init__(config, **kwargs)
+    self.encoder = BertEncoder(self.config, dtype=self.dtype_policy)
 
 
 class BertPretrainer(_TaskModel):

@@ -20,7 +20,7 @@ def _model_garden_encoder(config, weights):
       vocab_size=config.vocab_size, hidden_size=h, num_layers=config.num_hidden_layers,
       num_attention_heads=n, max_sequence_length=config.max_position_embeddings,
       type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
-      inner_activation=config.hidden_act.replace("gelu_tanh", "gelu"),
+      inner_activation=config.hidden_act,
       output_dropout=0.0, attention_dropout=0.0)
   zeros = tf.zeros((1, 4), tf.int32)
   mg(dict(input_word_ids=zeros, input_mask=zeros + 1, input_type_ids=zeros))
