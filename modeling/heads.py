@@ -71,10 +71,7 @@ class MaskedLMHead(keras.layers.Layer):
   def call(self, sequence_output, masked_lm_positions, embedding_table):
     """[B, S, H] output, int [B, P] positions, [V, H] table -> float32 [B, P, V]."""
     x = ops.take_along_axis(sequence_output, masked_lm_positions[:, :, None], axis=1)  # [B, P, H]
-    x = self.transform(x)
-    if self.activation is not None:
-      x = self.activation(x)
-    x = self.layer_norm(x)
+    x = self.layer_norm(self.activation(self.transform(x)))
     table = ops.cast(embedding_table, self.compute_dtype)
     logits = ops.einsum("bph,vh->bpv", ops.cast(x, self.compute_dtype), table)
     return ops.cast(logits, "float32") + self.output_bias
