@@ -23,6 +23,8 @@ versions assign. The tests check this on thousands of generated strings.
 import functools
 import unicodedata
 
+import numpy as np
+
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -39,11 +41,10 @@ def _re2_class(ranges):
 
 @functools.lru_cache(maxsize=None)
 def _lower_case_tables():
-  """Python-derived data for lower-casing: per code point map, sigma classes."""
+  """Python-derived data for lower-casing: code point map, sigma rule, mark order."""
   keys, values = [], []
-  for cp in range(0x110000):
-    if 0xD800 <= cp <= 0xDFFF:
-      continue
+  assigned = tokenization.assigned_code_points().tolist()
+  for cp in assigned:  # unassigned code points have no mappings
     char = chr(cp)
     mapped = unicodedata.normalize("NFD", char.lower())
     if mapped != char:
@@ -52,24 +53,24 @@ def _lower_case_tables():
   # Python's final-sigma rule (Unicode "Final_Sigma") looks past case-ignorable
   # characters for a cased one. Python does not expose Case_Ignorable, so it is
   # read off `str.lower()` itself.
-  def cased(c):
-    return c.islower() or c.isupper() or c.istitle()
+  cased = np.zeros(0x110000, bool)
+  ignorable = np.zeros(0x110000, bool)
+  for cp in assigned:
+    c = chr(cp)
+    cased[cp] = c.islower() or c.isupper() or c.istitle()
+    if cased[cp]:
+      ignorable[cp] = (c + "\u03a3").lower()[-1] == "\u03c3"
+    else:
+      ignorable[cp] = ("A\u03a3" + c + "B").lower()[1] == "\u03c3"
+  ranges = tokenization.ranges
+  ignorable_class = _re2_class(ranges(ignorable))
+  sigma = (f"({_re2_class(ranges(cased & ~ignorable))}{ignorable_class}*)\u03a3"
+           f"({ignorable_class}*(?:{_re2_class(ranges(~cased & ~ignorable))}|$))")
+  mn = _re2_class(tokenization.character_classes()["mn"])
+  return keys, values, sigma, _reorder_patterns(assigned), mn
 
-  def ignorable(c):
-    if cased(c):
-      return (c + "\u03a3").lower()[-1] == "\u03c3"
-    return ("A\u03a3" + c + "B").lower()[1] == "\u03c3"
 
-  is_cased = tokenization._ranges(lambda cp: cased(chr(cp)) and not ignorable(chr(cp)))
-  is_ignorable = tokenization._ranges(lambda cp: ignorable(chr(cp)))
-  neither = tokenization._ranges(lambda cp: not cased(chr(cp)) and not ignorable(chr(cp)))
-  sigma = (f"({_re2_class(is_cased)}{_re2_class(is_ignorable)}*)\u03a3"
-           f"({_re2_class(is_ignorable)}*(?:{_re2_class(neither)}|$))")
-  mn = tokenization._ranges(lambda cp: unicodedata.category(chr(cp)) == "Mn")
-  return keys, values, sigma, _reorder_patterns(), _re2_class(mn)
-
-
-def _reorder_patterns():
+def _reorder_patterns(assigned):
   """Regex swaps that give marks kept after Mn removal their canonical order.
 
   NFD sorts each run of non-starters (combining class > 0) by class. Only the
@@ -78,15 +79,16 @@ def _reorder_patterns():
   only Mn non-starters between them, repeated until none applies, is NFD's
   reordering as far as the output can tell.
   """
-  ccc = unicodedata.combining
-  kept = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
-          and ccc(chr(cp)) and unicodedata.category(chr(cp)) != "Mn"]
-  between = _re2_class(tokenization._ranges(
-      lambda cp: ccc(chr(cp)) > 0 and unicodedata.category(chr(cp)) == "Mn"))
+  category = tokenization.unicode_categories()
+  ccc = {cp: unicodedata.combining(chr(cp)) for cp in assigned}
+  kept = [cp for cp in assigned if ccc[cp] and category[cp] != "Mn"]
+  between_mask = np.zeros(0x110000, bool)
+  between_mask[[cp for cp in assigned if ccc[cp] and category[cp] == "Mn"]] = True
+  between = _re2_class(tokenization.ranges(between_mask))
   swaps = []
-  for c in sorted({ccc(chr(cp)) for cp in kept})[1:]:
-    higher = _re2_class([(cp, cp) for cp in kept if ccc(chr(cp)) == c])
-    lower = _re2_class([(cp, cp) for cp in kept if ccc(chr(cp)) < c])
+  for c in sorted({ccc[cp] for cp in kept})[1:]:
+    higher = _re2_class([(cp, cp) for cp in kept if ccc[cp] == c])
+    lower = _re2_class([(cp, cp) for cp in kept if ccc[cp] < c])
     swaps.append(f"({higher})({between}*)({lower})")
   return swaps
 
@@ -115,11 +117,14 @@ class FastTokenizer(tf.Module):
     do_lower_case: bool, as for `FullTokenizer`.
     max_input_chars_per_word: words with more characters become [UNK].
     token_out_type: tf.int32 or tf.int64 ids.
+    parallel_shards: split each batch into this many slices tokenized in
+      parallel (useful for large batches on several cores).
   """
 
   def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200,
-               token_out_type=tf.int32, name=None):
+               token_out_type=tf.int32, parallel_shards=1, name=None):
     super().__init__(name=name)
+    self.parallel_shards = parallel_shards
     vocab = tokenization.load_vocab(vocab_file)
     if tokenization.UNK_TOKEN not in vocab:
       raise ValueError(f"Vocab file {vocab_file} has no {tokenization.UNK_TOKEN} token.")
@@ -156,7 +161,21 @@ class FastTokenizer(tf.Module):
         self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
 
   def _lower_and_strip_accents(self, text):
-    """Python's lower() + NFD + removal of Mn characters, on a string tensor."""
+    """Python's lower() + NFD + removal of Mn characters, on a [B] string tensor.
+
+    ASCII-only strings just need ASCII lower-casing; only the others take the
+    code point path.
+    """
+    text = tf.strings.lower(text)  # ASCII letters only; other bytes are left alone
+    is_ascii = tf.strings.regex_full_match(text, "[\\x00-\\x7f]*")
+    ascii_ = tf.cast(tf.where(is_ascii)[:, 0], tf.int32)
+    other = tf.cast(tf.where(~is_ascii)[:, 0], tf.int32)
+    return tf.dynamic_stitch(
+        [ascii_, other],
+        [tf.gather(text, ascii_), self._unicode_lower_and_strip(tf.gather(text, other))])
+
+  def _unicode_lower_and_strip(self, text):
+    """The code point path of _lower_and_strip_accents."""
     text = tf.strings.regex_replace(text, self._sigma, "\\1\u03c2\\2")
     chars = tf.strings.unicode_decode(text, "UTF-8")  # [B, (C)] code points
     flat = chars.flat_values
@@ -192,10 +211,20 @@ class FastTokenizer(tf.Module):
     text = tf.strings.regex_replace(text, self._cjk, " \\0 ")
     if self.do_lower_case:
       text = self._lower_and_strip_accents(text)
-    return tf_text.regex_split(text, f"{self._split}+|{self._punct}", self._punct)
+    text = tf.strings.regex_replace(text, self._punct, " \\0 ")
+    # What str.split() splits on, as ASCII spaces; tf.strings.split then cuts there.
+    return tf.strings.split(tf.strings.regex_replace(text, self._split, " "))
 
   def _tokenize(self, text):
     """WordPiece ids of a [B] string tensor, as a [B, (T)] RaggedTensor."""
+    if self.parallel_shards > 1:  # independent slices run on parallel threads
+      size = tf.shape(text)[0]
+      bounds = [size * k // self.parallel_shards for k in range(self.parallel_shards + 1)]
+      return tf.concat([self._tokenize_shard(text[lo:hi])
+                        for lo, hi in zip(bounds[:-1], bounds[1:])], axis=0)
+    return self._tokenize_shard(text)
+
+  def _tokenize_shard(self, text):
     words = self.basic_tokenize(text)
     too_long = tf.strings.length(words.flat_values, "UTF8_CHAR") > self.max_input_chars_per_word
     # A word can never be "[UNK]" itself (brackets are split off), so the

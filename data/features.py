@@ -67,3 +67,19 @@ def read_text_pairs(path):
   except tf.errors.OpError as e:
     raise ValueError(f"Cannot read {path}: {e.message}") from e
   return pairs
+
+
+# --- TFRecord examples -----------------------------------------------------
+
+def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
+  """The original run_pretraining parsing spec for the generator's records."""
+  L, P = max_seq_length, max_predictions_per_seq
+  return {
+      "input_ids": tf.io.FixedLenFeature([L], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([L], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([L], tf.int64),
+      "masked_lm_positions": tf.io.FixedLenFeature([P], tf.int64),
+      "masked_lm_ids": tf.io.FixedLenFeature([P], tf.int64),
+      "masked_lm_weights": tf.io.FixedLenFeature([P], tf.float32),
+      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+  }

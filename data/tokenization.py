@@ -16,6 +16,8 @@ import functools
 import re
 import unicodedata
 
+import numpy as np
+
 UNK_TOKEN = "[UNK]"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -71,36 +73,65 @@ def is_cjk(cp):
   return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
-def _ranges(predicate):
-  """Sorted inclusive (first, last) code point ranges where predicate holds."""
-  ranges = []
-  for cp in range(0x110000):
-    if 0xD800 <= cp <= 0xDFFF or not predicate(cp):
-      continue
-    if ranges and ranges[-1][1] == cp - 1:
-      ranges[-1][1] = cp
-    else:
-      ranges.append([cp, cp])
-  return tuple((lo, hi) for lo, hi in ranges)
+@functools.lru_cache(maxsize=None)
+def unicode_categories():
+  """The general category of every code point, as a numpy array of str [0x110000]."""
+  return np.array([unicodedata.category(chr(cp)) for cp in range(0x110000)])
+
+
+def assigned_code_points():
+  """Code points with a category other than unassigned, private use or surrogate.
+
+  Only these have case mappings, decompositions or combining classes.
+  """
+  return np.flatnonzero(~np.isin(unicode_categories(), ["Cn", "Co", "Cs"]))
+
+
+def ranges(mask):
+  """Sorted inclusive (first, last) code point ranges where bool mask[cp] holds.
+
+  Surrogates are left out: they cannot occur in valid UTF-8 text.
+  """
+  mask = np.asarray(mask, bool).copy()
+  mask[0xD800:0xE000] = False
+  cps = np.flatnonzero(mask)
+  if not len(cps):
+    return ()
+  breaks = np.flatnonzero(np.diff(cps) > 1)
+  firsts = np.concatenate([cps[:1], cps[breaks + 1]])
+  lasts = np.concatenate([cps[breaks], cps[-1:]])
+  return tuple(zip(firsts.tolist(), lasts.tolist()))
 
 
 @functools.lru_cache(maxsize=None)
 def character_classes():
   """Code point ranges of each character class the basic tokenizer uses.
 
+  The classes are the predicates above (`is_control`, `is_whitespace`,
+  `is_punctuation`, CJK) evaluated over all of Unicode, vectorised; a test
+  checks them against the predicates code point by code point.
+
   Returns:
     dict of name -> tuple of inclusive (first, last) code point ranges:
     "drop" (removed while cleaning), "space" (turned into " " while cleaning),
     "cjk" (isolated), "punct" (isolated after lower-casing), "split" (where
-    `str.split()` splits, which the original uses to cut words).
+    `str.split()` splits, which the original uses to cut words), "mn"
+    (non-spacing marks, removed when stripping accents).
   """
-  return {
-      "drop": _ranges(lambda cp: cp in (0, 0xFFFD) or is_control(chr(cp))),
-      "space": _ranges(lambda cp: is_whitespace(chr(cp))),
-      "cjk": tuple(sorted(CJK_RANGES)),
-      "punct": _ranges(lambda cp: is_punctuation(chr(cp))),
-      "split": _ranges(lambda cp: chr(cp).isspace()),
-  }
+  category = unicode_categories()
+  cps = np.arange(0x110000)
+  drop = np.isin(category, ["Cc", "Cf"])
+  drop[[ord("\t"), ord("\n"), ord("\r")]] = False
+  drop[[0, 0xFFFD]] = True
+  space = category == "Zs"
+  space[[ord(" "), ord("\t"), ord("\n"), ord("\r")]] = True
+  ascii_symbols = (((cps >= 33) & (cps <= 47)) | ((cps >= 58) & (cps <= 64))
+                   | ((cps >= 91) & (cps <= 96)) | ((cps >= 123) & (cps <= 126)))
+  punct = ascii_symbols | np.char.startswith(category, "P")
+  split = np.zeros(0x110000, bool)
+  split[[cp for cp in range(0x3001) if chr(cp).isspace()]] = True  # none lie higher
+  return {"drop": ranges(drop), "space": ranges(space), "cjk": tuple(sorted(CJK_RANGES)),
+          "punct": ranges(punct), "split": ranges(split), "mn": ranges(category == "Mn")}
 
 
 def class_pattern(ranges, escape):
@@ -118,9 +149,7 @@ def _py_escape(cp):
 def _python_regexes():
   classes = character_classes()
   compile_class = lambda name: re.compile(class_pattern(classes[name], _py_escape))
-  mn = _ranges(lambda cp: unicodedata.category(chr(cp)) == "Mn")
-  return (compile_class("drop"), compile_class("space"), compile_class("cjk"),
-          compile_class("punct"), re.compile(class_pattern(mn, _py_escape)))
+  return tuple(compile_class(name) for name in ("drop", "space", "cjk", "punct", "mn"))
 
 
 def load_vocab(vocab_file):

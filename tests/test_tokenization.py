@@ -109,3 +109,25 @@ def test_case_check_against_checkpoint_names():
     T.validate_case_matches_checkpoint(False, "/m/uncased_L-24_H-1024_A-16/bert_model.ckpt")
   with pytest.raises(ValueError, match="--do_lower_case=True .*cased model"):
     T.validate_case_matches_checkpoint(True, "gs://b/multi_cased_L-12_H-768_A-12/bert_model.ckpt")
+
+
+def test_character_classes_equal_the_predicates_everywhere():
+  """The vectorised classes both paths use are the predicates, code point by code point."""
+  import numpy as np
+  classes = T.character_classes()
+
+  def member(name):
+    mask = np.zeros(0x110000, bool)
+    for lo, hi in classes[name]:
+      mask[lo:hi + 1] = True
+    return mask
+  drop, space, punct, split, mn = (member(n) for n in ("drop", "space", "punct", "split", "mn"))
+  for cp in range(0x110000):
+    if 0xD800 <= cp <= 0xDFFF:
+      continue
+    c = chr(cp)
+    assert drop[cp] == (cp in (0, 0xFFFD) or T.is_control(c)), hex(cp)
+    assert space[cp] == T.is_whitespace(c), hex(cp)
+    assert punct[cp] == T.is_punctuation(c), hex(cp)
+    assert split[cp] == c.isspace(), hex(cp)
+    assert mn[cp] == (T.unicodedata.category(c) == "Mn"), hex(cp)

@@ -1,0 +1,110 @@
+"""Reading the generator's input: one sentence per line, a blank line between documents.
+
+Lines are split on "\\n" only, decoded as UTF-8 with undecodable bytes dropped
+(and counted), stripped, and tokenized in large batches with the graph
+tokenizer. As in the original, a blank line starts a new document, a line
+whose tokenization is empty is skipped, empty documents are dropped and a
+document may continue from one input file into the next.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from data.pretraining_data import Corpus
+
+
+@dataclasses.dataclass
+class ReadStats:
+  """What reading found: counts, and where the first undecodable byte was."""
+  lines: int = 0
+  bytes_read: int = 0
+  undecodable_bytes: int = 0
+  first_undecodable: str = ""  # "file:line"
+  documents: int = 0
+  segments: int = 0
+  tokens: int = 0
+
+
+def read_lines(paths, stats):
+  """Yields (path, line number, stripped text) of every line of every file."""
+  for path in paths:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      for number, raw in enumerate(f, start=1):
+        stats.lines += 1
+        stats.bytes_read += len(raw)
+        try:
+          text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+          text = raw.decode("utf-8", "ignore")
+          stats.undecodable_bytes += len(raw) - len(text.encode("utf-8"))
+          stats.first_undecodable = stats.first_undecodable or f"{path}:{number}"
+        yield path, number, text.strip()
+
+
+def tokenized_documents(paths, tokenizer, stats, keep=None, batch_lines=8192):
+  """Yields (document index, [int32 id array per non-empty segment]) in input order.
+
+  Args:
+    paths: input files, read in this order.
+    tokenizer: a FastTokenizer.
+    stats: a ReadStats, updated as reading goes.
+    keep: optional predicate on the raw document index (its count of blank
+      lines before it); documents it rejects are skipped without tokenizing.
+    batch_lines: lines per tokenizer call.
+  """
+  pending = []  # (document index, lines) of whole documents not yet tokenized
+  pending_lines = 0
+  current_index, current = 0, []
+
+  def flush():
+    texts = [line for _, lines in pending for line in lines]
+    if texts:
+      ragged = tokenizer.tokenize(tf.constant(texts))
+      ids, splits = ragged.flat_values.numpy().astype(np.int32), ragged.row_splits.numpy()
+    k = 0
+    for index, lines in pending:
+      segments = []
+      for _ in lines:
+        if splits[k + 1] > splits[k]:
+          segments.append(ids[splits[k]:splits[k + 1]])
+        k += 1
+      if segments:
+        stats.documents += 1
+        stats.segments += len(segments)
+        stats.tokens += sum(len(s) for s in segments)
+        yield index, segments
+    pending.clear()
+
+  for _, _, text in read_lines(paths, stats):
+    if not text:
+      if current:
+        pending.append((current_index, current))
+        pending_lines += len(current)
+      current_index, current = current_index + 1, []
+      if pending_lines >= batch_lines:
+        yield from flush()
+        pending_lines = 0
+    elif keep is None or keep(current_index):
+      current.append(text)
+  if current:
+    pending.append((current_index, current))
+  yield from flush()
+
+
+def read_corpus(paths, tokenizer, stats, progress=None):
+  """Reads and tokenizes every input file into one in-memory `Corpus`."""
+  arrays, starts, documents = [], [0], []
+  for _, segments in tokenized_documents(paths, tokenizer, stats):
+    first = len(starts) - 1
+    for segment in segments:
+      arrays.append(segment)
+      starts.append(starts[-1] + len(segment))
+    documents.append((first, len(starts) - 1))
+    if progress is not None:
+      progress(stats.bytes_read, stats.documents)
+  tokens = np.concatenate(arrays) if arrays else np.zeros(0, np.int32)
+  return Corpus(tokens, np.array(starts, np.int64),
+                np.array(documents, np.int64).reshape(-1, 2))
+

@@ -1,0 +1,149 @@
+"""Running the generator: the exact (original) mode, and writing records.
+
+Exact mode reads the whole corpus, makes every instance and writes them in the
+original's shuffled order, round-robin across the output files. Memory holds
+the corpus as int32 ids and each instance as a few dozen bytes.
+"""
+
+import collections
+import dataclasses
+import random
+import time
+
+import numpy as np
+
+from data import pretraining_corpus, pretraining_data, tfrecords
+from data.progress import Progress
+
+PRETRAINING_INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                            "masked_lm_ids", "next_sentence_labels")
+PRETRAINING_FLOAT_FEATURES = ("masked_lm_weights",)
+
+
+@dataclasses.dataclass
+class Summary:
+  """What a run read and wrote, for the closing report."""
+  read: pretraining_corpus.ReadStats
+  instances: int = 0
+  instance_tokens: int = 0  # real tokens in instances, [CLS]/[SEP] excluded
+  masked: int = 0
+  masked_as_mask: int = 0
+  masked_kept: int = 0
+  masked_random: int = 0
+  random_next: int = 0
+  short_targets: int = 0
+  document_passes: int = 0
+  seconds: float = 0.0
+
+  def lines(self):
+    """The closing summary, a line per fact."""
+    r, n = self.read, max(self.instances, 1)
+    m = max(self.masked, 1)
+    out = [f"read {r.lines:,} lines ({r.bytes_read / 1e6:,.1f} MB): {r.documents:,} documents, "
+           f"{r.segments:,} sentences, {r.tokens:,} tokens"]
+    if r.undecodable_bytes:
+      out.append(f"dropped {r.undecodable_bytes:,} undecodable bytes (first at {r.first_undecodable})")
+    out += [f"wrote {self.instances:,} instances, {self.instance_tokens:,} tokens",
+            f"masked {self.masked / max(self.instance_tokens, 1):.2%} of tokens: "
+            f"{self.masked_as_mask / m:.1%} [MASK], {self.masked_kept / m:.1%} kept, "
+            f"{self.masked_random / m:.1%} random",
+            f"random next sentence {self.random_next / n:.1%}, short target length "
+            f"{self.short_targets / max(self.document_passes, 1):.1%} of document passes",
+            f"wall time {self.seconds:.1f}s ({self.instances / max(self.seconds, 1e-9):,.0f} "
+            f"instances/s)"]
+    return out
+
+
+def instance_arrays(store, indices, tokens, vocab, config):
+  """Model features of the instances `indices` of a frozen store: dict of [N, ...] arrays."""
+  L, P = config.max_seq_length, config.max_predictions_per_seq
+  a0, a1, b0, b1, nsp = (store.ranges[indices, k] for k in range(5))
+  la, lb = (a1 - a0)[:, None], (b1 - b0)[:, None]
+  j = np.arange(L)[None, :]
+  in_a = (j >= 1) & (j < 1 + la)
+  in_b = (j >= 2 + la) & (j < 2 + la + lb)
+  source = np.where(in_a, a0[:, None] + j - 1, b0[:, None] + j - 2 - la)
+  ids = np.where(in_a | in_b, tokens[np.clip(source, 0, len(tokens) - 1)], 0)
+  ids[:, 0] = vocab.cls_id
+  rows = np.arange(len(indices))
+  ids[rows, 1 + la[:, 0]] = vocab.sep_id
+  ids[rows, 2 + la[:, 0] + lb[:, 0]] = vocab.sep_id
+  input_mask = (j < 3 + la + lb).astype(np.int64)
+  segment_ids = ((j >= 2 + la) & (input_mask == 1)).astype(np.int64)
+  # Masked positions, flattened with the row each belongs to.
+  lo, hi = store.mask_offsets[indices], store.mask_offsets[indices + 1]
+  counts = hi - lo
+  owner = np.repeat(rows, counts)
+  flat = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+  positions, replacements = store.positions[flat], store.replacements[flat]
+  slot = flat - np.repeat(lo, counts)
+  labels = ids[owner, positions]
+  ids[owner, positions] = np.where(replacements == pretraining_data.KEEP, labels, replacements)
+  out = {"input_ids": ids, "input_mask": input_mask, "segment_ids": segment_ids,
+         "masked_lm_positions": np.zeros((len(indices), P), np.int64),
+         "masked_lm_ids": np.zeros((len(indices), P), np.int64),
+         "masked_lm_weights": np.zeros((len(indices), P), np.float32),
+         "next_sentence_labels": nsp[:, None].astype(np.int64)}
+  out["masked_lm_positions"][owner, slot] = positions
+  out["masked_lm_ids"][owner, slot] = labels
+  out["masked_lm_weights"][owner, slot] = 1.0
+  return out, replacements
+
+
+def count_instances(summary, arrays, replacements, vocab):
+  """Adds a batch's facts to the summary."""
+  summary.instances += len(arrays["input_ids"])
+  summary.instance_tokens += int(arrays["input_mask"].sum()) - 3 * len(arrays["input_ids"])
+  kinds = masked_counts(replacements, vocab)
+  summary.masked += len(replacements)
+  summary.masked_as_mask += kinds["mask"]
+  summary.masked_kept += kinds["kept"]
+  summary.masked_random += kinds["random"]
+  summary.random_next += int(arrays["next_sentence_labels"].sum())
+
+
+def generate_exact(input_files, output_files, tokenizer, vocab, config, random_seed,
+                   compression="", batch_size=4096):
+  """The original generator's output, made with integer ids; returns a Summary."""
+  start = time.time()
+  read = pretraining_corpus.ReadStats()
+  total_bytes = sum(_size(f) for f in input_files)
+  reading = Progress("reading", total_bytes)
+  corpus = pretraining_corpus.read_corpus(
+      input_files, tokenizer, read,
+      progress=lambda done, docs: reading.update(done, documents=docs, lines=read.lines))
+  if not len(corpus.documents):
+    raise ValueError(f"--input_file: no text in {', '.join(input_files)}.")
+  rng = random.Random(random_seed)
+  passes = len(corpus.documents) * config.dupe_factor
+  making = Progress("instances", passes)
+  store, order, short = pretraining_data.create_training_instances(
+      corpus, config, vocab, rng,
+      progress=lambda done, count: making.update(done, documents=done, instances=count))
+  summary = Summary(read, short_targets=short, document_passes=passes)
+  encoder = tfrecords.ExampleEncoder(PRETRAINING_INT_FEATURES, PRETRAINING_FLOAT_FEATURES)
+  writing = Progress("writing", len(order))
+  with tfrecords.RecordWriters(output_files, compression) as writers:
+    for first in range(0, len(order), batch_size):
+      arrays, replacements = instance_arrays(
+          store, order[first:first + batch_size], corpus.tokens, vocab, config)
+      for record in encoder.encode(arrays):
+        writers.write(record)
+      count_instances(summary, arrays, replacements, vocab)
+      writing.update(summary.instances, instances=summary.instances)
+  summary.seconds = time.time() - start
+  return summary
+
+
+def _size(path):
+  import tensorflow as tf
+  return tf.io.gfile.stat(path).length
+
+
+def masked_counts(replacements, vocab):
+  """Counter of replacement kinds: mask, kept, random."""
+  kinds = collections.Counter()
+  kinds["mask"] = int((replacements == vocab.mask_id).sum())
+  kinds["kept"] = int((replacements == pretraining_data.KEEP).sum())
+  kinds["random"] = len(replacements) - kinds["mask"] - kinds["kept"]
+  return kinds

@@ -1,0 +1,168 @@
+"""Writing tf.train.Example records fast, round-robin across files, all or nothing.
+
+`ExampleEncoder` serializes whole batches of fixed-name features with a
+numba-compiled protobuf encoder: the bytes a tf.train.Example with those
+features serializes to (packed int64 / float lists), parsed by any protobuf
+reader, about ten times faster than building protos in Python.
+"""
+
+import numba
+import numpy as np
+import tensorflow as tf
+from numba.typed import List
+
+from data import files
+
+_VARINT, _FIXED32 = 0, 1
+
+
+@numba.njit(cache=True)
+def _varint_size(v):
+  if v < 0:
+    return 10  # negative int64: ten bytes of two's complement
+  n = 1
+  while v >= 128:
+    v >>= 7
+    n += 1
+  return n
+
+
+@numba.njit(cache=True)
+def _put_varint(buf, pos, v):
+  u = np.uint64(v)
+  while u >= np.uint64(128):
+    buf[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+    u >>= np.uint64(7)
+    pos += 1
+  buf[pos] = np.uint8(u)
+  return pos + 1
+
+
+@numba.njit(cache=True)
+def _field_sizes(payload, key_length):
+  """Byte sizes of a feature's value list, Feature message and map entry."""
+  value_list = 1 + _varint_size(payload) + payload if payload else 0
+  feature = 1 + _varint_size(value_list) + value_list
+  entry = 1 + _varint_size(key_length) + key_length + 1 + _varint_size(feature) + feature
+  return value_list, feature, entry
+
+
+@numba.njit(cache=True)
+def _encode(values, kinds, keys):
+  """Serializes N examples; values[f] is int64 [N, L_f] (fixed32 bits for floats).
+
+  Returns the concatenated records and their offsets [N + 1].
+  """
+  n_records, n_features = values[0].shape[0], len(values)
+  payload = np.zeros((n_records, n_features), np.int64)
+  bodies = np.zeros(n_records, np.int64)
+  sizes = np.zeros(n_records, np.int64)
+  for r in range(n_records):  # sizes first: protobuf prefixes every message by its length
+    for f in range(n_features):
+      if kinds[f] == _FIXED32:
+        p = 4 * values[f].shape[1]
+      else:
+        p = 0
+        for v in values[f][r]:
+          p += _varint_size(v)
+      payload[r, f] = p
+      entry = _field_sizes(p, len(keys[f]))[2]
+      bodies[r] += 1 + _varint_size(entry) + entry
+    sizes[r] = 1 + _varint_size(bodies[r]) + bodies[r]
+  offsets = np.zeros(n_records + 1, np.int64)
+  offsets[1:] = np.cumsum(sizes)
+  buf = np.empty(offsets[-1], np.uint8)
+  for r in range(n_records):
+    buf[offsets[r]] = 0x0A  # Example.features
+    pos = _put_varint(buf, offsets[r] + 1, bodies[r])
+    for f in range(n_features):
+      p, key = payload[r, f], keys[f]
+      value_list, feature, entry = _field_sizes(p, len(key))
+      buf[pos] = 0x0A  # Features.feature map entry
+      pos = _put_varint(buf, pos + 1, entry)
+      buf[pos] = 0x0A  # its key
+      pos = _put_varint(buf, pos + 1, len(key))
+      buf[pos:pos + len(key)] = key
+      pos += len(key)
+      buf[pos] = 0x12  # its value, a Feature
+      pos = _put_varint(buf, pos + 1, feature)
+      buf[pos] = 0x12 if kinds[f] == _FIXED32 else 0x1A  # float_list or int64_list
+      pos = _put_varint(buf, pos + 1, value_list)
+      if p:
+        buf[pos] = 0x0A  # the packed values
+        pos = _put_varint(buf, pos + 1, p)
+        for v in values[f][r]:
+          if kinds[f] == _FIXED32:
+            for b in range(4):
+              buf[pos] = np.uint8((v >> (8 * b)) & 0xFF)
+              pos += 1
+          else:
+            pos = _put_varint(buf, pos, v)
+  return buf, offsets
+
+
+class ExampleEncoder:
+  """Serializes batches of named features into tf.train.Example bytes.
+
+  Args:
+    int_features: names of int64 features, in record order.
+    float_features: names of float features.
+  """
+
+  def __init__(self, int_features, float_features=()):
+    self.names = list(int_features) + list(float_features)
+    self.kinds = np.array([_VARINT] * len(int_features) + [_FIXED32] * len(float_features))
+    self.keys = List([np.frombuffer(n.encode(), np.uint8) for n in self.names])
+
+  def encode(self, features):
+    """dict name -> array [N, L_name] -> list of N serialized examples."""
+    values = List()
+    for name, kind in zip(self.names, self.kinds):
+      array = np.asarray(features[name])
+      if kind == _FIXED32:
+        array = array.astype("<f4").view("<u4")
+      values.append(np.ascontiguousarray(array, dtype=np.int64))
+    buf, offsets = _encode(values, self.kinds, self.keys)
+    data, offsets = buf.tobytes(), offsets.tolist()
+    return [data[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+class RecordWriters:
+  """Writes records round-robin across TFRecord files, each under a temporary name.
+
+  `close()` renames every file into place; `abort()` removes them. As a
+  context manager an exception aborts, so no output looks complete.
+  """
+
+  def __init__(self, paths, compression=""):
+    options = tf.io.TFRecordOptions(compression_type=compression)
+    self.paths = list(paths)
+    self.temporary = [files.temporary_name(p) for p in self.paths]
+    self.writers = [tf.io.TFRecordWriter(t, options) for t in self.temporary]
+    self.next = 0
+    self.count = 0
+
+  def write(self, record):
+    self.writers[self.next].write(record)
+    self.next = (self.next + 1) % len(self.writers)
+    self.count += 1
+
+  def close(self):
+    for writer, tmp, path in zip(self.writers, self.temporary, self.paths):
+      writer.close()
+      tf.io.gfile.rename(tmp, path, overwrite=True)
+
+  def abort(self):
+    for writer, tmp in zip(self.writers, self.temporary):
+      writer.close()
+      if tf.io.gfile.exists(tmp):
+        tf.io.gfile.remove(tmp)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, exc_type, exc, tb):
+    if exc_type is None:
+      self.close()
+    else:
+      self.abort()
