@@ -1,10 +1,71 @@
-"""File helpers shared by the scripts: input globbing and all-or-nothing writes."""
+"""File helpers shared by the scripts: globbing, remote paths, all-or-nothing writes.
+
+Local paths use Python's own file functions, so tools that need no model
+(the data generator, the corpus preparer) start without TensorFlow. Remote
+paths (gs://, hdfs://, s3://, ...) go through tf.io.gfile, imported then.
+"""
 
 import contextlib
+import glob
 import os
+import shutil
 import uuid
 
-import tensorflow as tf
+
+def is_remote(path):
+  """True for URLs such as gs://bucket/file."""
+  return "://" in path
+
+
+def _gfile():
+  import tensorflow as tf
+  return tf.io.gfile
+
+
+def open_file(path, mode="rb"):
+  """Opens a local or remote file."""
+  if is_remote(path):
+    return _gfile().GFile(path, mode)
+  return open(path, mode)
+
+
+def exists(path):
+  return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def size(path):
+  """Size in bytes of a local or remote file."""
+  return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def rename(source, target):
+  """Renames over an existing target."""
+  if is_remote(source):
+    _gfile().rename(source, target, overwrite=True)
+  else:
+    os.replace(source, target)
+
+
+def remove(path):
+  if is_remote(path):
+    _gfile().remove(path)
+  else:
+    os.remove(path)
+
+
+def makedirs(path):
+  if is_remote(path):
+    _gfile().makedirs(path)
+  else:
+    os.makedirs(path, exist_ok=True)
+
+
+def copy(source, target):
+  """Copies a file, overwriting the target."""
+  if is_remote(source) or is_remote(target):
+    _gfile().copy(source, target, overwrite=True)
+  else:
+    shutil.copyfile(source, target)
 
 
 def expand_file_patterns(patterns, flag):
@@ -12,17 +73,18 @@ def expand_file_patterns(patterns, flag):
 
   Raises ValueError naming `flag` when a pattern matches nothing.
   """
-  files = []
+  found = []
   for pattern in (p.strip() for p in patterns.split(",")):
     if not pattern:
       continue
-    matches = sorted(tf.io.gfile.glob(pattern))
+    matches = sorted(_gfile().glob(pattern) if is_remote(pattern) else glob.glob(pattern))
+    matches = [m for m in matches if is_remote(m) or os.path.isfile(m)]
     if not matches:
       raise ValueError(f"{flag}: no file matches {pattern!r}.")
-    files.extend(matches)
-  if not files:
+    found.extend(matches)
+  if not found:
     raise ValueError(f"{flag} is empty.")
-  return files
+  return found
 
 
 def temporary_name(path):
@@ -40,22 +102,22 @@ def atomic_output(path, mode="w"):
   """
   tmp = temporary_name(path)
   try:
-    with tf.io.gfile.GFile(tmp, mode) as f:
+    with open_file(tmp, mode) as f:
       yield f
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    rename(tmp, path)
   except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.remove(tmp)
+    if exists(tmp):
+      remove(tmp)
     raise
 
 
 def ensure_writable_dir(path, flag):
   """Creates directory `path` if needed; ValueError naming `flag` if impossible."""
   try:
-    tf.io.gfile.makedirs(path)
+    makedirs(path)
     probe = os.path.join(path, f".write-probe-{uuid.uuid4().hex[:8]}")
-    with tf.io.gfile.GFile(probe, "w") as f:
+    with open_file(probe, "w") as f:
       f.write("")
-    tf.io.gfile.remove(probe)
-  except (OSError, tf.errors.OpError) as e:
-    raise ValueError(f"{flag}={path} is not a writable directory: {e}") from e
+    remove(probe)
+  except Exception as e:  # OSError locally, tf.errors.OpError remotely
+    raise ValueError(f"{flag} {path} is not a writable directory: {e}") from e

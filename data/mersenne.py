@@ -59,14 +59,21 @@ def random(state):
 
 
 @numba.njit(cache=True)
+def _bit_length(n):
+  k = 0
+  for step in (16, 8, 4, 2, 1):
+    if n >> (k + step):
+      k += step
+  return k + 1 if n else 0
+
+
+@numba.njit(cache=True)
 def randbelow(state, n):
   """random.Random._randbelow(n) for 0 < n < 2**32: rejection on n.bit_length() bits."""
-  k = 0
-  while (n >> k) > 0:
-    k += 1
-  r = np.int64(genrand(state) >> np.uint32(32 - k))
+  shift = np.uint32(32 - _bit_length(n))
+  r = np.int64(genrand(state) >> shift)
   while r >= n:
-    r = np.int64(genrand(state) >> np.uint32(32 - k))
+    r = np.int64(genrand(state) >> shift)
   return r
 
 

@@ -10,8 +10,8 @@ document may continue from one input file into the next.
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
 
+from data import files
 from data.pretraining_data import Corpus
 
 
@@ -30,7 +30,7 @@ class ReadStats:
 def read_lines(paths, stats):
   """Yields (path, line number, stripped text) of every line of every file."""
   for path in paths:
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with files.open_file(path, "rb") as f:
       for number, raw in enumerate(f, start=1):
         stats.lines += 1
         stats.bytes_read += len(raw)
@@ -43,54 +43,35 @@ def read_lines(paths, stats):
         yield path, number, text.strip()
 
 
-def tokenized_documents(paths, tokenizer, stats, keep=None, batch_lines=8192):
+def tokenized_documents(paths, tokenizer, stats, keep=None):
   """Yields (document index, [int32 id array per non-empty segment]) in input order.
 
   Args:
     paths: input files, read in this order.
-    tokenizer: a FastTokenizer.
+    tokenizer: a FullTokenizer.
     stats: a ReadStats, updated as reading goes.
     keep: optional predicate on the raw document index (its count of blank
       lines before it); documents it rejects are skipped without tokenizing.
-    batch_lines: lines per tokenizer call.
   """
-  pending = []  # (document index, lines) of whole documents not yet tokenized
-  pending_lines = 0
-  current_index, current = 0, []
-
-  def flush():
-    texts = [line for _, lines in pending for line in lines]
-    if texts:
-      ragged = tokenizer.tokenize(tf.constant(texts))
-      ids, splits = ragged.flat_values.numpy().astype(np.int32), ragged.row_splits.numpy()
-    k = 0
-    for index, lines in pending:
-      segments = []
-      for _ in lines:
-        if splits[k + 1] > splits[k]:
-          segments.append(ids[splits[k]:splits[k + 1]])
-        k += 1
-      if segments:
-        stats.documents += 1
-        stats.segments += len(segments)
-        stats.tokens += sum(len(s) for s in segments)
-        yield index, segments
-    pending.clear()
-
+  index, segments = 0, []
   for _, _, text in read_lines(paths, stats):
     if not text:
-      if current:
-        pending.append((current_index, current))
-        pending_lines += len(current)
-      current_index, current = current_index + 1, []
-      if pending_lines >= batch_lines:
-        yield from flush()
-        pending_lines = 0
-    elif keep is None or keep(current_index):
-      current.append(text)
-  if current:
-    pending.append((current_index, current))
-  yield from flush()
+      if segments:
+        yield _finish(index, segments, stats)
+      index, segments = index + 1, []
+    elif keep is None or keep(index):
+      ids = tokenizer.tokenize_to_ids(text)
+      if ids:
+        segments.append(np.array(ids, np.int32))
+  if segments:
+    yield _finish(index, segments, stats)
+
+
+def _finish(index, segments, stats):
+  stats.documents += 1
+  stats.segments += len(segments)
+  stats.tokens += sum(len(s) for s in segments)
+  return index, segments
 
 
 def read_corpus(paths, tokenizer, stats, progress=None):

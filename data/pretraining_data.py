@@ -265,8 +265,11 @@ def create_training_instances(corpus, config, vocab, rng, progress=None, chunk=2
   for dupe in range(config.dupe_factor):
     for first in range(0, len(documents), chunk):
       stop = min(first + chunk, len(documents))
-      *part, n_short = documents_instances(corpus.tokens, corpus.segment_starts, documents,
-                                           first, stop, config, vocab, state)
+      ranges, counts, positions, replacements, n_short = documents_instances(
+          corpus.tokens, corpus.segment_starts, documents, first, stop, config, vocab, state)
+      # Compact dtypes: positions are below max_seq_length, ids below 2**31.
+      part = (ranges, counts, positions.astype(np.int16 if config.max_seq_length < 2**15
+                                              else np.int32), replacements.astype(np.int32))
       parts.append(part)
       short += n_short
       made += len(part[1])

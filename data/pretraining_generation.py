@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from data import pretraining_corpus, pretraining_data, tfrecords
+from data import files, pretraining_corpus, pretraining_data, tfrecords, tokenization
 from data.progress import Progress
 
 PRETRAINING_INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
@@ -34,6 +34,7 @@ class Summary:
   short_targets: int = 0
   document_passes: int = 0
   seconds: float = 0.0
+  examples: list = dataclasses.field(default_factory=list)  # readable first instances
 
   def lines(self):
     """The closing summary, a line per fact."""
@@ -75,7 +76,8 @@ def instance_arrays(store, indices, tokens, vocab, config):
   counts = hi - lo
   owner = np.repeat(rows, counts)
   flat = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-  positions, replacements = store.positions[flat], store.replacements[flat]
+  positions = store.positions[flat].astype(np.int64)
+  replacements = store.replacements[flat].astype(np.int64)
   slot = flat - np.repeat(lo, counts)
   labels = ids[owner, positions]
   ids[owner, positions] = np.where(replacements == pretraining_data.KEEP, labels, replacements)
@@ -102,12 +104,14 @@ def count_instances(summary, arrays, replacements, vocab):
   summary.random_next += int(arrays["next_sentence_labels"].sum())
 
 
-def generate_exact(input_files, output_files, tokenizer, vocab, config, random_seed,
+def generate_exact(input_files, output_files, vocab_file, do_lower_case, config, random_seed,
                    compression="", batch_size=4096):
   """The original generator's output, made with integer ids; returns a Summary."""
   start = time.time()
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  vocab = pretraining_data.masking_vocab(tokenizer.vocab)
   read = pretraining_corpus.ReadStats()
-  total_bytes = sum(_size(f) for f in input_files)
+  total_bytes = sum(files.size(f) for f in input_files)
   reading = Progress("reading", total_bytes)
   corpus = pretraining_corpus.read_corpus(
       input_files, tokenizer, read,
@@ -127,17 +131,13 @@ def generate_exact(input_files, output_files, tokenizer, vocab, config, random_s
     for first in range(0, len(order), batch_size):
       arrays, replacements = instance_arrays(
           store, order[first:first + batch_size], corpus.tokens, vocab, config)
-      for record in encoder.encode(arrays):
-        writers.write(record)
+      writers.write_batch(*encoder.encode_batch(arrays))
+      if not first:
+        summary.examples = example_lines(arrays, tokenizer)
       count_instances(summary, arrays, replacements, vocab)
       writing.update(summary.instances, instances=summary.instances)
   summary.seconds = time.time() - start
   return summary
-
-
-def _size(path):
-  import tensorflow as tf
-  return tf.io.gfile.stat(path).length
 
 
 def masked_counts(replacements, vocab):
@@ -147,3 +147,18 @@ def masked_counts(replacements, vocab):
   kinds["kept"] = int((replacements == pretraining_data.KEEP).sum())
   kinds["random"] = len(replacements) - kinds["mask"] - kinds["kept"]
   return kinds
+
+
+def example_lines(arrays, tokenizer, count=3):
+  """Readable lines for the first `count` instances of a batch, to log."""
+  lines = []
+  for i in range(min(count, len(arrays["input_ids"]))):
+    n = int(arrays["input_mask"][i].sum())
+    tokens = tokenizer.convert_ids_to_tokens(arrays["input_ids"][i, :n].tolist())
+    real = arrays["masked_lm_weights"][i] > 0
+    labels = tokenizer.convert_ids_to_tokens(arrays["masked_lm_ids"][i][real].tolist())
+    lines.append(f"instance {i}: next_sentence_labels={arrays['next_sentence_labels'][i, 0]} "
+                 f"tokens: {' '.join(tokens)}")
+    lines.append(f"instance {i}: masked_lm_positions="
+                 f"{arrays['masked_lm_positions'][i][real].tolist()} labels: {' '.join(labels)}")
+  return lines

@@ -147,9 +147,15 @@ def _py_escape(cp):
 
 @functools.lru_cache(maxsize=None)
 def _python_regexes():
+  """(drop, space, mn, words) compiled regexes of the Python path."""
   classes = character_classes()
-  compile_class = lambda name: re.compile(class_pattern(classes[name], _py_escape))
-  return tuple(compile_class(name) for name in ("drop", "space", "cjk", "punct", "mn"))
+  inner = lambda name: class_pattern(classes[name], _py_escape)[1:-1]
+  compile_class = lambda name: re.compile(f"[{inner(name)}]")
+  # A punctuation or CJK character alone, or a run of anything else but
+  # whitespace (\s is exactly str.isspace() for str patterns).
+  isolated = inner("punct") + inner("cjk")
+  words = re.compile(f"[{isolated}]|[^\\s{isolated}]+")
+  return compile_class("drop"), compile_class("space"), compile_class("mn"), words
 
 
 def load_vocab(vocab_file):
@@ -184,15 +190,24 @@ class BasicTokenizer:
     self.do_lower_case = do_lower_case
 
   def tokenize(self, text):
-    """Returns the list of basic tokens (str) of `text`."""
-    drop, space, cjk, punct, mn = _python_regexes()
-    text = space.sub(" ", drop.sub("", convert_to_unicode(text)))
-    text = cjk.sub(r" \g<0> ", text)
+    """Returns the list of basic tokens (str) of `text`.
+
+    The original cleans, spaces out CJK characters, splits on whitespace,
+    lower-cases and strips accents word by word, spaces out punctuation and
+    splits again. Here the same happens on the whole text at once and one
+    regex then picks the words: lower-casing and NFD never cross a space,
+    never create or remove whitespace, punctuation or CJK characters, and treat
+    a space and a CJK character alike as neither cased nor case-ignorable, so
+    the result is the same (checked against the original's outputs).
+    """
+    drop, space, mn, words = _python_regexes()
+    text = drop.sub("", convert_to_unicode(text))
     if self.do_lower_case:
-      # Lower-casing and NFD act per word in the original; whole-text
-      # application is identical because a space never joins two words' context.
-      text = mn.sub("", unicodedata.normalize("NFD", text.lower()))
-    return punct.sub(r" \g<0> ", text).split()
+      if text.isascii():  # nothing to decompose or strip
+        text = text.lower()
+      else:
+        text = mn.sub("", unicodedata.normalize("NFD", space.sub(" ", text).lower()))
+    return words.findall(text)
 
 
 class WordpieceTokenizer:
@@ -240,6 +255,7 @@ class FullTokenizer:
     self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
     self.wordpiece_tokenizer = WordpieceTokenizer(
         vocab=self.vocab, max_input_chars_per_word=max_input_chars_per_word)
+    self._word_ids = {}
 
   def tokenize(self, text):
     """Returns the WordPiece tokens (list of str) of raw `text`."""
@@ -247,6 +263,19 @@ class FullTokenizer:
     for token in self.basic_tokenizer.tokenize(text):
       split_tokens.extend(self.wordpiece_tokenizer.tokenize_word(token))
     return split_tokens
+
+  def tokenize_to_ids(self, text):
+    """The ids of tokenize(text), with a word -> ids cache for speed on large corpora."""
+    cache, ids = self._word_ids, []
+    for word in self.basic_tokenizer.tokenize(text):
+      word_ids = cache.get(word)
+      if word_ids is None:
+        if len(cache) >= 1 << 20:
+          cache.clear()
+        word_ids = cache[word] = self.convert_tokens_to_ids(
+            self.wordpiece_tokenizer.tokenize_word(word))
+      ids.extend(word_ids)
+    return ids
 
   def convert_tokens_to_ids(self, tokens):
     """Maps tokens to ids; an unknown token raises KeyError as in the original."""

@@ -51,12 +51,17 @@ def generated_strings(count, seed):
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_parity_on_generated_strings(minilm_vocab, do_lower_case):
+  """Graph path == Python path == a literal rendering of the original algorithm."""
+  import original_tokenizer
   strings = generated_strings(3000, seed=17 + do_lower_case)
   python = T.FullTokenizer(minilm_vocab, do_lower_case)
   fast = F.FastTokenizer(minilm_vocab, do_lower_case)
   got = fast.tokenize(tf.constant(strings)).to_list()
   for text, ids in zip(strings, got):
-    assert ids == python.convert_tokens_to_ids(python.tokenize(text)), repr(text)
+    want = original_tokenizer.token_ids(text, python.vocab, do_lower_case)
+    assert python.convert_tokens_to_ids(python.tokenize(text)) == want, repr(text)
+    assert python.tokenize_to_ids(text) == want, repr(text)
+    assert ids == want, repr(text)
 
 
 def test_canonical_reordering_and_final_sigma(tmp_path):

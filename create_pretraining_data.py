@@ -1,0 +1,102 @@
+"""Turns raw text into masked-LM / next-sentence pretraining TFRecords.
+
+Input: one sentence per line, a blank line between documents (see
+prepare_corpus.py). By default the output is exactly the original's: the same
+input, vocab, flags and seed give the same instances in the same order.
+--num_workers=N (N > 1) or --streaming switch to streaming mode: bounded
+memory for corpora of any size, N processes, deterministic for a seed and N.
+
+  python create_pretraining_data.py --input_file=corpus.txt \
+    --output_file=train.tfrecord --vocab_file=vocab.txt
+"""
+
+import sys
+
+import script_utils
+from absl import flags, logging
+
+flags.DEFINE_string("input_file", None,
+                    "Input text: comma-separated files or globs, one sentence per line, "
+                    "blank lines between documents.")
+flags.DEFINE_string("output_file", None,
+                    "Output TFRecord file, or a comma-separated list written round-robin.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocab).")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Mask whole words: all WordPieces of a word together.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per instance, [CLS] and [SEP]s included.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per instance.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice.")
+flags.DEFINE_integer("dupe_factor", 10,
+                     "Passes over the corpus, each with fresh pairings and masks.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of a shorter target length for a document pass.")
+# Added flags.
+flags.DEFINE_integer("num_workers", 1,
+                     "Worker processes. 1: the original's exact output, all in memory. "
+                     "More: streaming mode with that many processes.")
+flags.DEFINE_bool("streaming", False,
+                  "Streaming mode even with one worker: memory stays flat as the corpus grows.")
+flags.DEFINE_enum("output_compression", "none", ["none", "gzip"],
+                  "Compression of the output TFRecords (readers need the same setting).")
+flags.DEFINE_integer("shuffle_buffer_size", 100_000,
+                     "Streaming mode: instances held to shuffle the output.")
+flags.DEFINE_integer("streaming_block_tokens", 1_000_000,
+                     "Streaming mode: tokens per block of documents processed together; "
+                     "random next sentences come from the same block.")
+FLAGS = flags.FLAGS
+
+
+def _validate():
+  script_utils.require(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
+                       vocab_file=FLAGS.vocab_file)
+  if FLAGS.max_seq_length < 5:
+    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} is too small: [CLS], two "
+                     "[SEP]s and a token of each sentence need at least 5.")
+  if FLAGS.max_predictions_per_seq < 0:
+    raise ValueError("--max_predictions_per_seq must not be negative.")
+  for name in ("masked_lm_prob", "short_seq_prob"):
+    if not 0.0 <= FLAGS[name].value <= 1.0:
+      raise ValueError(f"--{name}={FLAGS[name].value} must be between 0 and 1.")
+  for name in ("dupe_factor", "num_workers", "shuffle_buffer_size", "streaming_block_tokens"):
+    if FLAGS[name].value < 1:
+      raise ValueError(f"--{name}={FLAGS[name].value} must be at least 1.")
+
+
+def main(_):
+  _validate()
+  script_utils.log_flags()
+  import os
+  from data import files, pretraining_data, pretraining_generation, pretraining_streaming
+  from data import tokenization
+
+  input_files = files.expand_file_patterns(FLAGS.input_file, "--input_file")
+  output_files = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
+  for path in output_files:
+    files.ensure_writable_dir(os.path.dirname(os.path.abspath(path)), f"--output_file={path}:")
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+  tokenizer.require_tokens(["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+  config = pretraining_data.GenerationConfig(
+      FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
+      FLAGS.short_seq_prob, FLAGS.do_whole_word_mask, FLAGS.dupe_factor)
+  compression = "" if FLAGS.output_compression == "none" else "GZIP"
+  logging.info("Reading %d input file(s): %s", len(input_files), ", ".join(input_files))
+  if FLAGS.num_workers > 1 or FLAGS.streaming:
+    summary = pretraining_streaming.generate_streaming(
+        input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
+        FLAGS.random_seed, FLAGS.num_workers, compression, FLAGS.streaming_block_tokens,
+        FLAGS.shuffle_buffer_size)
+  else:
+    summary = pretraining_generation.generate_exact(
+        input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
+        FLAGS.random_seed, compression)
+  for line in summary.examples:
+    logging.info("%s", line)
+  print("\n".join(summary.lines()), file=sys.stderr)
+  print(f"Wrote {summary.instances} total instances to {', '.join(output_files)}",
+        file=sys.stderr)
+
+
+if __name__ == "__main__":
+  script_utils.run(main)
