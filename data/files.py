@@ -23,10 +23,10 @@ def _gfile():
 
 
 def open_file(path, mode="rb"):
-  """Opens a local or remote file."""
+  """Opens a local or remote file; text modes use UTF-8."""
   if is_remote(path):
     return _gfile().GFile(path, mode)
-  return open(path, mode)
+  return open(path, mode) if "b" in mode else open(path, mode, encoding="utf-8")
 
 
 def exists(path):

@@ -1,0 +1,62 @@
+"""Learning a WordPiece vocab.txt from raw text.
+
+Words are counted with the original's basic tokenizer (so cleaning, casing,
+accents, punctuation and CJK splitting match what the vocab will be used
+with); tensorflow-text's WordPiece learner then picks the pieces.
+
+The vocab starts with the special tokens [PAD] [UNK] [CLS] [SEP] [MASK]
+(ids 0-4), then `num_unused` placeholders [unused0], [unused1], ..., then the
+learned pieces, "##" marking a piece that continues a word. Google's released
+vocabularies follow the same idea in another order: [PAD] at 0, [unused0] to
+[unused98] at 1-99, [UNK] [CLS] [SEP] [MASK] at 100-103, more [unusedN] after;
+the placeholders exist so that users can later swap in domain words without
+resizing the embedding table. Nothing depends on the ids of the special
+tokens: every script looks them up by name.
+"""
+
+import collections
+
+from data import files, tokenization
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def count_words(paths, do_lower_case, progress=None):
+  """Counter of basic-tokenizer words over every line of `paths`."""
+  basic = tokenization.BasicTokenizer(do_lower_case)
+  counts = collections.Counter()
+  done = 0
+  for path in paths:
+    with files.open_file(path, "rb") as f:
+      for raw in f:
+        counts.update(basic.tokenize(raw.decode("utf-8", "ignore")))
+        done += len(raw)
+        if progress is not None:
+          progress(done)
+  return counts
+
+
+def learn(counts, vocab_size, num_unused=0, min_count=2, max_unique_chars=1000,
+          max_token_length=50, iterations=4):
+  """A vocabulary (list of tokens, specials first) of at most vocab_size tokens."""
+  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
+  reserved = SPECIAL_TOKENS + [f"[unused{i}]" for i in range(num_unused)]
+  if vocab_size <= len(reserved):
+    raise ValueError(f"--vocab_size={vocab_size} leaves no room after {len(reserved)} "
+                     "special and unused tokens.")
+  return wordpiece_tokenizer_learner_lib.learn(
+      list(counts.items()), vocab_size, reserved, lower_thresh=min_count,
+      num_iterations=iterations, max_unique_chars=max_unique_chars,
+      max_token_length=max_token_length)
+
+
+def coverage(counts, vocab):
+  """(fraction of word occurrences without [UNK], WordPiece tokens per word)."""
+  wordpiece = tokenization.WordpieceTokenizer({t: i for i, t in enumerate(vocab)})
+  words = known = pieces = 0
+  for word, count in counts.items():
+    p = wordpiece.tokenize_word(word)
+    words += count
+    pieces += count * len(p)
+    known += count * (p != ("[UNK]",))
+  return known / max(words, 1), pieces / max(words, 1)

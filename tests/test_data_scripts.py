@@ -1,0 +1,107 @@
+"""The data scripts as a user runs them: prepare_corpus, learn_vocab, create_pretraining_data."""
+
+import os
+
+import numpy as np
+import pytest
+
+from scripts import last_error_line, run_script
+from test_pretraining_data import make_corpus, make_vocab, read_records
+
+
+def test_prepare_corpus_unwraps_paragraphs_and_splits_sentences(tmp_path):
+  (tmp_path / "a.txt").write_text(
+      "The first paragraph is wrapped\nover two lines. It has two sentences.\n\n"
+      "A second paragraph! Short.\n")
+  (tmp_path / "b.txt").write_text(
+      "Doc one says hello. And goodbye.\n=== next ===\nDoc two speaks.\n\n\n")
+  out = tmp_path / "corpus.txt"
+  run_script("prepare_corpus.py", f"--input_file={tmp_path}/a.txt", f"--output_file={out}")
+  assert out.read_text() == ("The first paragraph is wrapped over two lines.\n"
+                             "It has two sentences.\nA second paragraph!\nShort.\n")
+  run_script("prepare_corpus.py", f"--input_file={tmp_path}/a.txt,{tmp_path}/b.txt",
+             f"--output_file={out}", "--document_separator=^=== .* ===$")
+  docs = out.read_text().split("\n\n")
+  assert len(docs) == 3
+  assert docs[1] == "Doc one says hello.\nAnd goodbye."
+  assert docs[2] == "Doc two speaks.\n"
+  proc = run_script("prepare_corpus.py", f"--input_file={tmp_path}/none*.txt",
+                    f"--output_file={out}", expect_ok=False)
+  assert last_error_line(proc) == f"error: --input_file: no file matches '{tmp_path}/none*.txt'."
+
+
+def test_learn_vocab(tmp_path):
+  corpus = make_corpus(tmp_path / "corpus.txt", documents=20, seed=4)
+  vocab = tmp_path / "vocab.txt"
+  proc = run_script("learn_vocab.py", f"--input_file={corpus}", f"--vocab_file={vocab}",
+                    "--vocab_size=120", "--num_unused_tokens=3", "--min_count=1")
+  tokens = vocab.read_text().splitlines()
+  assert tokens[:8] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]",
+                        "[unused1]", "[unused2]"]
+  assert len(tokens) <= 120 and len(set(tokens)) == len(tokens)
+  assert {"cat", "house", "##s"} <= set(tokens)
+  assert "100.00% of words known" in proc.stderr
+
+
+@pytest.fixture
+def small(tmp_path):
+  return make_vocab(tmp_path / "vocab.txt"), make_corpus(tmp_path / "corpus.txt", 8, seed=1)
+
+
+def _leftovers(directory):
+  return [n for n in os.listdir(directory) if ".tmp-" in n]
+
+
+def test_generator_reports_and_writes(small, tmp_path):
+  vocab, corpus = small
+  with open(corpus, "ab") as f:
+    f.write(b"caf\xc3 cat sat\xff\xfe on mat.\n")
+  out = tmp_path / "out.tfrecord"
+  proc = run_script("create_pretraining_data.py", f"--input_file={corpus}",
+                    f"--output_file={out}", f"--vocab_file={vocab}", "--max_seq_length=32",
+                    "--max_predictions_per_seq=5", "--dupe_factor=2")
+  assert "dropped 3 undecodable bytes (first at" in proc.stderr
+  lines = open(corpus, encoding="utf-8", errors="ignore").read().splitlines()
+  assert f"corpus.txt:{len(lines)})" in proc.stderr
+  count = int(proc.stderr.split("Wrote ")[1].split()[0])
+  assert len(read_records([str(out)], 32, 5)["input_ids"]) == count > 0
+  assert "masked" in proc.stderr and "random next sentence" in proc.stderr
+  assert not _leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("case", ["empty", "vocab", "length", "output", "input", "probability"])
+def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
+  vocab, corpus = small
+  out = tmp_path / "out.tfrecord"
+  args = {"input_file": corpus, "output_file": str(out), "vocab_file": vocab}
+  extra = []
+  if case == "empty":
+    (tmp_path / "empty.txt").write_text("\n\n  \n")
+    args["input_file"] = str(tmp_path / "empty.txt")
+    expected = f"error: --input_file: no text in {tmp_path}/empty.txt."
+  elif case == "vocab":
+    (tmp_path / "v2.txt").write_text("[UNK]\n[CLS]\n[SEP]\ncat\n")
+    args["vocab_file"] = str(tmp_path / "v2.txt")
+    expected = f"error: --vocab_file={tmp_path}/v2.txt lacks required token(s) [MASK]."
+  elif case == "length":
+    extra = ["--max_seq_length=4"]
+    expected = ("error: --max_seq_length=4 is too small: [CLS], two [SEP]s and a token of "
+                "each sentence need at least 5.")
+  elif case == "output":
+    (tmp_path / "file").write_text("x")
+    args["output_file"] = str(tmp_path / "file" / "out.tfrecord")
+    out = tmp_path / "file" / "out.tfrecord"
+    expected = f"error: --output_file={out}: {tmp_path}/file is not a writable directory"
+  elif case == "input":
+    args["input_file"] = str(tmp_path / "missing*.txt")
+    expected = f"error: --input_file: no file matches '{tmp_path}/missing*.txt'."
+  else:
+    extra = ["--masked_lm_prob=1.5"]
+    expected = "error: --masked_lm_prob=1.5 must be between 0 and 1."
+  for streaming in ([], ["--num_workers=2"]):
+    proc = run_script("create_pretraining_data.py",
+                      *[f"--{k}={v}" for k, v in args.items()], *extra, *streaming,
+                      expect_ok=False)
+    assert proc.returncode != 0
+    assert last_error_line(proc).startswith(expected), last_error_line(proc)
+    assert not out.exists() and not _leftovers(tmp_path)
