@@ -2,7 +2,6 @@
 
 import os
 
-import numpy as np
 import pytest
 
 from scripts import last_error_line, run_script
