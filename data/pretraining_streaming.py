@@ -6,8 +6,8 @@ those. It gathers them into blocks of about `block_tokens` tokens and runs
 the original algorithm on each block as on a shard of its own (document
 shuffle, dupe_factor passes, random next sentences drawn from the block),
 with a seed derived from --random_seed, N and w. Instances pass through a
-shuffle buffer of `shuffle_buffer_size` records and leave it serialized, in
-chunks, for the parent to write round-robin. The parent takes chunks from
+shuffle buffer of `shuffle_buffer_size` records and leave it serialized and
+framed, in chunks, for the parent to write round-robin. The parent takes chunks from
 the workers in turn, so a given seed and N always give the same files.
 Memory is bounded by the block, the buffer and the chunks in flight,
 whatever the size of the corpus.
@@ -60,11 +60,12 @@ def _run_worker(worker, args, out):
     summary = pretraining_generation.Summary(read)
     buffer, outgoing = [], []
 
-    def send(records):
+    def send(records, final=False):
       outgoing.extend(records)
-      while len(outgoing) >= _CHUNK_RECORDS:
-        out.put(("records", outgoing[:_CHUNK_RECORDS], read.bytes_read))
+      while len(outgoing) >= _CHUNK_RECORDS or (final and outgoing):
+        chunk = outgoing[:_CHUNK_RECORDS]
         del outgoing[:_CHUNK_RECORDS]
+        out.put(("records", tfrecords.frame_records(chunk), read.bytes_read))
 
     def add(records):
       emitted = []
@@ -101,9 +102,7 @@ def _run_worker(worker, args, out):
     if block:
       process(block)
     rng.shuffle(buffer)
-    send(buffer)
-    if outgoing:
-      out.put(("records", outgoing, read.bytes_read))
+    send(buffer, final=True)
     out.put(("done", summary, read.bytes_read))
   except BaseException as e:  # report, so the parent can fail cleanly
     message = str(e) if isinstance(e, ValueError) else traceback.format_exc()
@@ -147,7 +146,7 @@ def generate_streaming(input_files, output_files, vocab_file, do_lower_case, con
           kind, payload, position = _receive(queues[w], workers[w])
           positions[w] = max(positions[w], position)
           if kind == "records":
-            writers.write(payload)
+            writers.write_framed(*payload)
           elif kind == "done":
             _merge(summary, payload)
             active.remove(w)

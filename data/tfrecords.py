@@ -178,6 +178,17 @@ def _frame(buf, offsets, table):
   return out, framed_offsets
 
 
+def frame(buf, offsets):
+  """TFRecord framing of serialized records: (framed uint8 buffer, framed offsets [N + 1])."""
+  return _frame(buf, np.asarray(offsets, np.int64), _CRC_TABLE)
+
+
+def frame_records(records):
+  """`frame` for a list of serialized records (bytes)."""
+  offsets = np.concatenate([[0], np.cumsum([len(r) for r in records])]).astype(np.int64)
+  return frame(np.frombuffer(b"".join(records), np.uint8), offsets)
+
+
 class RecordWriters:
   """Writes records round-robin across TFRecord files, each under a temporary name.
 
@@ -200,7 +211,15 @@ class RecordWriters:
 
   def write_batch(self, buf, offsets):
     """Writes serialized records given as one uint8 buffer and their offsets [N + 1]."""
-    framed, offsets = _frame(buf, np.asarray(offsets, np.int64), _CRC_TABLE)
+    self.write_framed(*frame(buf, offsets))
+
+  def write(self, records):
+    """Writes a list of serialized records (bytes)."""
+    if records:
+      self.write_framed(*frame_records(records))
+
+  def write_framed(self, framed, offsets):
+    """Writes records already in TFRecord framing (see `frame`)."""
     n, k = len(offsets) - 1, len(self.streams)
     if k == 1:
       self.streams[0].write(framed.tobytes())
@@ -211,13 +230,6 @@ class RecordWriters:
         stream.write(b"".join(data[offsets[i]:offsets[i + 1]] for i in range(j, n, k)))
     self.next = (self.next + n) % k
     self.count += n
-
-  def write(self, records):
-    """Writes a list of serialized records (bytes)."""
-    if records:
-      lengths = np.array([len(r) for r in records], np.int64)
-      offsets = np.concatenate([[0], np.cumsum(lengths)])
-      self.write_batch(np.frombuffer(b"".join(records), np.uint8), offsets)
 
   def close(self):
     for stream, raw in zip(self.streams, self.raw):
