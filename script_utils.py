@@ -20,9 +20,53 @@ def run(main):
 
 
 def log_flags():
-  """Logs the flags the running script defines, once, at start."""
-  values = flags.FLAGS.get_flags_for_module(sys.argv[0])
+  """Logs the flags the running script defines (shared ones included), once, at start."""
+  values = (flags.FLAGS.get_flags_for_module(sys.argv[0])
+            + flags.FLAGS.get_flags_for_module(__name__))
   logging.info("Flags: %s", " ".join(f"--{f.name}={f.value}" for f in values))
+
+
+def define_tpu_flags():
+  """The original's TPU flags (run_pretraining, run_classifier, run_squad)."""
+  flags.DEFINE_bool("use_tpu", False, "Train on a TPU (same as --strategy=tpu).")
+  flags.DEFINE_string("tpu_name", None, "TPU name or grpc:// address; empty on a TPU VM.")
+  flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU (else detected).")
+  flags.DEFINE_string("gcp_project", None, "GCP project of the TPU (else detected).")
+  flags.DEFINE_string("master", None, "TPU master address; same role as --tpu_name.")
+  flags.DEFINE_integer("num_tpu_cores", 8,
+                       "Accepted for compatibility: TPUStrategy uses every core it finds.")
+
+
+def define_runtime_flags():
+  """Flags added to the original's, shared by the training scripts."""
+  flags.DEFINE_enum("strategy", "default", ["default", "one_device", "mirrored",
+                                            "multi_worker", "tpu"],
+                    "tf.distribute strategy: default (one device), one_device, mirrored (the "
+                    "GPUs of this machine), multi_worker (machines listed in TF_CONFIG), tpu.")
+  flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
+                    "Compute dtype; bfloat16/float16 keep float32 weights, softmax, LayerNorm "
+                    "and losses; float16 adds dynamic loss scaling.")
+  flags.DEFINE_bool("jit_compile", False, "Compile each step's forward and backward with XLA.")
+  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                    "adamw: the original's AdamWeightDecay; lamb: LAMB, for large batches.")
+  flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                       "Split each batch into this many micro-batches whose gradients add up "
+                       "to the full batch's (less memory, same update).")
+  flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
+  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
+  flags.DEFINE_integer("seed", None, "Seeds weights, dropout and data order; unset: random.")
+
+
+def runtime(values):
+  """(strategy, Keras policy name) from the parsed runtime and TPU flags; seeds first."""
+  from modeling import distribution
+  distribution.set_seed(values.seed)
+  policy = distribution.set_precision(values.dtype)
+  name = "tpu" if values.use_tpu else values.strategy
+  strategy = distribution.make_strategy(name, values.tpu_name or values.master,
+                                        values.tpu_zone, values.gcp_project)
+  distribution.describe(strategy)
+  return strategy, policy
 
 
 def require(**named_values):

@@ -1,0 +1,76 @@
+"""Runtime set-up shared by the training scripts: strategy, precision, seeds.
+
+Strategies are TensorFlow's own: the default (one device), MirroredStrategy
+(the GPUs of one machine), MultiWorkerMirroredStrategy (several machines,
+described by the TF_CONFIG environment variable) and TPUStrategy.
+"""
+
+import os
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def make_strategy(name, tpu=None, tpu_zone=None, gcp_project=None):
+  """A tf.distribute strategy by name ("tpu" connects to the given TPU).
+
+  Args:
+    name: one of STRATEGIES.
+    tpu: TPU name or grpc:// address (the original's --tpu_name / --master);
+      empty for a TPU VM's local TPU.
+  """
+  if name == "default":
+    return tf.distribute.get_strategy()
+  if name == "one_device":
+    gpus = tf.config.list_logical_devices("GPU")
+    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+  if name == "mirrored":
+    return tf.distribute.MirroredStrategy()
+  if name == "multi_worker":
+    if "TF_CONFIG" not in os.environ:
+      raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment variable "
+                       "describing the cluster and this worker's task.")
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  if name == "tpu":
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu or "", zone=tpu_zone, project=gcp_project)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+  raise ValueError(f"--strategy={name}: expected one of {', '.join(STRATEGIES)}.")
+
+
+def set_precision(dtype):
+  """Sets the Keras global dtype policy for a compute dtype name."""
+  if dtype not in DTYPES:
+    raise ValueError(f"--dtype={dtype}: expected one of {', '.join(DTYPES)}.")
+  policy = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+  keras.mixed_precision.set_global_policy(policy[dtype])
+  return policy[dtype]
+
+
+def set_seed(seed):
+  """Seeds Python, numpy, TensorFlow and Keras (weights, dropout) when seed is not None."""
+  if seed is not None:
+    keras.utils.set_random_seed(seed)
+
+
+def is_chief(strategy):
+  """True on the worker that writes summaries and exports (task 0)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not getattr(resolver, "task_type", None):
+    return True
+  return resolver.task_type == "chief" or (resolver.task_type == "worker"
+                                           and resolver.task_id == 0)
+
+
+def describe(strategy):
+  """One line on the strategy, for the log."""
+  name = type(strategy).__name__
+  text = f"{name} with {strategy.num_replicas_in_sync} replica(s)"
+  logging.info("Distribution: %s", text)
+  return text

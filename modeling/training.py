@@ -1,0 +1,397 @@
+"""The training loop of the scripts, under any tf.distribute strategy.
+
+One optimizer step:
+  1. the task's loss denominators (mask weights, example counts) are summed
+     over the global batch: all micro-batches, all replicas;
+  2. each micro-batch's gradient of (its loss sums / those denominators) is
+     computed (optionally XLA-compiled) and added up, then summed across
+     replicas: exactly the gradient of the large batch's loss;
+  3. the summed gradient is clipped to global norm `clip_norm` and applied
+     once (float16: unscaled, and skipped with a smaller loss scale when not
+     finite).
+Host loops run `steps_per_loop` steps per call, save tf.train.Checkpoints
+(model, optimizer slots, step, dropout RNG state, input position), log
+progress, TensorBoard scalars and a CSV, and stop cleanly on SIGTERM.
+"""
+
+import csv
+import dataclasses
+import os
+import signal
+import time
+
+import tensorflow as tf
+from absl import logging
+
+from data import files
+from data.progress import format_duration
+from modeling import checkpoints, distribution
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+@dataclasses.dataclass
+class TrainConfig:
+  """How long and how to train, and where to write."""
+  output_dir: str
+  num_train_steps: int
+  global_batch_size: int
+  steps_per_loop: int = 1000
+  log_steps: int = 100
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 5
+  gradient_accumulation_steps: int = 1
+  clip_norm: float = 1.0
+  jit_compile: bool = False
+  loss_scaling: bool = False  # dynamic loss scaling, for float16
+
+
+class _Bundle(tf.Module):
+  """A trackable {name: variable} dict: checkpoint keys are the names."""
+
+  def __init__(self, variables, name):
+    super().__init__(name=name)
+    self.by_name = dict(variables)
+
+
+class Trainer:
+  """Builds a task's model and optimizer under a strategy; trains, evaluates, saves.
+
+  Args:
+    strategy: a tf.distribute strategy.
+    task: e.g. tasks.PretrainingTask.
+    make_optimizer: callable(names: dict variable path -> original name) -> optimizer.
+    config: TrainConfig.
+  """
+
+  def __init__(self, strategy, task, make_optimizer, config):
+    self.strategy, self.task, self.config = strategy, task, config
+    replicas = strategy.num_replicas_in_sync
+    if config.global_batch_size % (replicas * config.gradient_accumulation_steps):
+      raise ValueError(
+          f"The batch size ({config.global_batch_size}) must divide evenly into "
+          f"{replicas} replica(s) x --gradient_accumulation_steps="
+          f"{config.gradient_accumulation_steps}.")
+    with strategy.scope():
+      self.model = task.build_model()
+      table = checkpoints.variable_map(self.model)
+      self.optimizer = make_optimizer({v.path: n for n, v in table.items()})
+      self.optimizer.build(self.model.trainable_variables)
+      self.loss_scale = tf.Variable(2.0 ** 15, trainable=False, name="loss_scale")
+      self.good_steps = tf.Variable(0, trainable=False, dtype=tf.int64, name="good_steps")
+    slots = {"global_step": self.optimizer.iterations}
+    for name, var in table.items():
+      if var.trainable:
+        slots[f"{name}/adam_m"], slots[f"{name}/adam_v"] = self.optimizer.slots(var)
+    mapped = {id(v) for v in table.values()}
+    # The rest are dropout RNG states; their Keras names depend on creation
+    # order across the process, so they are keyed by their order in the model.
+    others = [v for v in self.model.variables if id(v) not in mapped]
+    state = {f"model_state_{i}": v for i, v in enumerate(others)}
+    state.update(loss_scale=self.loss_scale, good_steps=self.good_steps)
+    self._objects = {"model": checkpoints.NamedVariables(self.model),
+                     "optimizer": _Bundle(slots, "optimizer"), "state": _Bundle(state, "state")}
+    self._micro_step = tf.function(self._micro_gradients, jit_compile=config.jit_compile)
+    self._stop_requested = False
+    self.chief = distribution.is_chief(strategy)
+
+  @property
+  def global_step(self):
+    return int(self.optimizer.iterations.numpy())
+
+  # --- Checkpoints ---------------------------------------------------------
+
+  def _checkpoint(self, iterator=None):
+    objects = dict(self._objects)
+    if iterator is not None and not isinstance(self.strategy, tf.distribute.TPUStrategy):
+      objects["iterator"] = iterator  # resume exactly where the input stopped
+    return tf.train.Checkpoint(**objects)
+
+  def _manager(self, checkpoint):
+    directory = self.config.output_dir
+    if not self.chief:  # other workers take part in saving but write aside
+      resolver = self.strategy.cluster_resolver
+      directory = os.path.join(directory, ".workers", f"{resolver.task_type}_{resolver.task_id}")
+    return tf.train.CheckpointManager(checkpoint, directory, self.config.keep_checkpoint_max,
+                                      step_counter=self.optimizer.iterations)
+
+  def restore(self, init_checkpoint=None, iterator=None, for_training=True):
+    """Resumes from output_dir's latest checkpoint, else loads init_checkpoint.
+
+    Returns a description of what was loaded, for the log.
+    """
+    latest = tf.train.latest_checkpoint(self.config.output_dir)
+    if latest:
+      status = self._checkpoint(iterator).restore(latest)
+      if for_training:
+        status.assert_existing_objects_matched()
+      else:
+        status.expect_partial()
+      return f"resumed from {latest} at step {self.global_step}"
+    if init_checkpoint:
+      ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint, allow_new_heads=True)
+      return f"initialized from {ckpt.path} ({ckpt.format})"
+    return "initialized from scratch"
+
+  # --- One step --------------------------------------------------------------
+
+  def _micro_gradients(self, batch, denominators, scale):
+    with tf.GradientTape() as tape:
+      sums, metrics = self.task.numerators(self.model, batch, training=True)
+      loss, _ = self.task.losses(sums, denominators)
+      scaled = loss * scale
+    variables = self.model.trainable_variables
+    grads = tape.gradient(scaled, variables)
+    # Dense float32 gradients (embedding lookups give IndexedSlices), ready to sum.
+    grads = [tf.zeros_like(v) if g is None else tf.cast(tf.convert_to_tensor(g), tf.float32)
+             for g, v in zip(grads, variables)]
+    return grads, sums, metrics
+
+  def _replica_step(self, batch):
+    context = tf.distribute.get_replica_context()
+    denominators = context.all_reduce(SUM, self.task.denominators(batch))
+    k = self.config.gradient_accumulation_steps
+    micro = [{name: part[i] for name, part in
+              ((n, tf.split(v, k, axis=0)) for n, v in batch.items())} for i in range(k)]
+    scale = self.loss_scale if self.config.loss_scaling else tf.constant(1.0)
+    grads, sums, metrics = self._micro_step(micro[0], denominators, scale)
+    for i in range(1, k):
+      g, s, m = self._micro_step(micro[i], denominators, scale)
+      grads = [a + b for a, b in zip(grads, g)]
+      sums = {n: sums[n] + s[n] for n in sums}
+      metrics = {n: metrics[n] + m[n] for n in metrics}
+    grads, sums, metrics = context.all_reduce(SUM, (grads, sums, metrics))
+    grads = [g / scale for g in grads]
+    loss, parts = self.task.losses(sums, denominators)
+    grad_norm = tf.linalg.global_norm(grads)
+    finite = tf.math.is_finite(grad_norm) & tf.math.is_finite(loss)
+    grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=grad_norm)
+    learning_rate = self.optimizer.learning_rate  # the rate this update uses
+    context.merge_call(self._apply, args=(grads, finite))
+    values = {"loss": loss, **parts, **self.task.metric_values(metrics, denominators),
+              "grad_norm": grad_norm, "learning_rate": tf.cast(learning_rate, tf.float32)}
+    return values, finite
+
+  def _apply(self, strategy, grads, finite):
+    """Cross-replica: applies the (identical) summed gradients once."""
+    variables = self.model.trainable_variables
+    if not self.config.loss_scaling:
+      self.optimizer.apply_summed_gradients(strategy, grads, variables)
+      return
+    finite = strategy.experimental_local_results(finite)[0]
+
+    def apply():
+      self.optimizer.apply_summed_gradients(strategy, grads, variables)
+      grown = self.good_steps + 1 >= 2000
+      self.loss_scale.assign(tf.where(grown, self.loss_scale * 2.0, self.loss_scale))
+      self.good_steps.assign(tf.where(grown, tf.constant(0, tf.int64), self.good_steps + 1))
+      return tf.constant(0)
+
+    def skip():
+      self.loss_scale.assign(tf.maximum(self.loss_scale / 2.0, 1.0))
+      self.good_steps.assign(0)
+      return tf.constant(0)
+    tf.cond(finite, apply, skip)
+
+  @tf.function
+  def _train_loop(self, iterator, steps):
+    """Runs `steps` steps; returns summed values and the first non-finite step (or -1)."""
+
+    def one_step():
+      values, finite = self.strategy.run(self._replica_step, args=(next(iterator),))
+      values = {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                for k, v in values.items()}
+      finite = self.strategy.experimental_local_results(finite)[0]
+      bad = tf.where(finite, tf.constant(-1, tf.int64), self.optimizer.iterations)
+      return values, bad
+
+    totals, first_bad = one_step()
+    for _ in tf.range(1, steps):
+      values, bad = one_step()
+      totals = {k: totals[k] + values[k] for k in totals}
+      first_bad = tf.where(first_bad < 0, bad, first_bad)
+    return totals, first_bad
+
+  # --- The host loop -----------------------------------------------------------
+
+  def train(self, dataset_fn, init_checkpoint=None, on_finish=None):
+    """Trains to num_train_steps; returns the final step.
+
+    dataset_fn(input_context) -> per-replica batched tf.data.Dataset (repeating).
+    """
+    config = self.config
+    iterator, description = self._input(dataset_fn, init_checkpoint)
+    logging.info("Model %s.", description)
+    checkpoint = self._checkpoint(iterator if self._input_checkpointable() else None)
+    manager = self._manager(checkpoint)
+    preemption = self._preemption_handler(manager)
+    writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
+              if self.chief else tf.summary.create_noop_writer())
+    log = _CsvLog(os.path.join(config.output_dir, "train_log.csv")) if self.chief else None
+    previous = signal.signal(signal.SIGTERM, self._on_sigterm) if preemption is None else None
+    step, start_step, start = self.global_step, self.global_step, time.time()
+    mark_step, mark_time = step, start
+    try:
+      while step < config.num_train_steps:
+        n = self._steps_until_boundary(step)
+        totals, first_bad = self._train_loop(iterator, tf.constant(n))
+        step = self.global_step
+        if int(first_bad) >= 0 and not config.loss_scaling:
+          raise ValueError(f"The loss became NaN or infinite at step {int(first_bad)}; "
+                           "stopping. Try a lower --learning_rate or --dtype=float32.")
+        if step % config.log_steps == 0 or step == config.num_train_steps:
+          now = time.time()
+          values = {k: float(v) / n for k, v in totals.items()}
+          rate = (step - mark_step) / max(now - mark_time, 1e-9)
+          values["steps_per_second"] = rate
+          values["sequences_per_second"] = rate * config.global_batch_size
+          self._log(step, values, start_step, start, writer, log)
+          mark_step, mark_time = step, now
+        if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+          manager.save(checkpoint_number=step)
+        if preemption is not None:
+          preemption.save_checkpoint_if_preempted()
+        elif self._stop_requested:
+          manager.save(checkpoint_number=step)
+          logging.info("SIGTERM: saved a checkpoint at step %d; exiting.", step)
+          raise SystemExit(143)
+    finally:
+      if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+      writer.flush()
+    if on_finish is not None and self.chief:
+      on_finish()
+    return step
+
+  def _input_checkpointable(self):
+    """One local replica: the input iterator itself goes into checkpoints."""
+    return (self.strategy.num_replicas_in_sync == 1
+            and not isinstance(self.strategy, tf.distribute.TPUStrategy))
+
+  def _input(self, dataset_fn, init_checkpoint):
+    """The training iterator, positioned where a resumed run stopped; and what was loaded.
+
+    With one replica the iterator's state is in the checkpoint. Distributed
+    iterators cannot be checkpointed, so there the input skips the batches the
+    restored steps consumed (reproducing the order when the shuffle is seeded).
+    """
+    if self._input_checkpointable():
+      iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+      return iterator, self.restore(init_checkpoint, iterator)
+    description = self.restore(init_checkpoint)
+    done = self.global_step
+
+    def positioned(context):
+      per_step = context.num_replicas_in_sync // context.num_input_pipelines
+      return dataset_fn(context).skip(done * per_step)
+    return iter(self.strategy.distribute_datasets_from_function(positioned)), description
+
+  def _steps_until_boundary(self, step):
+    c = self.config
+    boundaries = [c.steps_per_loop, c.log_steps - step % c.log_steps,
+                  c.save_checkpoints_steps - step % c.save_checkpoints_steps,
+                  c.num_train_steps - step]
+    return max(1, min(boundaries))
+
+  def _on_sigterm(self, signum, frame):
+    logging.warning("SIGTERM received: the run will save a checkpoint and stop.")
+    self._stop_requested = True
+
+  def _preemption_handler(self, manager):
+    """TF's coordinated preemption handling where it applies (multi-worker, TPU)."""
+    if isinstance(self.strategy, (tf.distribute.MultiWorkerMirroredStrategy,
+                                  tf.distribute.TPUStrategy)):
+      return tf.distribute.experimental.PreemptionCheckpointHandler(
+          self.strategy.cluster_resolver, manager)
+    return None
+
+  def _log(self, step, values, start_step, start, writer, log):
+    remaining = (self.config.num_train_steps - step) / max(values["steps_per_second"], 1e-9)
+    parts = " ".join(f"{k} {v:.4g}" for k, v in values.items()
+                     if k not in ("steps_per_second", "sequences_per_second"))
+    logging.info("step %d/%d %s | %.2f steps/s, %.1f sequences/s | ETA %s", step,
+                 self.config.num_train_steps, parts, values["steps_per_second"],
+                 values["sequences_per_second"], format_duration(remaining))
+    with writer.as_default(step=step):
+      for k, v in values.items():
+        tf.summary.scalar(k, v)
+    if log is not None:
+      log.append(step, values)
+
+  # --- Evaluation --------------------------------------------------------------
+
+  def evaluate(self, dataset_fn, max_steps=None):
+    """The task's eval results over the dataset (at most max_steps batches)."""
+    dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+
+    def replica(batch):
+      context = tf.distribute.get_replica_context()
+      sums, metrics = self.task.numerators(self.model, batch, training=False)
+      denominators = self.task.denominators(batch)
+      sums, metrics, denominators = context.all_reduce(SUM, (sums, metrics, denominators))
+      loss, _ = self.task.losses(sums, denominators)
+      return sums, metrics, denominators, loss
+
+    @tf.function
+    def step(batch):
+      out = self.strategy.run(replica, args=(batch,))
+      return tf.nest.map_structure(lambda v: self.strategy.experimental_local_results(v)[0], out)
+
+    totals, batch_losses = None, []
+    for count, batch in enumerate(dataset):
+      if max_steps is not None and count >= max_steps:
+        break
+      sums, metrics, denominators, loss = tf.nest.map_structure(float, step(batch))
+      batch_losses.append(loss)
+      part = (sums, metrics, denominators)
+      totals = part if totals is None else tf.nest.map_structure(lambda a, b: a + b, totals, part)
+    if totals is None:
+      raise ValueError("The evaluation data holds no complete batch.")
+    results = self.task.eval_results(*totals, batch_losses)
+    results["global_step"] = self.global_step
+    return results
+
+
+class _CsvLog:
+  """Appends logged values to a CSV (kept across resumed runs, for the plots)."""
+
+  def __init__(self, path):
+    self.path = path
+
+  def append(self, step, values):
+    new = not files.exists(self.path)
+    with open(self.path, "a", newline="") as f:
+      w = csv.writer(f)
+      if new:
+        w.writerow(["step", *values])
+      w.writerow([step, *(f"{v:.6g}" for v in values.values())])
+
+
+def write_eval_results(path, results):
+  """The original's eval_results.txt: `key = value` lines, keys sorted."""
+  with files.atomic_output(path) as f:
+    for key in sorted(results):
+      f.write(f"{key} = {results[key]}\n")
+
+
+def plot_curves(csv_path, png_path, curves):
+  """Saves a PNG with one panel per (column, title) in `curves`, against step."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  rows = {}
+  with open(csv_path) as f:
+    for row in csv.DictReader(f):
+      rows[int(row["step"])] = row  # a resumed run may repeat steps: keep the last
+  steps = sorted(rows)
+  fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
+  for ax, (column, title) in zip(axes if len(curves) > 1 else [axes], curves):
+    ax.plot(steps, [float(rows[s][column]) for s in steps])
+    ax.set_xlabel("step")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+  fig.tight_layout()
+  tmp = files.temporary_name(png_path) + ".png"
+  fig.savefig(tmp, dpi=100)
+  plt.close(fig)
+  files.rename(tmp, png_path)

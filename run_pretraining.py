@@ -1,0 +1,109 @@
+"""Masked-LM + next-sentence pretraining from create_pretraining_data.py records.
+
+  python run_pretraining.py --input_file='data/*.tfrecord' --output_dir=out \
+    --bert_config_file=bert_config.json --do_train --do_eval \
+    --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
+    --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4
+
+Restarting with the same --output_dir resumes from its latest checkpoint.
+"""
+
+import os
+
+import script_utils
+from absl import flags, logging
+
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
+flags.DEFINE_string("input_file", None, "Training records: comma-separated files or globs.")
+flags.DEFINE_string("output_dir", None, "Checkpoints, logs, summaries and results go here.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Start from these weights (original TF1, Hugging Face or ours); "
+                    "ignored when --output_dir already has a checkpoint to resume.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per record (must match the records).")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record (must match).")
+flags.DEFINE_bool("do_train", False, "Train.")
+flags.DEFINE_bool("do_eval", False, "Evaluate and write eval_results.txt.")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.")
+flags.DEFINE_integer("max_eval_steps", 100, "Most evaluation batches.")
+script_utils.define_tpu_flags()
+script_utils.define_runtime_flags()
+# Added.
+flags.DEFINE_string("eval_input_file", None, "Evaluation records; default: --input_file.")
+flags.DEFINE_enum("input_compression", "none", ["none", "gzip"], "Compression of the records.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt to copy beside the exported checkpoint.")
+FLAGS = flags.FLAGS
+
+
+def main(_):
+  script_utils.require(bert_config_file=FLAGS.bert_config_file, input_file=FLAGS.input_file,
+                       output_dir=FLAGS.output_dir)
+  if not FLAGS.do_train and not FLAGS.do_eval:
+    raise ValueError("At least one of --do_train and --do_eval must be set.")
+  script_utils.log_flags()
+  from data import features, files, pipeline
+  from modeling import checkpoints, optimization, tasks, training
+  from modeling.config import BertConfig
+
+  config = BertConfig.from_json_file(FLAGS.bert_config_file)
+  if FLAGS.max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+                     f"max_position_embeddings ({config.max_position_embeddings}).")
+  files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+  compression = "" if FLAGS.input_compression == "none" else "GZIP"
+  spec = features.pretraining_feature_spec(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+  hints = {n: "--max_seq_length" for n in ("input_ids", "input_mask", "segment_ids")}
+  hints.update({n: "--max_predictions_per_seq" for n in
+                ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")})
+  for pattern in filter(None, [FLAGS.input_file, FLAGS.eval_input_file]):
+    first = files.expand_file_patterns(pattern, "--input_file")[0]
+    pipeline.check_record_lengths(first, spec, hints, compression)
+
+  strategy, policy = script_utils.runtime(FLAGS)
+  trainer = training.Trainer(
+      strategy, tasks.PretrainingTask(config),
+      lambda names: optimization.create_optimizer(
+          FLAGS.optimizer, FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+          names),
+      training.TrainConfig(
+          output_dir=FLAGS.output_dir, num_train_steps=FLAGS.num_train_steps,
+          global_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,
+          log_steps=FLAGS.log_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+          keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+          gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+          jit_compile=FLAGS.jit_compile, loss_scaling=FLAGS.dtype == "float16"))
+
+  def dataset_fn(pattern, batch_size, is_training):
+    return lambda ctx: pipeline.record_dataset(
+        pattern, spec, ctx.get_per_replica_batch_size(batch_size), is_training, FLAGS.seed,
+        ctx, compression)
+
+  if FLAGS.do_train:
+    def finish():
+      export = os.path.join(FLAGS.output_dir, "export")
+      checkpoints.save_tf1_checkpoint(checkpoints.model_weights(trainer.model), export,
+                                      config, FLAGS.vocab_file)
+      logging.info("Exported the original checkpoint layout to %s", export)
+      training.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
+                           os.path.join(FLAGS.output_dir, "training_curves.png"),
+                           [("loss", "loss"), ("masked_lm_accuracy", "masked LM accuracy")])
+    trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
+                  FLAGS.init_checkpoint, on_finish=finish)
+  if FLAGS.do_eval:
+    if not FLAGS.do_train:
+      logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
+    results = trainer.evaluate(
+        dataset_fn(FLAGS.eval_input_file or FLAGS.input_file, FLAGS.eval_batch_size, False),
+        FLAGS.max_eval_steps)
+    training.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+    for key in sorted(results):
+      logging.info("eval %s = %s", key, results[key])
+
+
+if __name__ == "__main__":
+  script_utils.run(main)

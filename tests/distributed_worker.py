@@ -1,0 +1,57 @@
+"""Trains the tiny pretraining model a few steps under a given strategy; saves the weights.
+
+Run as a script by the tests (devices and TF_CONFIG must be set before
+TensorFlow starts):
+  python distributed_worker.py MODE RECORDS CONFIG INIT OUT_DIR STEPS BATCH ACCUMULATION
+MODE: single | mirrored (2 logical CPUs) | multi_worker (TF_CONFIG set by the caller).
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
+  import tensorflow as tf
+  if mode == "mirrored":
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  import numpy as np
+  from data import features
+  from modeling import checkpoints, optimization, tasks, training
+  from modeling.config import BertConfig
+
+  strategy = {"single": tf.distribute.get_strategy,
+              "mirrored": lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]),
+              "multi_worker": tf.distribute.MultiWorkerMirroredStrategy}[mode]()
+  config = BertConfig.from_json_file(config_file)
+  spec = features.pretraining_feature_spec(32, 5)
+
+  def dataset_fn(ctx):
+    # Global batches in file order; each input pipeline takes its rows of each.
+    per = ctx.get_per_replica_batch_size(batch)
+    ds = tf.data.TFRecordDataset(records).batch(batch, drop_remainder=True).repeat()
+    ds = ds.map(lambda r: {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
+                           for k, v in tf.io.parse_example(r, spec).items()})
+    if ctx.num_input_pipelines > 1:
+      i = ctx.input_pipeline_id
+      return ds.map(lambda b: {k: v[i * per:(i + 1) * per] for k, v in b.items()})
+    return ds.unbatch().batch(per)
+
+  trainer = training.Trainer(
+      strategy, tasks.PretrainingTask(config),
+      lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
+      training.TrainConfig(output_dir=out_dir, num_train_steps=steps, global_batch_size=batch,
+                           steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps,
+                           gradient_accumulation_steps=accumulation))
+  trainer.train(dataset_fn, init_checkpoint=init)
+  if trainer.chief:
+    weights = checkpoints.model_weights(trainer.model)
+    np.savez(os.path.join(out_dir, "weights.npz"), **{k.replace("/", "|"): v for k, v in weights.items()})
+
+
+if __name__ == "__main__":
+  mode, records, config_file, init, out_dir, steps, batch, accumulation = sys.argv[1:]
+  main(mode, records, config_file, init, out_dir, int(steps), int(batch), int(accumulation))

@@ -1,0 +1,98 @@
+"""The original's schedule and AdamWeightDecay, and LAMB, against hand computations."""
+
+import keras
+import numpy as np
+import pytest
+
+from modeling import optimization
+
+
+def original_learning_rate(step, init_lr, total, warmup):
+  """The original create_optimizer's learning rate at global_step `step`."""
+  decayed = init_lr * (1.0 - min(step, total) / total)
+  if warmup and step < warmup:
+    return init_lr * step / warmup
+  return decayed
+
+
+def test_schedule_is_the_originals_including_the_jump():
+  schedule = optimization.WarmupLinearDecay(1e-4, num_train_steps=1000, num_warmup_steps=100)
+  for step in (0, 1, 50, 99, 100, 101, 500, 999, 1000, 1500):
+    np.testing.assert_allclose(float(schedule(step)),
+                               original_learning_rate(step, 1e-4, 1000, 100), rtol=1e-6, atol=1e-11)
+  assert float(schedule(0)) == 0.0
+  np.testing.assert_allclose(float(schedule(99)), 0.99e-4, rtol=1e-6)
+  np.testing.assert_allclose(float(schedule(100)), 0.9e-4, rtol=1e-6)  # the jump
+  no_warmup = optimization.WarmupLinearDecay(1.0, 10, 0)
+  assert float(no_warmup(0)) == 1.0 and float(no_warmup(5)) == 0.5
+
+
+def _variable(name, value):
+  v = keras.Variable(np.array(value, "float32"), name=name)
+  return v
+
+
+def test_adam_weight_decay_one_step_by_hand():
+  w = _variable("kernel", [[0.5, -1.0], [2.0, 0.25]])
+  b = _variable("bias", [0.1, -0.2])
+  names = {w.path: "bert/encoder/layer_0/output/dense/kernel",
+           b.path: "bert/encoder/layer_0/output/dense/bias"}
+  opt = optimization.AdamWeightDecay(0.1, names=names)
+  gw = np.array([[0.2, -0.4], [0.0, 1.0]], "float32")
+  gb = np.array([0.3, -0.1], "float32")
+  w0, b0 = w.numpy().copy(), b.numpy().copy()
+  for step in range(2):
+    opt.apply_gradients([(gw, w), (gb, b)])
+  # By hand: no bias correction; decay on the kernel only (its name has no "bias").
+  m, v = np.zeros_like(w0), np.zeros_like(w0)
+  mb, vb = np.zeros_like(b0), np.zeros_like(b0)
+  for _ in range(2):
+    m, v = 0.9 * m + 0.1 * gw, 0.999 * v + 0.001 * gw ** 2
+    w0 = w0 - 0.1 * (m / (np.sqrt(v) + 1e-6) + 0.01 * w0)
+    mb, vb = 0.9 * mb + 0.1 * gb, 0.999 * vb + 0.001 * gb ** 2
+    b0 = b0 - 0.1 * (mb / (np.sqrt(vb) + 1e-6))
+  np.testing.assert_allclose(w.numpy(), w0, rtol=1e-6)
+  np.testing.assert_allclose(b.numpy(), b0, rtol=1e-6)
+
+
+def test_layer_norm_is_excluded_from_decay():
+  g = _variable("gamma", [1.0, 1.0])
+  opt = optimization.AdamWeightDecay(0.1, names={g.path: "bert/embeddings/LayerNorm/gamma"})
+  opt.apply_gradients([(np.zeros(2, "float32"), g)])
+  np.testing.assert_array_equal(g.numpy(), [1.0, 1.0])  # zero gradient, no decay
+  d = _variable("kernel", [1.0, 1.0])
+  opt2 = optimization.AdamWeightDecay(0.1, names={d.path: "bert/pooler/dense/kernel"})
+  opt2.apply_gradients([(np.zeros(2, "float32"), d)])
+  np.testing.assert_allclose(d.numpy(), [0.999, 0.999], rtol=1e-6)
+
+
+def test_the_originals_adam_test():
+  """The original's optimization_test: minimise MSE to x from w, lr 0.2, 100 steps."""
+  w = _variable("w", [0.1, -0.2, -0.1])
+  x = np.array([0.4, 0.2, -0.5], "float32")
+  opt = optimization.AdamWeightDecay(0.2, weight_decay_rate=0.0)
+  import tensorflow as tf
+  for _ in range(100):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean(tf.square(x - w.value))
+    opt.apply_gradients([(tape.gradient(loss, w.value), w)])
+  np.testing.assert_allclose(w.numpy(), x, rtol=1e-2, atol=1e-2)
+
+
+def test_lamb_step_by_hand():
+  w = _variable("kernel", [[0.5, -1.0], [2.0, 0.25]])
+  opt = optimization.AdamWeightDecay(0.1, names={w.path: "bert/pooler/dense/kernel"}, lamb=True)
+  g = np.array([[0.2, -0.4], [0.0, 1.0]], "float32")
+  w0 = w.numpy().copy()
+  opt.apply_gradients([(g, w)])
+  m, v = 0.1 * g, 0.001 * g ** 2
+  update = (m / 0.1) / (np.sqrt(v / 0.001) + 1e-6) + 0.01 * w0
+  ratio = np.linalg.norm(w0) / np.linalg.norm(update)
+  np.testing.assert_allclose(w.numpy(), w0 - 0.1 * ratio * update, rtol=1e-5)
+
+
+def test_create_optimizer_names_its_choices():
+  with pytest.raises(ValueError, match="--optimizer=sgd: expected adamw or lamb"):
+    optimization.create_optimizer("sgd", 1e-4, 10, 1)
+  opt = optimization.create_optimizer("lamb", 1e-4, 10, 1)
+  assert opt.lamb and isinstance(opt.learning_rate, object)

@@ -1,0 +1,286 @@
+"""run_pretraining's machinery: losses, accumulation, replicas, workers, resume, precision, export."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import scipy.special
+import tensorflow as tf
+
+from data import features, pipeline, pretraining_data, pretraining_generation
+from modeling import checkpoints, optimization, tasks, training
+from modeling.config import BertConfig
+from modeling.models import BertPretrainer
+from scripts import ROOT, last_error_line, run_script
+from test_pretraining_data import make_corpus, make_vocab
+
+L, P = 32, 5
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  """Records from the generator, a tiny config without dropout, and initial weights."""
+  d = tmp_path_factory.mktemp("train")
+  vocab = make_vocab(d / "vocab.txt")
+  corpus = make_corpus(d / "corpus.txt", documents=20, seed=5)
+  records = str(d / "train.tfrecord")
+  pretraining_generation.generate_exact(
+      [corpus], [records], vocab, True, pretraining_data.GenerationConfig(L, P, 0.15, 0.1, False, 2), 1)
+  size = len(open(vocab).read().split())
+  config = BertConfig(vocab_size=size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  config.to_json_file(str(d / "bert_config.json"))
+  model = BertPretrainer(config)
+  model.build()
+  init = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(d / "init"))
+  return d, vocab, records, config, init
+
+
+def _batches(records, size, count):
+  spec = features.pretraining_feature_spec(L, P)
+  ds = tf.data.TFRecordDataset(records).batch(size).take(count)
+  return [{k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
+           for k, v in tf.io.parse_example(r, spec).items()} for r in ds]
+
+
+def test_losses_match_a_hand_computation(setup):
+  _, _, records, config, init = setup
+  task = tasks.PretrainingTask(config)
+  model = task.build_model()
+  checkpoints.load_checkpoint(model, init)
+  batch = _batches(records, 6, 1)[0]
+  out = model(batch)
+  sums, metrics = task.numerators(model, batch, training=False)
+  loss, parts = task.losses(sums, task.denominators(batch))
+  logits = out["masked_lm_logits"].numpy()
+  w = batch["masked_lm_weights"].numpy()
+  nll = -np.take_along_axis(scipy.special.log_softmax(logits, -1),
+                            batch["masked_lm_ids"].numpy()[..., None], -1)[..., 0]
+  mlm = (w * nll).sum() / (w.sum() + 1e-5)
+  nsp_logits = out["next_sentence_logits"].numpy()
+  labels = batch["next_sentence_labels"].numpy()[:, 0]
+  nsp = -scipy.special.log_softmax(nsp_logits, -1)[np.arange(6), labels].mean()
+  np.testing.assert_allclose(float(parts["masked_lm_loss"]), mlm, rtol=1e-5)
+  np.testing.assert_allclose(float(parts["next_sentence_loss"]), nsp, rtol=1e-5)
+  np.testing.assert_allclose(float(loss), mlm + nsp, rtol=1e-5)
+  accuracy = (w * (logits.argmax(-1) == batch["masked_lm_ids"].numpy())).sum() / w.sum()
+  np.testing.assert_allclose(float(task.metric_values(metrics, task.denominators(batch))
+                                   ["masked_lm_accuracy"]), accuracy, rtol=1e-6)
+
+
+def _train_in_process(setup, tmp_path, accumulation, steps=3, batch=8, **config):
+  _, _, records, model_config, init = setup
+
+  def dataset_fn(ctx):
+    return pipeline.record_dataset(records, features.pretraining_feature_spec(L, P),
+                                   ctx.get_per_replica_batch_size(batch), True, seed=3,
+                                   input_context=ctx)
+  trainer = training.Trainer(
+      tf.distribute.get_strategy(), tasks.PretrainingTask(model_config),
+      lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
+      training.TrainConfig(output_dir=str(tmp_path), num_train_steps=steps, global_batch_size=batch,
+                           steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps,
+                           gradient_accumulation_steps=accumulation, **config))
+  trainer.train(dataset_fn, init_checkpoint=init)
+  return trainer
+
+
+def test_gradient_accumulation_equals_the_large_batch(setup, tmp_path):
+  one = _train_in_process(setup, tmp_path / "one", accumulation=1)
+  four = _train_in_process(setup, tmp_path / "four", accumulation=4)
+  a, b = checkpoints.model_weights(one.model), checkpoints.model_weights(four.model)
+  for name in a:
+    np.testing.assert_allclose(a[name], b[name], atol=2e-6, err_msg=name)
+  assert one.global_step == four.global_step == 3
+
+
+def _worker(mode, setup, out, batch=8, steps=4, accumulation=1, env=None):
+  d, _, records, _, init = setup
+  return subprocess.Popen(
+      [sys.executable, os.path.join(ROOT, "tests", "distributed_worker.py"), mode, records,
+       str(d / "bert_config.json"), init, str(out), str(steps), str(batch), str(accumulation)],
+      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _weights(out):
+  return dict(np.load(os.path.join(out, "weights.npz")))
+
+
+def _finish(*procs):
+  for p in procs:
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+
+
+def test_mirrored_and_multi_worker_agree_with_one_device(setup, tmp_path):
+  single = _worker("single", setup, tmp_path / "single")
+  mirrored = _worker("mirrored", setup, tmp_path / "mirrored")
+  _finish(single, mirrored)
+  ports = []
+  for _ in range(2):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    ports.append(s.getsockname()[1])
+    s.close()
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  workers = [_worker("multi_worker", setup, tmp_path / "multi", env={"TF_CONFIG": json.dumps(
+      {"cluster": cluster, "task": {"type": "worker", "index": i}})}) for i in range(2)]
+  _finish(*workers)
+  want = _weights(tmp_path / "single")
+  for other in ("mirrored", "multi"):
+    got = _weights(tmp_path / other)
+    for name in want:
+      np.testing.assert_allclose(got[name], want[name], atol=1e-5, err_msg=f"{other} {name}")
+
+
+def _pretrain_args(setup, out, *extra):
+  d, vocab, records, _, _ = setup
+  return ["--bert_config_file=" + str(d / "bert_config.json"), f"--input_file={records}",
+          f"--output_dir={out}", "--do_train", f"--max_seq_length={L}",
+          f"--max_predictions_per_seq={P}", "--train_batch_size=8", "--num_train_steps=30",
+          "--num_warmup_steps=5", "--learning_rate=1e-3", "--save_checkpoints_steps=10",
+          "--iterations_per_loop=5", "--log_steps=5", "--seed=7", f"--vocab_file={vocab}", *extra]
+
+
+def _with_dropout(setup, tmp_path):
+  d = setup[0]
+  config = json.load(open(d / "bert_config.json"))
+  config.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+  path = tmp_path / "dropout_config.json"
+  path.write_text(json.dumps(config))
+  return str(path)
+
+
+def test_killed_run_resumes_to_the_same_weights(setup, tmp_path):
+  """SIGKILL after a checkpoint, restart: same final weights (dropout and data order included)."""
+  config = _with_dropout(setup, tmp_path)
+  run_script("run_pretraining.py", *_pretrain_args(setup, tmp_path / "a"),
+             f"--bert_config_file={config}")
+  args = _pretrain_args(setup, tmp_path / "b") + [f"--bert_config_file={config}"]
+  proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run_pretraining.py"), *args],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT)
+  deadline = time.time() + 300
+  while not (tmp_path / "b" / "ckpt-10.index").exists():
+    assert proc.poll() is None and time.time() < deadline, "no checkpoint appeared"
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  assert not (tmp_path / "b" / "export").exists()
+  out = run_script("run_pretraining.py", *args)
+  assert "resumed from" in out.stderr
+  a = checkpoints.read_checkpoint(str(tmp_path / "a" / "export")).weights
+  b = checkpoints.read_checkpoint(str(tmp_path / "b" / "export")).weights
+  for name in a:
+    np.testing.assert_allclose(b[name], a[name], atol=1e-6, err_msg=name)
+
+
+def test_sigterm_saves_a_checkpoint_and_exits(setup, tmp_path):
+  args = _pretrain_args(setup, tmp_path / "t", "--num_train_steps=100000",
+                        "--save_checkpoints_steps=100000")
+  proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run_pretraining.py"), *args],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=ROOT)
+  deadline = time.time() + 300
+  while not (tmp_path / "t" / "train_log.csv").exists():
+    assert proc.poll() is None and time.time() < deadline
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGTERM)
+  _, err = proc.communicate(timeout=120)
+  assert proc.returncode == 143, err[-2000:]
+  assert "SIGTERM: saved a checkpoint at step" in err
+  assert tf.train.latest_checkpoint(str(tmp_path / "t"))
+
+
+def test_outputs_eval_results_export_and_plot(setup, tmp_path):
+  out = tmp_path / "run"
+  proc = run_script("run_pretraining.py", *_pretrain_args(setup, out, "--do_eval",
+                                                          "--max_eval_steps=3"))
+  lines = (out / "eval_results.txt").read_text().splitlines()
+  keys = [line.split(" = ")[0] for line in lines]
+  assert keys == sorted(keys) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                                  "next_sentence_accuracy", "next_sentence_loss"]
+  assert lines[0] == "global_step = 30"
+  assert (out / "training_curves.png").stat().st_size > 1000
+  assert "sequences/s" in proc.stderr and "ETA" in proc.stderr
+  assert list((out / "train").glob("events.out.tfevents.*"))
+  # The export is the original layout and reloads into a model with the same outputs.
+  names = dict(tf.train.list_variables(str(out / "export" / "bert_model.ckpt")))
+  assert "cls/predictions/output_bias" in names and "bert/pooler/dense/kernel" in names
+  config = BertConfig.from_json_file(str(out / "export" / "bert_config.json"))
+  model = BertPretrainer(config)
+  checkpoints.load_checkpoint(model, str(out / "export"))
+  trained = BertPretrainer(config)
+  checkpoints.load_checkpoint(trained, str(out))  # our TF2 checkpoint of the same run
+  batch = _batches(setup[2], 4, 1)[0]
+  np.testing.assert_allclose(model(batch)["masked_lm_logits"],
+                             trained(batch)["masked_lm_logits"], atol=1e-6)
+
+
+def test_bfloat16_and_float16_train(setup, tmp_path):
+  try:
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    trainer = _train_in_process(setup, tmp_path / "bf16", accumulation=2, steps=4)
+    assert trainer.model.encoder.blocks[0].attention.query.compute_dtype == "bfloat16"
+    assert trainer.global_step == 4
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    trainer = _train_in_process(setup, tmp_path / "fp16", accumulation=1, steps=2,
+                                loss_scaling=True)
+    assert trainer.global_step == 2 and float(trainer.loss_scale) == 2.0 ** 15
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_float16_overflow_skips_the_step(setup, tmp_path):
+  try:
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    trainer = _train_in_process(setup, tmp_path / "warm", accumulation=1, steps=1,
+                                loss_scaling=True)
+    before = checkpoints.model_weights(trainer.model)
+    trainer.loss_scale.assign(3e38)  # the scaled loss overflows
+    dataset = trainer.strategy.distribute_datasets_from_function(
+        lambda ctx: pipeline.record_dataset(setup[2], features.pretraining_feature_spec(L, P),
+                                            8, True, seed=3))
+    trainer._train_loop(iter(dataset), tf.constant(1))
+    after = checkpoints.model_weights(trainer.model)
+    assert trainer.global_step == 1  # the update was skipped
+    assert float(trainer.loss_scale) == np.float32(3e38) / 2
+    for name in before:
+      np.testing.assert_array_equal(before[name], after[name])
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_nan_loss_stops_naming_the_step(setup, tmp_path):
+  _, _, records, config, init = setup
+
+  def poisoned(ctx):
+    ds = pipeline.record_dataset(records, features.pretraining_feature_spec(L, P), 8, True, seed=3)
+    return ds.enumerate().map(lambda i, b: {
+        **b, "masked_lm_weights": b["masked_lm_weights"] * tf.where(i == 2, np.nan, 1.0)})
+  trainer = training.Trainer(
+      tf.distribute.get_strategy(), tasks.PretrainingTask(config),
+      lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
+      training.TrainConfig(output_dir=str(tmp_path), num_train_steps=10, global_batch_size=8,
+                           steps_per_loop=5, log_steps=5, save_checkpoints_steps=5))
+  with pytest.raises(ValueError, match="The loss became NaN or infinite at step 3;"):
+    trainer.train(poisoned, init_checkpoint=init)
+  assert not tf.train.latest_checkpoint(str(tmp_path))
+
+
+def test_record_length_mismatch_is_one_line(setup, tmp_path):
+  args = _pretrain_args(setup, tmp_path / "x")
+  args = [a for a in args if not a.startswith("--max_seq_length")] + ["--max_seq_length=64"]
+  proc = run_script("run_pretraining.py", *args, expect_ok=False)
+  assert last_error_line(proc) == (
+      f"error: {setup[2]}: input_ids has 32 values per record but --max_seq_length expects 64;"
+      " regenerate the data or pass the matching flag.")
