@@ -72,9 +72,13 @@ class MaskedLMHead(keras.layers.Layer):
     """[B, S, H] output, int [B, P] positions, [V, H] table -> float32 [B, P, V]."""
     x = ops.take_along_axis(sequence_output, masked_lm_positions[:, :, None], axis=1)  # [B, P, H]
     x = self.layer_norm(self.activation(self.transform(x)))
+    batch, predictions = ops.shape(x)[0], ops.shape(x)[1]
     table = ops.cast(embedding_table, self.compute_dtype)
-    logits = ops.einsum("bph,vh->bpv", ops.cast(x, self.compute_dtype), table)
-    return ops.cast(logits, "float32") + self.output_bias
+    # One [B*P, H] x [H, V] product: its gradient for the table is one matmul too.
+    x = ops.reshape(ops.cast(x, self.compute_dtype), (-1, self.hidden_size))
+    logits = ops.matmul(x, ops.transpose(table))  # [B*P, V]
+    logits = ops.cast(logits, "float32") + self.output_bias
+    return ops.reshape(logits, (batch, predictions, self.vocab_size))
 
   def get_config(self):
     return {**super().get_config(), "vocab_size": self.vocab_size,

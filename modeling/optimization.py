@@ -8,6 +8,7 @@ exactly what they meant in Google's code.
 import re
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
@@ -47,7 +48,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
   update = m / (sqrt(v) + eps) [+ weight_decay_rate * w unless excluded];
-  w -= lr * update.
+  w -= lr * update (compiled with XLA into a single pass).
   With lamb=True it is LAMB (You et al., 2019) instead: bias-corrected moments
   and the update scaled per variable by ||w|| / ||update|| (variables excluded
   from decay are excluded from this layer adaptation too).
@@ -96,18 +97,26 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     m, v = self._m[index], self._v[index]
     lr = ops.cast(learning_rate, variable.dtype)
     g = ops.cast(gradient, variable.dtype)
+    if not self.lamb:
+      decay = self.weight_decay_rate if self._decay[index] else 0.0
+      # Values, not variables, go into the compiled function: read here, each
+      # read is this device's copy when updating a mirrored variable.
+      new_w, new_m, new_v = _adam_weight_decay_update(
+          _read(variable), _read(m), _read(v), g, lr, self.beta_1, self.beta_2, self.epsilon,
+          decay)
+      self.assign(m, new_m)
+      self.assign(v, new_v)
+      self.assign(variable, new_w)
+      return
     self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)
     self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g))
-    if self.lamb:
-      t = ops.cast(self.iterations + 1, variable.dtype)
-      m_hat = m / (1.0 - ops.power(self.beta_1, t))
-      v_hat = v / (1.0 - ops.power(self.beta_2, t))
-      update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
-    else:
-      update = m / (ops.sqrt(v) + self.epsilon)
+    t = ops.cast(self.iterations + 1, variable.dtype)
+    m_hat = m / (1.0 - ops.power(self.beta_1, t))
+    v_hat = v / (1.0 - ops.power(self.beta_2, t))
+    update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
     if self._decay[index]:
       update = update + self.weight_decay_rate * variable
-    if self.lamb and self._decay[index]:
+    if self._decay[index]:
       w_norm, u_norm = ops.norm(variable), ops.norm(update)
       ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)
       update = update * ratio
@@ -131,6 +140,19 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
             "exclude_from_weight_decay": self.exclude_from_weight_decay,
             "names": self.names, "lamb": self.lamb}
+
+
+def _read(variable):
+  """A variable's current value as a tensor (this device's copy when mirrored)."""
+  return tf.identity(variable.value if isinstance(variable, keras.Variable) else variable)
+
+
+@tf.function(jit_compile=True)
+def _adam_weight_decay_update(w, m, v, g, lr, beta_1, beta_2, epsilon, decay):
+  """The original update, compiled into one pass over the weights: new (w, m, v)."""
+  m = beta_1 * m + (1.0 - beta_1) * g
+  v = beta_2 * v + (1.0 - beta_2) * tf.square(g)
+  return w - lr * (m / (tf.sqrt(v) + epsilon) + decay * w), m, v
 
 
 def create_optimizer(name, learning_rate, num_train_steps, num_warmup_steps, names=None):

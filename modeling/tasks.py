@@ -7,6 +7,7 @@ all replicas) before computing any gradient, so gradient accumulation and any
 number of replicas give exactly the large-batch loss of the original.
 """
 
+import tensorflow as tf
 from keras import ops
 
 from modeling.models import BertPretrainer
@@ -14,12 +15,13 @@ from modeling.models import BertPretrainer
 
 def _nll(logits, labels):
   """Per-position negative log likelihood: float32 [..., C] logits, int [...] labels."""
-  log_probs = ops.log_softmax(logits, axis=-1)
-  return -ops.take_along_axis(log_probs, ops.cast(labels, "int32")[..., None], axis=-1)[..., 0]
+  return tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(labels, tf.int32), logits=logits)
 
 
 def _correct(logits, labels):
-  return ops.cast(ops.cast(ops.argmax(logits, axis=-1), "int32") == ops.cast(labels, "int32"), "float32")
+  return tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32)),
+                 tf.float32)
 
 
 class PretrainingTask:

@@ -161,7 +161,8 @@ class Trainer:
       sums = {n: sums[n] + s[n] for n in sums}
       metrics = {n: metrics[n] + m[n] for n in metrics}
     grads, sums, metrics = context.all_reduce(SUM, (grads, sums, metrics))
-    grads = [g / scale for g in grads]
+    if self.config.loss_scaling:
+      grads = [g / scale for g in grads]
     loss, parts = self.task.losses(sums, denominators)
     grad_norm = tf.linalg.global_norm(grads)
     finite = tf.math.is_finite(grad_norm) & tf.math.is_finite(loss)

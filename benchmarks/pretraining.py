@@ -1,0 +1,171 @@
+"""Pretraining step throughput: ours against tf-models-official's BERT pretrainer.
+
+For each model size, ours runs full training steps (forward, backward, the
+original's AdamWeightDecay with clipping) through the Trainer in float32 and
+bfloat16, XLA off and on; tf-models-official's BertPretrainerV2 over
+BertEncoderV2 (same config, batch and sequence length, a masked-LM and a
+next-sentence head, its AdamWeightDecay, float32) runs the same kind of step
+in the same process. Also printed: the achieved FLOP/s as a fraction of a
+plain matmul's FLOP/s in the same dtype, measured here too.
+
+  python benchmarks/pretraining.py --models=tiny,mini,small,base --seconds=20
+"""
+
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+flags.DEFINE_list("models", ["tiny", "mini", "small", "base"], "Sizes to run.")
+flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
+flags.DEFINE_list("jit", ["off", "on"], "Our XLA settings.")
+flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+flags.DEFINE_integer("predictions", 20, "Masked positions per sequence.")
+flags.DEFINE_float("seconds", 20.0, "Least measuring time per case (after warm-up).")
+flags.DEFINE_bool("peer", True, "Also run tf-models-official.")
+FLAGS = flags.FLAGS
+
+SIZES = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "base": (12, 768, 12)}
+VOCAB = 30522
+
+
+def train_flops(layers, hidden, seq, predictions):
+  """Multiply-adds x 2 of one training step per sequence (forward x 3)."""
+  inner = 4 * hidden
+  per_layer = 2 * seq * (4 * hidden * hidden + 2 * hidden * inner) + 4 * seq * seq * hidden
+  heads = 2 * predictions * (hidden * hidden + hidden * VOCAB) + 2 * hidden * hidden
+  return 3 * (layers * per_layer + heads)
+
+
+def batch(rng, size):
+  import numpy as np
+  B, S, P = size, FLAGS.seq_length, FLAGS.predictions
+  mask = np.ones((B, S), np.int32)
+  mask[:, S * 7 // 8:] = 0
+  return {"input_ids": rng.integers(1, VOCAB, (B, S)).astype(np.int32) * mask,
+          "input_mask": mask, "segment_ids": (np.arange(S)[None] >= S // 2).astype(np.int32) * mask,
+          "masked_lm_positions": np.sort(rng.integers(1, S * 7 // 8, (B, P)), axis=1).astype(np.int32),
+          "masked_lm_ids": rng.integers(1, VOCAB, (B, P)).astype(np.int32),
+          "masked_lm_weights": np.ones((B, P), np.float32),
+          "next_sentence_labels": rng.integers(0, 2, (B, 1)).astype(np.int32)}
+
+
+def time_steps(run, steps_per_call):
+  """Sequences/s of run(n) (n steps per call), at least FLAGS.seconds after warm-up."""
+  run(steps_per_call)
+  run(steps_per_call)
+  done, start = 0, time.perf_counter()
+  while time.perf_counter() - start < FLAGS.seconds or done < 2 * steps_per_call:
+    run(steps_per_call)
+    done += steps_per_call
+  return done * FLAGS.batch_size / (time.perf_counter() - start)
+
+
+def ours(config, data, dtype, jit):
+  import keras
+  import tensorflow as tf
+  from modeling import optimization, tasks, training
+  keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
+  try:
+    trainer = training.Trainer(
+        tf.distribute.get_strategy(), tasks.PretrainingTask(config),
+        lambda names: optimization.create_optimizer("adamw", 1e-4, 10**6, 10, names),
+        training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
+                             global_batch_size=FLAGS.batch_size, jit_compile=jit))
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  iterator = iter(tf.data.Dataset.from_tensors(data).repeat())
+  return lambda n: float(trainer._train_loop(iterator, tf.constant(n))[0]["loss"])
+
+
+def model_garden(layers, hidden, heads, data):
+  import tensorflow as tf
+  from official.nlp import optimization as mg_optimization
+  from official.nlp.modeling import layers as mg_layers, models, networks
+  encoder = networks.BertEncoderV2(vocab_size=VOCAB, hidden_size=hidden, num_layers=layers,
+                                   num_attention_heads=heads, inner_dim=4 * hidden,
+                                   type_vocab_size=2, inner_activation="gelu")
+  model = models.BertPretrainerV2(
+      encoder_network=encoder, mlm_activation="gelu",
+      classification_heads=[mg_layers.ClassificationHead(inner_dim=hidden, num_classes=2,
+                                                         name="next_sentence")])
+  inputs = {"input_word_ids": data["input_ids"], "input_mask": data["input_mask"],
+            "input_type_ids": data["segment_ids"],
+            "masked_lm_positions": data["masked_lm_positions"]}
+  model(inputs)
+  optimizer = mg_optimization.AdamWeightDecay(
+      1e-4, weight_decay_rate=0.01, epsilon=1e-6,
+      exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+  variables = model.trainable_variables
+
+  @tf.function
+  def steps(n):
+    loss = tf.constant(0.0)
+    for _ in tf.range(n):
+      with tf.GradientTape() as tape:
+        out = model(inputs, training=True)
+        mlm = tf.keras.losses.sparse_categorical_crossentropy(
+            data["masked_lm_ids"], out["mlm_logits"], from_logits=True)
+        w = data["masked_lm_weights"]
+        nsp = tf.keras.losses.sparse_categorical_crossentropy(
+            data["next_sentence_labels"][:, 0], out["next_sentence"], from_logits=True)
+        loss = tf.reduce_sum(w * mlm) / (tf.reduce_sum(w) + 1e-5) + tf.reduce_mean(nsp)
+      grads = tape.gradient(loss, variables)
+      grads, _ = tf.clip_by_global_norm(grads, 1.0)
+      optimizer.apply_gradients(zip(grads, variables))
+    return loss
+  return lambda n: float(steps(tf.constant(n)))
+
+
+def matmul_flops(dtype, hidden):
+  """FLOP/s of a plain [4096, H] x [H, 4H] matmul in dtype."""
+  import tensorflow as tf
+  a = tf.cast(tf.random.normal((4096, hidden)), dtype)
+  b = tf.cast(tf.random.normal((hidden, 4 * hidden)), dtype)
+  f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b)[:1, :1], tf.float32)))
+  f()
+  count, start = 0, time.perf_counter()
+  while time.perf_counter() - start < 3.0:
+    f()
+    count += 1
+  return count * 2 * 4096 * hidden * 4 * hidden / (time.perf_counter() - start)
+
+
+def main(_):
+  import numpy as np
+  import platform
+  import tensorflow as tf
+  from modeling.config import BertConfig
+  rng = np.random.default_rng(0)
+  data = batch(rng, FLAGS.batch_size)
+  print(f"TensorFlow {tf.__version__}, {platform.machine()}, {os.cpu_count()} CPUs; batch "
+        f"{FLAGS.batch_size} x {FLAGS.seq_length} tokens, {FLAGS.predictions} predictions")
+  print(f"{'model':<6} {'run':<24} {'seq/s':>8} {'vs MG fp32':>10} {'of matmul peak':>15}")
+  for size in FLAGS.models:
+    layers, hidden, heads = SIZES[size]
+    config = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=4 * hidden,
+                        type_vocab_size=2)
+    flops = train_flops(layers, hidden, FLAGS.seq_length, FLAGS.predictions)
+    peaks = {d: matmul_flops(d, hidden) for d in FLAGS.dtypes}
+    steps = max(1, int(256 // FLAGS.batch_size // max(1, layers * hidden // 256)))
+    mg = time_steps(model_garden(layers, hidden, heads, data), steps) if FLAGS.peer else None
+    if mg:
+      print(f"{size:<6} {'tf-models-official fp32':<24} {mg:8.1f} {1.0:10.2f} "
+            f"{mg * flops / peaks['float32']:15.1%}", flush=True)
+    for dtype in FLAGS.dtypes:
+      for jit in FLAGS.jit:
+        rate = time_steps(ours(config, data, dtype, jit == "on"), steps)
+        ratio = f"{rate / mg:10.2f}" if mg else f"{'-':>10}"
+        print(f"{size:<6} {'ours ' + dtype + ' xla ' + jit:<24} {rate:8.1f} {ratio} "
+              f"{rate * flops / peaks[dtype]:15.1%}", flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)
