@@ -232,3 +232,45 @@ class FastTokenizer(tf.Module):
     words = words.with_flat_values(
         tf.where(too_long, tokenization.UNK_TOKEN, words.flat_values))
     return self._wordpiece.tokenize(words).merge_dims(1, 2)
+
+
+def truncated_lengths(length_a, length_b, max_seq_length):
+  """Lengths [B] that the original's pair truncation keeps, computed in one step.
+
+  The original pops from the end of the longer side (b on a tie) until
+  [CLS] a [SEP] b [SEP] fits: the shorter side is untouched when the longer
+  can absorb the whole cut, otherwise both end at half the budget (a gets the
+  odd token). With no b (length_b None) a is cut to max_seq_length - 2.
+  """
+  length_a = tf.cast(length_a, tf.int64)
+  if length_b is None:
+    return tf.minimum(length_a, tf.constant(max_seq_length - 2, tf.int64)), None
+  length_b = tf.cast(length_b, tf.int64)
+  budget = tf.constant(max_seq_length - 3, tf.int64)
+  half = budget // 2
+  shorter = tf.minimum(length_a, length_b)
+  fits = length_a + length_b <= budget
+  a_shorter = length_a < length_b
+  both_halved = shorter > half
+  new_a = tf.where(fits, length_a, tf.where(
+      both_halved, budget - half, tf.where(a_shorter, length_a, budget - length_b)))
+  new_b = tf.where(fits, length_b, tf.where(
+      both_halved, half, tf.where(a_shorter, budget - length_a, length_b)))
+  return new_a, new_b
+
+
+def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+  """[CLS] a [SEP] (b [SEP]) model inputs from ragged ids [B, (T)], truncated as the original.
+
+  Returns int32 [B, max_seq_length] input_ids, input_mask and segment_ids.
+  """
+  def keep(ids, length):
+    return tf.ragged.boolean_mask(ids, tf.ragged.range(ids.row_lengths()) < length[:, None])
+  length_a, length_b = truncated_lengths(
+      ids_a.row_lengths(), None if ids_b is None else ids_b.row_lengths(), max_seq_length)
+  segments = [keep(ids_a, length_a)] + ([] if ids_b is None else [keep(ids_b, length_b)])
+  ids, segment_ids = tf_text.combine_segments(segments, cls_id, sep_id)
+  input_ids, input_mask = tf_text.pad_model_inputs(ids, max_seq_length)
+  segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length)
+  return {"input_ids": tf.cast(input_ids, tf.int32), "input_mask": tf.cast(input_mask, tf.int32),
+          "segment_ids": tf.cast(segment_ids, tf.int32)}

@@ -26,21 +26,23 @@ class PairFeatures:
 def pack_pair(tokenizer, text_a, text_b, max_seq_length):
   """Tokenizes and packs `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`.
 
-  A pair is truncated by popping from the end of the longer side, a single
-  text by cutting its end, so the result has at most max_seq_length tokens.
+  A pair is truncated by popping from the end of the longer side (b on a tie),
+  a single text by cutting its end, so the result has at most max_seq_length
+  tokens.
   """
-  tokens_a = tokenizer.tokenize(text_a)
-  tokens_b = tokenizer.tokenize(text_b) if text_b is not None else None
-  if tokens_b is not None:
-    truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+  ids_a = tokenizer.tokenize_to_ids(text_a)
+  ids_b = tokenizer.tokenize_to_ids(text_b) if text_b is not None else None
+  if ids_b is not None:
+    truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
   else:
-    tokens_a = tokens_a[:max_seq_length - 2]
-  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-  segment_ids = [0] * len(tokens)
-  if tokens_b is not None:
-    tokens += tokens_b + ["[SEP]"]
-    segment_ids += [1] * (len(tokens_b) + 1)
-  return PairFeatures(tokens, tokenizer.convert_tokens_to_ids(tokens), segment_ids)
+    ids_a = ids_a[:max_seq_length - 2]
+  cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+  input_ids = [cls_id] + ids_a + [sep_id]
+  segment_ids = [0] * len(input_ids)
+  if ids_b is not None:
+    input_ids += ids_b + [sep_id]
+    segment_ids += [1] * (len(ids_b) + 1)
+  return PairFeatures(tokenizer.convert_ids_to_tokens(input_ids), input_ids, segment_ids)
 
 
 def pad_batch(packed, max_seq_length):
@@ -83,3 +85,26 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
       "masked_lm_weights": tf.io.FixedLenFeature([P], tf.float32),
       "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
   }
+
+
+def classifier_feature_spec(max_seq_length, regression=False):
+  """The original run_classifier record layout (label_ids float for regression)."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+  }
+
+
+def squad_feature_spec(max_seq_length, is_training):
+  """The original run_squad record layout."""
+  spec = {"unique_ids": tf.io.FixedLenFeature([], tf.int64),
+          "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+          "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+          "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
+  if is_training:
+    spec.update({name: tf.io.FixedLenFeature([], tf.int64)
+                 for name in ("start_positions", "end_positions", "is_impossible")})
+  return spec

@@ -83,3 +83,25 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   dataset = dataset.batch(batch_size, drop_remainder=is_training)
   return dataset.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).prefetch(
       tf.data.AUTOTUNE)
+
+
+def global_batches(file_patterns, spec, global_batch_size, input_context=None, compression=""):
+  """Records in file order as global batches, each input pipeline keeping its rows.
+
+  The record count must be a multiple of global_batch_size (pad the data).
+  Pipeline i of n keeps rows [i * k, (i + 1) * k) of every global batch
+  (k = global / n) and splits them into per-replica batches, so gathering the
+  replicas' outputs in order restores the file order.
+  """
+  names = files.expand_file_patterns(file_patterns, "--input_file")
+  dataset = tf.data.TFRecordDataset(names, compression).batch(global_batch_size,
+                                                               drop_remainder=True)
+  dataset = dataset.map(_parse(spec))
+  pipelines = input_context.num_input_pipelines if input_context else 1
+  index = input_context.input_pipeline_id if input_context else 0
+  replicas = input_context.num_replicas_in_sync if input_context else 1
+  per_pipeline, per_replica = global_batch_size // pipelines, global_batch_size // replicas
+  if pipelines > 1:
+    dataset = dataset.map(lambda b: {k: v[index * per_pipeline:(index + 1) * per_pipeline]
+                                     for k, v in b.items()})
+  return dataset.unbatch().batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

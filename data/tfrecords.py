@@ -255,3 +255,17 @@ class RecordWriters:
       self.close()
     else:
       self.abort()
+
+
+def write_arrays(path, arrays, float_features=(), compression=""):
+  """Writes dict name -> array [N] or [N, L] as N tf.train.Example records."""
+  import numpy as np
+  columns = {k: np.asarray(v) for k, v in arrays.items()}
+  columns = {k: v[:, None] if v.ndim == 1 else v for k, v in columns.items()}
+  encoder = ExampleEncoder([k for k in columns if k not in float_features],
+                           [k for k in columns if k in float_features])
+  total = len(next(iter(columns.values())))
+  with RecordWriters([path], compression) as writers:
+    for first in range(0, total, 4096):
+      writers.write_batch(*encoder.encode_batch({k: v[first:first + 4096]
+                                                 for k, v in columns.items()}))

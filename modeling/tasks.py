@@ -10,7 +10,7 @@ number of replicas give exactly the large-batch loss of the original.
 import tensorflow as tf
 from keras import ops
 
-from modeling.models import BertPretrainer
+from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
 
 
 def _nll(logits, labels):
@@ -78,3 +78,73 @@ class PretrainingTask:
     values = {k: float(v) for k, v in values.items()}
     values["loss"] = sum(batch_losses) / max(len(batch_losses), 1)
     return values
+
+
+class ClassificationTask:
+  """Sentence (pair) classification, or regression with one output, on the pooled output.
+
+  Loss: mean softmax cross entropy (mean squared error for regression) over
+  the real examples (is_real_example = 1; padding examples weigh nothing).
+  """
+
+  def __init__(self, config, num_labels, regression=False):
+    self.config = config
+    self.num_labels = 1 if regression else num_labels
+    self.regression = regression
+
+  def build_model(self):
+    model = BertClassifier(self.config, self.num_labels)
+    model.build()
+    return model
+
+  def denominators(self, batch):
+    return {"loss": tf.reduce_sum(tf.cast(batch["is_real_example"], tf.float32))}
+
+  def numerators(self, model, batch, training):
+    logits = model(batch, training=training)["logits"]
+    real = tf.cast(batch["is_real_example"], tf.float32)
+    if self.regression:
+      error = tf.square(logits[:, 0] - tf.cast(batch["label_ids"], tf.float32))
+      return {"loss": tf.reduce_sum(real * error)}, {}
+    labels = batch["label_ids"]
+    return ({"loss": tf.reduce_sum(real * _nll(logits, labels))},
+            {"correct": tf.reduce_sum(real * _correct(logits, labels))})
+
+  def losses(self, sums, denominators):
+    loss = sums["loss"] / denominators["loss"]
+    return loss, {}
+
+  def metric_values(self, metrics, denominators):
+    if self.regression:
+      return {}
+    return {"accuracy": ops.divide_no_nan(metrics["correct"], denominators["loss"])}
+
+
+class SpanTask:
+  """SQuAD: start and end logits per token; loss = mean of the two cross entropies."""
+
+  def __init__(self, config):
+    self.config = config
+
+  def build_model(self):
+    model = BertSpanLabeler(self.config)
+    model.build()
+    return model
+
+  def denominators(self, batch):
+    return {"loss": tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)}
+
+  def numerators(self, model, batch, training):
+    out = model(batch, training=training)
+    start, end = batch["start_positions"], batch["end_positions"]
+    loss = 0.5 * (tf.reduce_sum(_nll(out["start_logits"], start))
+                  + tf.reduce_sum(_nll(out["end_logits"], end)))
+    return ({"loss": loss}, {"start_correct": tf.reduce_sum(_correct(out["start_logits"], start)),
+                             "end_correct": tf.reduce_sum(_correct(out["end_logits"], end))})
+
+  def losses(self, sums, denominators):
+    return sums["loss"] / denominators["loss"], {}
+
+  def metric_values(self, metrics, denominators):
+    return {"start_accuracy": ops.divide_no_nan(metrics["start_correct"], denominators["loss"]),
+            "end_accuracy": ops.divide_no_nan(metrics["end_correct"], denominators["loss"])}

@@ -353,6 +353,32 @@ class Trainer:
     return results
 
 
+  def predict(self, dataset_fn, keep=()):
+    """Model outputs for a dataset of whole global batches, in dataset order.
+
+    dataset_fn must give each input pipeline its replicas' rows of every
+    global batch (see pipeline.global_batches). Returns numpy arrays of the
+    model's outputs plus the input features named in `keep`.
+    """
+    dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+
+    def replica(batch):
+      outputs = dict(self.model(batch, training=False))
+      outputs.update({k: batch[k] for k in keep})
+      return outputs
+
+    @tf.function
+    def step(batch):
+      out = self.strategy.run(replica, args=(batch,))
+      return {k: self.strategy.gather(v, axis=0) for k, v in out.items()}
+
+    chunks = [{k: v.numpy() for k, v in step(batch).items()} for batch in dataset]
+    if not chunks:
+      return {}
+    import numpy as np
+    return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
+
+
 class _CsvLog:
   """Appends logged values to a CSV (kept across resumed runs, for the plots)."""
 

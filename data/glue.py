@@ -1,0 +1,231 @@
+"""GLUE and XNLI: reading the standard task directories into examples.
+
+Each task is a small table: its labels (None for the STS-B regression) and,
+per split, the file(s), whether a header line comes first and which columns
+hold the texts, the label and the row index. Files are tab-separated with
+quoting off (sentences contain quote characters) and may start with a UTF-8
+byte order mark. A row that does not fit its task raises an error naming the
+file and line.
+"""
+
+import csv
+import dataclasses
+import os
+import sys
+
+from data import files
+
+MNLI_LABELS = ["contradiction", "entailment", "neutral"]
+NLI_LABELS = ["entailment", "not_entailment"]
+BINARY = ["0", "1"]
+
+
+@dataclasses.dataclass
+class InputExample:
+  """One example: guid, texts, label (str, float for regression, None when unlabelled) and
+  the row's index for submission files."""
+  guid: str
+  text_a: str
+  text_b: str = None
+  label: object = None
+  index: str = None
+
+
+@dataclasses.dataclass
+class Layout:
+  """Where a split's data is: file names (first existing wins), columns (None: absent)."""
+  files: tuple
+  header: bool
+  a: int
+  b: int = None
+  label: int = None
+  index: int = None
+  keep: tuple = None  # (column, value): only rows with this value, e.g. an XNLI language
+
+
+@dataclasses.dataclass
+class Task:
+  """A task: labels (None: regression), layouts per split name, submission file stems."""
+  labels: list
+  splits: dict
+  submissions: dict = dataclasses.field(default_factory=dict)  # split name -> file stem
+  label_map: dict = dataclasses.field(default_factory=dict)
+
+  @property
+  def is_regression(self):
+    return self.labels is None
+
+
+def _nli(name, labels=NLI_LABELS):
+  return Task(labels, {"train": Layout(("train.tsv",), True, 1, 2, 3, 0),
+                       "dev": Layout(("dev.tsv",), True, 1, 2, 3, 0),
+                       "test": Layout(("test.tsv",), True, 1, 2, None, 0)}, {"test": name})
+
+
+def _xnli(language):
+  dev = lambda f: Layout((f,), True, 6, 7, 1, None, keep=(0, language))
+  return Task(MNLI_LABELS, {
+      "train": Layout((f"multinli/multinli.train.{language}.tsv",), True, 0, 1, 2),
+      "dev": dev("xnli.dev.tsv"), "test": dev("xnli.test.tsv")},
+      label_map={"contradictory": "contradiction"})
+
+
+def tasks(xnli_language="zh"):
+  """The task table, by lower-case name."""
+  return {
+      "cola": Task(BINARY, {"train": Layout(("train.tsv",), False, 3, None, 1),
+                            "dev": Layout(("dev.tsv",), False, 3, None, 1),
+                            "test": Layout(("test.tsv",), True, 1, None, None, 0)},
+                   {"test": "CoLA"}),
+      "sst-2": Task(BINARY, {"train": Layout(("train.tsv",), True, 0, None, 1),
+                             "dev": Layout(("dev.tsv",), True, 0, None, 1),
+                             "test": Layout(("test.tsv",), True, 1, None, None, 0)},
+                    {"test": "SST-2"}),
+      "mrpc": Task(BINARY, {"train": Layout(("train.tsv",), True, 3, 4, 0),
+                            "dev": Layout(("dev.tsv",), True, 3, 4, 0),
+                            "test": Layout(("test.tsv",), True, 3, 4, None, 0)},
+                   {"test": "MRPC"}),
+      "sts-b": Task(None, {"train": Layout(("train.tsv",), True, 7, 8, 9, 0),
+                           "dev": Layout(("dev.tsv",), True, 7, 8, 9, 0),
+                           "test": Layout(("test.tsv",), True, 7, 8, None, 0)},
+                    {"test": "STS-B"}),
+      "qqp": Task(BINARY, {"train": Layout(("train.tsv",), True, 3, 4, 5, 0),
+                           "dev": Layout(("dev.tsv",), True, 3, 4, 5, 0),
+                           "test": Layout(("test.tsv",), True, 1, 2, None, 0)},
+                  {"test": "QQP"}),
+      "mnli": Task(MNLI_LABELS, {
+          "train": Layout(("train.tsv",), True, 8, 9, -1, 0),
+          "dev": Layout(("dev_matched.tsv",), True, 8, 9, -1, 0),
+          "dev_mismatched": Layout(("dev_mismatched.tsv",), True, 8, 9, -1, 0),
+          "test": Layout(("test_matched.tsv",), True, 8, 9, None, 0),
+          "test_mismatched": Layout(("test_mismatched.tsv",), True, 8, 9, None, 0)},
+          {"test": "MNLI-m", "test_mismatched": "MNLI-mm"}),
+      "qnli": _nli("QNLI"),
+      "rte": _nli("RTE"),
+      "wnli": _nli("WNLI", BINARY),
+      "ax": Task(MNLI_LABELS, {"test": Layout(("diagnostic.tsv", "AX.tsv", "test.tsv"), True,
+                                              1, 2, None, 0)}, {"test": "AX"}),
+      "xnli": _xnli(xnli_language),
+  }
+
+
+def get_task(name, xnli_language="zh"):
+  """The task named `name` (any case); ValueError listing the names otherwise."""
+  table = tasks(xnli_language)
+  task = table.get(name.lower())
+  if task is None:
+    raise ValueError(f"--task_name={name}: unknown task; expected one of {', '.join(table)}.")
+  return task
+
+
+def read_tsv(path):
+  """(line number, fields) of a tab-separated file, quoting off, byte order mark dropped."""
+  csv.field_size_limit(sys.maxsize)
+  try:
+    with files.open_file(path, "rb") as f:
+      text = f.read().decode("utf-8-sig")
+  except (OSError, UnicodeDecodeError) as e:
+    raise ValueError(f"Cannot read {path}: {e}") from e
+  rows = csv.reader(text.splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE)
+  return [(number, fields) for number, fields in enumerate(rows, start=1)]
+
+
+def split_file(data_dir, layout):
+  """The first of the layout's files that exists in data_dir."""
+  for name in layout.files:
+    path = os.path.join(data_dir, name)
+    if files.exists(path):
+      return path
+  raise ValueError(f"--data_dir={data_dir} has no {' or '.join(layout.files)}.")
+
+
+def examples(task, data_dir, split):
+  """The examples of one split ("train", "dev", "test", ...) of a task."""
+  if split not in task.splits:
+    raise ValueError(f"This task has no {split} split (it has {', '.join(task.splits)}).")
+  layout = task.splits[split]
+  path = split_file(data_dir, layout)
+  needed = max(c for c in (layout.a, layout.b, layout.label, layout.index,
+                           layout.keep[0] if layout.keep else None) if c is not None and c >= 0)
+  out = []
+  for number, fields in read_tsv(path):
+    if layout.header and number == 1:
+      continue
+    if not fields or fields == [""]:
+      continue
+    where = f"{path}:{number}"
+    if len(fields) <= needed:
+      raise ValueError(f"{where}: expected at least {needed + 1} tab-separated columns, "
+                       f"found {len(fields)}.")
+    if layout.keep and fields[layout.keep[0]] != layout.keep[1]:
+      continue
+    label = None
+    if layout.label is not None:
+      label = _label(task, fields[layout.label], where)
+    index = fields[layout.index] if layout.index is not None else str(len(out))
+    out.append(InputExample(f"{split}-{index}", fields[layout.a],
+                            fields[layout.b] if layout.b is not None else None, label, index))
+  return out
+
+
+def _label(task, value, where):
+  value = task.label_map.get(value, value)
+  if task.is_regression:
+    try:
+      return float(value)
+    except ValueError:
+      raise ValueError(f"{where}: the score {value!r} is not a number.") from None
+  if value not in task.labels:
+    raise ValueError(f"{where}: label {value!r} is not one of {', '.join(task.labels)}.")
+  return value
+
+
+def feature_arrays(task, examples, tokenizer, max_seq_length, pad_to=1):
+  """Model inputs of `examples` as int arrays [N, max_seq_length] (label_ids [N]).
+
+  The example count is padded up to a multiple of `pad_to` with all-zero
+  examples whose is_real_example is 0 (so every replica gets full batches).
+  """
+  import numpy as np
+  from data import features
+  n = len(examples) + (-len(examples)) % pad_to
+  arrays = {name: np.zeros((n, max_seq_length), np.int64)
+            for name in ("input_ids", "input_mask", "segment_ids")}
+  arrays["label_ids"] = np.zeros(n, np.float32 if task.is_regression else np.int64)
+  arrays["is_real_example"] = np.zeros(n, np.int64)
+  for i, example in enumerate(examples):
+    packed = features.pack_pair(tokenizer, example.text_a, example.text_b, max_seq_length)
+    length = len(packed.input_ids)
+    arrays["input_ids"][i, :length] = packed.input_ids
+    arrays["input_mask"][i, :length] = 1
+    arrays["segment_ids"][i, :length] = packed.segment_ids
+    if example.label is not None:
+      arrays["label_ids"][i] = (example.label if task.is_regression
+                                else task.labels.index(example.label))
+    arrays["is_real_example"][i] = 1
+  return arrays
+
+
+def write_records(arrays, path, regression):
+  """Writes feature arrays as TFRecords in the original's classifier layout."""
+  from data import tfrecords
+  tfrecords.write_arrays(path, arrays, float_features=("label_ids",) if regression else ())
+
+
+def write_probabilities(path, probabilities):
+  """test_results.tsv as the original: one line per example, a probability per class."""
+  with files.atomic_output(path) as f:
+    for row in probabilities:
+      f.write("\t".join(str(float(p)) for p in row) + "\n")
+
+
+def write_submission(path, task, examples, predictions):
+  """A GLUE submission file: `index<TAB>prediction` under a header line.
+
+  predictions: class indexes, or scores for a regression task.
+  """
+  with files.atomic_output(path) as f:
+    f.write("index\tprediction\n")
+    for example, prediction in zip(examples, predictions):
+      value = f"{float(prediction):.3f}" if task.is_regression else task.labels[int(prediction)]
+      f.write(f"{example.index}\t{value}\n")

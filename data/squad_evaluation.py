@@ -1,0 +1,128 @@
+"""The official SQuAD metrics (the v1.1 and v2.0 evaluation scripts' definitions).
+
+Answers are normalised by lower-casing and removing punctuation, the
+articles a/an/the and extra whitespace; a question scores the best exact
+match and token F1 over its gold answers. v2.0 adds the HasAns / NoAns
+splits and, given the null odds, the best exact and F1 over all thresholds.
+"""
+
+import collections
+import re
+import string
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(s):
+  """Lower case, no punctuation, no articles, single spaces."""
+  s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
+  return " ".join(_ARTICLES.sub(" ", s).split())
+
+
+def _tokens(s):
+  return normalize_answer(s).split() if s else []
+
+
+def exact(gold, prediction):
+  return int(normalize_answer(gold) == normalize_answer(prediction))
+
+
+def f1(gold, prediction):
+  """Token F1; with an empty side, 1 if both are empty, else 0 (the v2.0 rule)."""
+  gold_tokens, pred_tokens = _tokens(gold), _tokens(prediction)
+  if not gold_tokens or not pred_tokens:
+    return float(gold_tokens == pred_tokens)
+  same = sum((collections.Counter(gold_tokens) & collections.Counter(pred_tokens)).values())
+  if not same:
+    return 0.0
+  precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+  return 2 * precision * recall / (precision + recall)
+
+
+def _questions(dataset):
+  for article in dataset:
+    for paragraph in article["paragraphs"]:
+      yield from paragraph["qas"]
+
+
+def has_answers(dataset):
+  """True when the dataset carries answers to score against."""
+  return any(qa.get("answers") or qa.get("is_impossible") for qa in _questions(dataset))
+
+
+def evaluate_v1(dataset, predictions):
+  """{"exact_match", "f1"} in percent, as evaluate-v1.1.py (unanswered count as 0)."""
+  total = em = f = 0
+  for qa in _questions(dataset):
+    total += 1
+    if qa["id"] not in predictions:
+      continue
+    golds = [a["text"] for a in qa["answers"]]
+    prediction = predictions[qa["id"]]
+    em += max(exact(g, prediction) for g in golds)
+    f += max(_f1_v1(g, prediction) for g in golds)
+  return {"exact_match": 100.0 * em / total, "f1": 100.0 * f / total}
+
+
+def _f1_v1(gold, prediction):
+  """evaluate-v1.1.py's F1: no empty-answer rule (an empty side scores 0)."""
+  gold_tokens, pred_tokens = normalize_answer(gold).split(), normalize_answer(prediction).split()
+  same = sum((collections.Counter(gold_tokens) & collections.Counter(pred_tokens)).values())
+  if not same:
+    return 0.0
+  precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+  return 2 * precision * recall / (precision + recall)
+
+
+def _best_threshold(predictions, scores, null_odds, has_answer):
+  """(best score in percent, its threshold) over thresholds on the null odds."""
+  current = best = sum(1 for k in has_answer if not has_answer[k])
+  threshold = 0.0
+  for qid in sorted(null_odds, key=lambda k: null_odds[k]):
+    if qid not in scores:
+      continue
+    if has_answer[qid]:
+      diff = scores[qid]
+    else:
+      diff = -1 if predictions[qid] else 0
+    current += diff
+    if current > best:
+      best, threshold = current, null_odds[qid]
+  return 100.0 * best / len(scores), threshold
+
+
+def evaluate_v2(dataset, predictions, null_odds=None, null_odds_threshold=1.0):
+  """evaluate-v2.0.py's results: exact, f1, total, HasAns_*, NoAns_* and, with null
+  odds, best_exact(_thresh) and best_f1(_thresh)."""
+  has_answer = {qa["id"]: bool(qa["answers"]) for qa in _questions(dataset)}
+  exact_raw, f1_raw = {}, {}
+  for qa in _questions(dataset):
+    golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
+    if qa["id"] not in predictions:
+      continue
+    prediction = predictions[qa["id"]]
+    exact_raw[qa["id"]] = max(exact(g, prediction) for g in golds)
+    f1_raw[qa["id"]] = max(f1(g, prediction) for g in golds)
+  odds = null_odds if null_odds is not None else {k: 0.0 for k in predictions}
+
+  def thresholded(scores):
+    return {k: float(not has_answer[k]) if odds[k] > null_odds_threshold else v
+            for k, v in scores.items()}
+
+  exact_t, f1_t = thresholded(exact_raw), thresholded(f1_raw)
+
+  def summary(ids):
+    return {"exact": 100.0 * sum(exact_t[k] for k in ids) / len(ids),
+            "f1": 100.0 * sum(f1_t[k] for k in ids) / len(ids), "total": len(ids)}
+
+  out = collections.OrderedDict(summary(list(exact_t)))
+  for prefix, wanted in (("HasAns", True), ("NoAns", False)):
+    ids = [k for k, v in has_answer.items() if v == wanted]
+    if ids:
+      out.update({f"{prefix}_{k}": v for k, v in summary(ids).items()})
+  if null_odds is not None:
+    out["best_exact"], out["best_exact_thresh"] = _best_threshold(predictions, exact_raw, odds,
+                                                                  has_answer)
+    out["best_f1"], out["best_f1_thresh"] = _best_threshold(predictions, f1_raw, odds, has_answer)
+  return out

@@ -1,0 +1,175 @@
+"""Fine-tunes BERT on a GLUE task (or XNLI): training, evaluation, prediction and export.
+
+  python run_classifier.py --task_name=MRPC --data_dir=glue/MRPC --do_train --do_eval \
+    --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=out/mrpc \
+    --max_seq_length=128 --train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3
+
+--bert_config_file and --vocab_file default to the files beside --init_checkpoint.
+"""
+
+import os
+
+import script_utils
+from absl import flags, logging
+
+flags.DEFINE_string("data_dir", None, "The task's directory (train.tsv, dev.tsv, test.tsv ...).")
+flags.DEFINE_string("bert_config_file", None,
+                    "bert_config.json. Default: the one beside --init_checkpoint.")
+flags.DEFINE_string("task_name", None, "cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, "
+                    "ax or xnli (any case).")
+flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint.")
+flags.DEFINE_string("output_dir", None, "Checkpoints, records, results and predictions.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Weights to start from: original TF1, Hugging Face or ours.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after WordPiece.")
+flags.DEFINE_bool("do_train", False, "Fine-tune on train.tsv.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set(s); writes eval_results.txt.")
+flags.DEFINE_bool("do_predict", False,
+                  "Predict the test set(s): test_results.tsv and the GLUE submission file.")
+flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
+flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
+flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training data.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.")
+script_utils.define_tpu_flags()
+script_utils.define_runtime_flags()
+# Added.
+flags.DEFINE_string("export_dir", None,
+                    "Write a SavedModel here that takes raw text and returns probabilities "
+                    "(a score for sts-b).")
+flags.DEFINE_string("xnli_language", "zh", "XNLI language (the original fixed zh).")
+FLAGS = flags.FLAGS
+
+
+def _evaluate(trainer, task, examples, arrays, path, batch, spec):
+  """(loss, GLUE metrics) of a dev split whose records are at `path`."""
+  import numpy as np
+  import scipy.special
+  from data import metrics, pipeline
+  out = trainer.predict(lambda ctx: pipeline.global_batches(path, spec, batch, ctx),
+                        keep=("is_real_example",))
+  real = out["is_real_example"] == 1
+  logits, labels = out["logits"][real], arrays["label_ids"][:len(examples)]
+  if task.is_regression:
+    predictions = logits[:, 0]
+    loss = float(np.mean((predictions - labels) ** 2))
+  else:
+    predictions = logits.argmax(-1)
+    loss = float(-np.mean(scipy.special.log_softmax(logits, -1)[np.arange(len(labels)), labels]))
+  return loss, metrics.glue_metrics(FLAGS.task_name, predictions, labels)
+
+
+def main(_):
+  script_utils.require(data_dir=FLAGS.data_dir, task_name=FLAGS.task_name,
+                       output_dir=FLAGS.output_dir)
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+    raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
+  script_utils.log_flags()
+  import numpy as np
+  from data import features, files, glue, pipeline, tokenization
+  from modeling import export, optimization, tasks, training
+
+  task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
+  config, vocab_file = script_utils.config_and_vocab(
+      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
+  if FLAGS.max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+                     f"max_position_embeddings ({config.max_position_embeddings}).")
+  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+  tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
+  tokenizer.require_tokens(["[CLS]", "[SEP]"])
+  train_examples = glue.examples(task, FLAGS.data_dir, "train") if FLAGS.do_train else []
+  num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+  if FLAGS.do_train and num_train_steps < 1:
+    raise ValueError(f"{len(train_examples)} training examples make no step of "
+                     f"--train_batch_size={FLAGS.train_batch_size}.")
+  strategy, _ = script_utils.runtime(FLAGS)
+  replicas = strategy.num_replicas_in_sync
+  spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)
+  trainer = training.Trainer(
+      strategy, tasks.ClassificationTask(config, len(task.labels or [0]), task.is_regression),
+      lambda names: optimization.create_optimizer(
+          FLAGS.optimizer, FLAGS.learning_rate, max(num_train_steps, 1),
+          int(num_train_steps * FLAGS.warmup_proportion), names),
+      training.TrainConfig(
+          output_dir=FLAGS.output_dir, num_train_steps=max(num_train_steps, 1),
+          global_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,
+          log_steps=min(FLAGS.log_steps, max(num_train_steps, 1)),
+          save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+          keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+          gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+          jit_compile=FLAGS.jit_compile, loss_scaling=FLAGS.dtype == "float16"))
+
+  if FLAGS.do_train:
+    logging.info("%d training examples, %d steps", len(train_examples), num_train_steps)
+    path = os.path.join(FLAGS.output_dir, "train.tf_record")
+    glue.write_records(glue.feature_arrays(task, train_examples, tokenizer, FLAGS.max_seq_length),
+                       path, task.is_regression)
+    trainer.train(lambda ctx: pipeline.record_dataset(
+        path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
+        ctx, shuffle_buffer=10000), FLAGS.init_checkpoint)
+  else:
+    logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
+
+  def prepared(split, batch, record_name):
+    """Examples, features and the records file of a split, padded to whole batches."""
+    examples = glue.examples(task, FLAGS.data_dir, split)
+    arrays = glue.feature_arrays(task, examples, tokenizer, FLAGS.max_seq_length, pad_to=batch)
+    path = os.path.join(FLAGS.output_dir, record_name)
+    glue.write_records(arrays, path, task.is_regression)
+    return examples, arrays, path
+
+  if FLAGS.do_eval:
+    batch = FLAGS.eval_batch_size * replicas // np.gcd(FLAGS.eval_batch_size, replicas)
+    results = {"global_step": trainer.global_step}
+    for split, prefix in (("dev", "eval_"), ("dev_mismatched", "eval_mismatched_")):
+      if split in task.splits:
+        record_name = split.replace("dev", "eval") + ".tf_record"  # eval.tf_record as the original
+        examples, arrays, path = prepared(split, batch, record_name)
+        loss, values = _evaluate(trainer, task, examples, arrays, path, batch, spec)
+        results.update({prefix + "loss": loss, **{prefix + k: v for k, v in values.items()}})
+    results["loss"] = results["eval_loss"]
+    training.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+    for key in sorted(results):
+      logging.info("eval %s = %s", key, results[key])
+
+  if FLAGS.do_predict:
+    batch = FLAGS.predict_batch_size * replicas // np.gcd(FLAGS.predict_batch_size, replicas)
+    for split, results_name in (("test", "test_results.tsv"),
+                                ("test_mismatched", "test_mismatched_results.tsv")):
+      if split not in task.splits:
+        continue
+      examples, _, path = prepared(split, batch, split.replace("test", "predict") + ".tf_record")
+      out = trainer.predict(lambda ctx: pipeline.global_batches(path, spec, batch, ctx),
+                            keep=("is_real_example",))
+      logits = out["logits"][out["is_real_example"] == 1]
+      if not trainer.chief:
+        continue
+      if task.is_regression:
+        predictions = logits[:, 0]
+        glue.write_probabilities(os.path.join(FLAGS.output_dir, results_name), logits)
+      else:
+        probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+        probabilities /= probabilities.sum(-1, keepdims=True)
+        predictions = probabilities.argmax(-1)
+        glue.write_probabilities(os.path.join(FLAGS.output_dir, results_name), probabilities)
+      if split in task.submissions:
+        submission = os.path.join(FLAGS.output_dir, task.submissions[split] + ".tsv")
+        glue.write_submission(submission, task, examples, predictions)
+        logging.info("Wrote %d predictions to %s", len(examples), submission)
+
+  if FLAGS.export_dir and trainer.chief:
+    pair = any(layout.b is not None for layout in task.splits.values())
+    module = export.TextClassifier(trainer.model, vocab_file, FLAGS.do_lower_case,
+                                   FLAGS.max_seq_length, task.labels, pair)
+    export.save_text_classifier(module, FLAGS.export_dir)
+    logging.info("Exported a raw-text SavedModel to %s", FLAGS.export_dir)
+
+
+if __name__ == "__main__":
+  script_utils.run(main)

@@ -1,0 +1,154 @@
+"""run_classifier.py end to end on generated GLUE-layout data: learning, outputs, export."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
+
+from conftest import write_vocab
+from data import features, tokenization
+from modeling import checkpoints
+from modeling.config import BertConfig
+from modeling.models import BertClassifier
+from scripts import last_error_line, run_script
+
+GOOD, BAD = ["good", "great", "fine"], ["bad", "awful", "poor"]
+FILLER = ["the", "a", "film", "was", "very", "and", "plot", "actors", "music", "quite"]
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+  d = tmp_path_factory.mktemp("clf")
+  vocab = write_vocab(d / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "!"]
+                      + GOOD + BAD + FILLER)
+  config = BertConfig(vocab_size=len(open(vocab).read().split()), hidden_size=32,
+                      num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                      max_position_embeddings=64, type_vocab_size=2)
+  config.to_json_file(str(d / "bert_config.json"))
+  return d, vocab
+
+
+def _sentence(rng, label):
+  words = [rng.choice(FILLER) for _ in range(rng.randint(2, 9))]
+  words.insert(rng.randint(0, len(words)), rng.choice(GOOD if label else BAD))
+  return " ".join(words).capitalize() + rng.choice([".", "!", ""])
+
+
+def _sst2(directory, seed, n_train=480, n_dev=100, n_test=50):
+  rng = random.Random(seed)
+  directory.mkdir(parents=True, exist_ok=True)
+  for name, n in (("train", n_train), ("dev", n_dev)):
+    rows = ["sentence\tlabel"]
+    for _ in range(n):
+      label = rng.randint(0, 1)
+      rows.append(f"{_sentence(rng, label)}\t{label}")
+    (directory / f"{name}.tsv").write_text("\n".join(rows) + "\n")
+  rows = ["index\tsentence"] + [f"{i}\t{_sentence(rng, rng.randint(0, 1))}" for i in range(n_test)]
+  (directory / "test.tsv").write_text("\n".join(rows) + "\n")
+
+
+def _common(d, vocab, data, out, *extra):
+  return [f"--data_dir={data}", f"--bert_config_file={d / 'bert_config.json'}",
+          f"--vocab_file={vocab}", f"--output_dir={out}", "--max_seq_length=24", "--seed=1",
+          *extra]
+
+
+def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_path):
+  d, vocab = model_files
+  _sst2(tmp_path / "data", seed=3)
+  out, export = tmp_path / "out", tmp_path / "export"
+  proc = run_script("run_classifier.py", *_common(
+      d, vocab, tmp_path / "data", out, "--task_name=SST-2", "--do_train", "--do_eval",
+      "--do_predict", "--train_batch_size=16", "--learning_rate=1e-3", "--num_train_epochs=6",
+      "--eval_batch_size=16", "--predict_batch_size=7", "--log_steps=30", f"--export_dir={export}"))
+  results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+  assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
+  assert float(results["eval_accuracy"]) > 0.95, proc.stderr[-2000:]
+  assert int(results["global_step"]) == int(480 / 16 * 6)
+  # test_results.tsv: one line per test example, a probability per class summing to 1.
+  probs = np.loadtxt(out / "test_results.tsv")
+  assert probs.shape == (50, 2) and np.allclose(probs.sum(1), 1, atol=1e-5)
+  submission = (out / "SST-2.tsv").read_text().splitlines()
+  assert submission[0] == "index\tprediction" and len(submission) == 51
+  assert submission[1:] == [f"{i}\t{int(p.argmax())}" for i, p in enumerate(probs)]
+  # The SavedModel on raw strings gives what the Python path gives.
+  texts = ["The film was good!", "Awful plot and very bad acting", "quite fine", ""]
+  served = tf.saved_model.load(str(export)).signatures["serving_default"](
+      text_a=tf.constant(texts))
+  model = BertClassifier(BertConfig.from_json_file(str(d / "bert_config.json")), 2)
+  checkpoints.load_checkpoint(model, str(out))
+  tokenizer = tokenization.FullTokenizer(vocab)
+  batch = features.pad_batch([features.pack_pair(tokenizer, t, None, 24) for t in texts], 24)
+  want = tf.nn.softmax(model(batch)["logits"]).numpy()
+  np.testing.assert_allclose(served["probabilities"].numpy(), want, atol=1e-5)
+  assert [s.decode() for s in served["label"].numpy()[:2]] == ["1", "0"]
+
+
+def test_regression_and_pair_inputs(model_files, tmp_path):
+  d, vocab = model_files
+  rng = random.Random(5)
+  data = tmp_path / "stsb"
+  data.mkdir()
+  head = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+  for name in ("train", "dev"):
+    rows = [head + "\tscore"] + [f"{i}\tg\tf\t2012\t{i}\tn\tn\t{_sentence(rng, 1)}\t"
+                                 f"{_sentence(rng, 0)}\t{rng.uniform(0, 5):.2f}" for i in range(64)]
+    (data / f"{name}.tsv").write_text("\n".join(rows) + "\n")
+  rows = [head] + [f"{i}\tg\tf\t2012\t{i}\tn\tn\tA good film.\tA bad film." for i in range(5)]
+  (data / "test.tsv").write_text("\n".join(rows) + "\n")
+  out = tmp_path / "out"
+  run_script("run_classifier.py", *_common(
+      d, vocab, data, out, "--task_name=sts-b", "--do_train", "--do_eval", "--do_predict",
+      "--train_batch_size=16", "--num_train_epochs=1", f"--export_dir={tmp_path / 'export'}"))
+  keys = sorted(line.split(" = ")[0] for line in (out / "eval_results.txt").read_text().splitlines())
+  assert keys == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
+  lines = (out / "STS-B.tsv").read_text().splitlines()
+  assert lines[0] == "index\tprediction" and len(lines) == 6
+  assert all(len(l.split("\t")[1].split(".")[1]) == 3 for l in lines[1:])
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+      text_a=tf.constant(["A good film."]), text_b=tf.constant(["A bad film."]))
+  first = float(lines[1].split("\t")[1])
+  assert abs(float(served["score"][0]) - first) < 1e-3
+
+
+def test_mnli_evaluates_matched_and_mismatched(model_files, tmp_path):
+  d, vocab = model_files
+  data = tmp_path / "mnli"
+  data.mkdir()
+  cols = "index\tpromptID\tpairID\tgenre\ta\tb\tc\td\tsentence1\tsentence2"
+  row = lambda i: f"{i}\t1\t2\tg\t\t\t\t\tThe film was good.\tIt was bad."
+  (data / "dev_matched.tsv").write_text(cols + "\tl1\tl2\tl3\tl4\tl5\tgold\n"
+                                        + "\n".join(row(i) + "\tx\tx\tx\tx\tx\tneutral" for i in range(9)))
+  (data / "dev_mismatched.tsv").write_text((data / "dev_matched.tsv").read_text())
+  for name in ("test_matched.tsv", "test_mismatched.tsv"):
+    (data / name).write_text(cols + "\n" + "\n".join(row(i) for i in range(4)) + "\n")
+  out = tmp_path / "out"
+  run_script("run_classifier.py", *_common(d, vocab, data, out, "--task_name=MNLI", "--do_eval",
+                                           "--do_predict", "--eval_batch_size=4"))
+  keys = sorted(line.split(" = ")[0] for line in (out / "eval_results.txt").read_text().splitlines())
+  assert keys == ["eval_accuracy", "eval_loss", "eval_mismatched_accuracy", "eval_mismatched_loss",
+                  "global_step", "loss"]
+  for name in ("MNLI-m.tsv", "MNLI-mm.tsv"):
+    lines = (out / name).read_text().splitlines()
+    assert len(lines) == 5 and lines[1].split("\t")[1] in ("contradiction", "entailment", "neutral")
+  assert np.loadtxt(out / "test_mismatched_results.tsv").shape == (4, 3)
+
+
+def test_bad_flags_are_one_line(model_files, tmp_path):
+  d, vocab = model_files
+  _sst2(tmp_path / "data", seed=4, n_train=8)
+  proc = run_script("run_classifier.py", *_common(d, vocab, tmp_path / "data", tmp_path / "o",
+                                                  "--task_name=sst-3", "--do_train"),
+                    expect_ok=False)
+  assert last_error_line(proc).startswith("error: --task_name=sst-3: unknown task")
+  proc = run_script("run_classifier.py", "--task_name=cola", f"--data_dir={tmp_path}",
+                    f"--output_dir={tmp_path / 'o'}", "--do_train", expect_ok=False)
+  assert last_error_line(proc) == ("error: --bert_config_file is required when "
+                                   "--init_checkpoint is not given.")
+  proc = run_script("run_classifier.py", *_common(
+      d, vocab, tmp_path / "data", tmp_path / "o", "--task_name=sst-2", "--do_train",
+      "--init_checkpoint=/x/cased_L-12_H-768_A-12/bert_model.ckpt"), expect_ok=False)
+  assert "--do_lower_case=True does not match" in last_error_line(proc)

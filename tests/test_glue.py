@@ -1,0 +1,156 @@
+"""GLUE readers on fixture files in the standard layouts, the official metrics, in-graph packing."""
+
+import random
+
+import numpy as np
+import pytest
+import scipy.stats
+import sklearn.metrics
+import tensorflow as tf
+
+from conftest import write_vocab
+from data import fast_tokenization, features, glue, metrics, tokenization
+
+BOM = "\ufeff"
+
+
+def _write(directory, name, lines):
+  path = directory / name
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return path
+
+
+def test_cola_layout_and_quotes(tmp_path):
+  _write(tmp_path, "train.tsv", ['gj04\t1\t\tThe "quoted" word stays.', "gj04\t0\t*\tBad one ."])
+  _write(tmp_path, "test.tsv", [BOM + "index\tsentence", '0\tA "test" line.', "1\tAnother."])
+  task = glue.get_task("CoLA")
+  train = glue.examples(task, str(tmp_path), "train")
+  assert [(e.text_a, e.text_b, e.label) for e in train] == [
+      ('The "quoted" word stays.', None, "1"), ("Bad one .", None, "0")]
+  test = glue.examples(task, str(tmp_path), "test")
+  assert [(e.index, e.text_a, e.label) for e in test] == [("0", 'A "test" line.', None),
+                                                         ("1", "Another.", None)]
+
+
+@pytest.mark.parametrize("name,header,row,test_header,test_row,want", [
+    ("sst-2", "sentence\tlabel", "a fine film\t1", "index\tsentence", "7\tok film",
+     ("a fine film", None, "1")),
+    ("mrpc", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "1\t11\t12\tHe said .\tHe spoke .",
+     "index\t#1 ID\t#2 ID\t#1 String\t#2 String", "7\t1\t2\tA .\tB .", ("He said .", "He spoke .", "1")),
+    ("sts-b", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+     "0\tmain\tf\t2012\t1\tnone\tnone\tA man plays .\tA man is playing .\t4.250",
+     "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2",
+     "7\tmain\tf\t2012\t1\tnone\tnone\tA .\tB .", ("A man plays .", "A man is playing .", 4.25)),
+    ("qqp", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate", "5\t1\t2\tWhy?\tHow?\t0",
+     "id\tquestion1\tquestion2", "7\tWhat?\tWho?", ("Why?", "How?", "0")),
+    ("qnli", "index\tquestion\tsentence\tlabel", "0\tWho?\tHe did.\tentailment",
+     "index\tquestion\tsentence", "7\tWhat?\tThat.", ("Who?", "He did.", "entailment")),
+    ("rte", "index\tsentence1\tsentence2\tlabel", "0\tA dog ran.\tAn animal ran.\tentailment",
+     "index\tsentence1\tsentence2", "7\tX.\tY.", ("A dog ran.", "An animal ran.", "entailment")),
+    ("wnli", "index\tsentence1\tsentence2\tlabel", "0\tIt rained.\tThe sky rained.\t1",
+     "index\tsentence1\tsentence2", "7\tX.\tY.", ("It rained.", "The sky rained.", "1")),
+])
+def test_task_layouts(tmp_path, name, header, row, test_header, test_row, want):
+  _write(tmp_path, "train.tsv", [BOM + header, row])
+  _write(tmp_path, "dev.tsv", [header, row])
+  _write(tmp_path, "test.tsv", [test_header, test_row])
+  task = glue.get_task(name.upper())
+  for split in ("train", "dev"):
+    (e,) = glue.examples(task, str(tmp_path), split)
+    assert (e.text_a, e.text_b, e.label) == want
+  (t,) = glue.examples(task, str(tmp_path), "test")
+  assert t.index == "7" and t.label is None
+
+
+def test_mnli_matched_and_mismatched(tmp_path):
+  cols = ["index", "promptID", "pairID", "genre", "s1bp", "s2bp", "s1p", "s2p", "sentence1",
+          "sentence2"]
+  row = lambda i, label: "\t".join([str(i), "1", "2", "g", "", "", "", "", f"P{i}.", f"H{i}."]
+                                    + ([label] if label else []))
+  _write(tmp_path, "train.tsv", ["\t".join(cols + ["label1", "gold_label"]),
+                                 row(0, "neutral\tneutral")])
+  for name in ("dev_matched.tsv", "dev_mismatched.tsv"):
+    _write(tmp_path, name, ["\t".join(cols + ["l1", "l2", "l3", "l4", "l5", "gold_label"]),
+                            row(3, "a\tb\tc\td\te\tcontradiction")])
+  for name in ("test_matched.tsv", "test_mismatched.tsv"):
+    _write(tmp_path, name, ["\t".join(cols), row(9, None)])
+  task = glue.get_task("mnli")
+  assert glue.examples(task, str(tmp_path), "train")[0].label == "neutral"
+  assert glue.examples(task, str(tmp_path), "dev_mismatched")[0].label == "contradiction"
+  assert glue.examples(task, str(tmp_path), "test_mismatched")[0].index == "9"
+  assert task.submissions == {"test": "MNLI-m", "test_mismatched": "MNLI-mm"}
+
+
+def test_xnli_language_and_label_fix(tmp_path):
+  _write(tmp_path, "multinli/multinli.train.de.tsv",
+         ["premise\thypo\tlabel", "Ein Hund.\tEin Tier.\tcontradictory"])
+  dev_cols = ["language", "gold_label", "a", "b", "c", "d", "sentence1", "sentence2"]
+  _write(tmp_path, "xnli.dev.tsv", ["\t".join(dev_cols),
+                                    "de\tentailment\t\t\t\t\tX.\tY.",
+                                    "zh\tneutral\t\t\t\t\tZ.\tW."])
+  task = glue.get_task("XNLI", xnli_language="de")
+  assert glue.examples(task, str(tmp_path), "train")[0].label == "contradiction"
+  assert [e.text_a for e in glue.examples(task, str(tmp_path), "dev")] == ["X."]
+
+
+def test_malformed_rows_name_file_and_line(tmp_path):
+  _write(tmp_path, "train.tsv", ["index\tsentence1\tsentence2\tlabel", "0\tA.\tB.\tentailment",
+                                 "1\tonly two"])
+  with pytest.raises(ValueError, match=r"train.tsv:3: expected at least 4 tab-separated columns, found 2"):
+    glue.examples(glue.get_task("rte"), str(tmp_path), "train")
+  _write(tmp_path, "train.tsv", ["index\tsentence1\tsentence2\tlabel", "0\tA.\tB.\tmaybe"])
+  with pytest.raises(ValueError, match=r"train.tsv:2: label 'maybe' is not one of entailment, not_entailment"):
+    glue.examples(glue.get_task("rte"), str(tmp_path), "train")
+  with pytest.raises(ValueError, match="--task_name=foo: unknown task"):
+    glue.get_task("foo")
+  with pytest.raises(ValueError, match="has no dev.tsv"):
+    glue.examples(glue.get_task("rte"), str(tmp_path), "dev")
+
+
+def test_metrics_against_scipy_and_sklearn():
+  rng = np.random.default_rng(0)
+  labels = rng.integers(0, 2, 500)
+  predictions = np.where(rng.random(500) < 0.7, labels, 1 - labels)
+  assert metrics.accuracy(predictions, labels) == pytest.approx(
+      sklearn.metrics.accuracy_score(labels, predictions))
+  assert metrics.f1(predictions, labels) == pytest.approx(sklearn.metrics.f1_score(labels, predictions))
+  assert metrics.matthews_corrcoef(predictions, labels) == pytest.approx(
+      sklearn.metrics.matthews_corrcoef(labels, predictions))
+  x = rng.normal(size=300)
+  y = np.round(x + rng.normal(size=300), 1)  # ties
+  assert metrics.pearson(x, y) == pytest.approx(scipy.stats.pearsonr(x, y)[0])
+  assert metrics.spearman(x, y) == pytest.approx(scipy.stats.spearmanr(x, y)[0])
+  assert metrics.matthews_corrcoef([1, 1], [1, 1]) == 0.0
+  assert metrics.glue_metrics("CoLA", predictions, labels).keys() == {"accuracy", "matthews_corrcoef"}
+  assert metrics.glue_metrics("sts-b", x, y).keys() == {"pearson", "spearman"}
+
+
+def test_graph_truncation_equals_the_original():
+  rng = random.Random(0)
+  for _ in range(2000):
+    la, lb, L = rng.randint(0, 40), rng.randint(0, 40), rng.randint(4, 50)
+    a, b = list(range(la)), list(range(lb))
+    features.truncate_seq_pair(a, b, L - 3)
+    got = fast_tokenization.truncated_lengths(tf.constant([la]), tf.constant([lb]), L)
+    assert (int(got[0][0]), int(got[1][0])) == (len(a), len(b)), (la, lb, L)
+
+
+def test_graph_packing_equals_python_packing(tmp_path):
+  words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "c", "dog", "cat", "##s", "."]
+  vocab = write_vocab(tmp_path / "v.txt", words)
+  python = tokenization.FullTokenizer(vocab)
+  fast = fast_tokenization.FastTokenizer(vocab)
+  rng = random.Random(1)
+  texts = [" ".join(rng.choice(["a", "b", "c", "dogs", "cat", ".", "x"]) for _ in range(rng.randint(0, 20)))
+           for _ in range(200)]
+  pairs = list(zip(texts[:100], texts[100:]))
+  for L in (8, 16):
+    got = fast_tokenization.pack_inputs(fast.tokenize(tf.constant([p[0] for p in pairs])),
+                                        fast.tokenize(tf.constant([p[1] for p in pairs])), L, 2, 3)
+    want = features.pad_batch([features.pack_pair(python, a, b, L) for a, b in pairs], L)
+    for k in want:
+      np.testing.assert_array_equal(got[k].numpy(), want[k])
+    single = fast_tokenization.pack_inputs(fast.tokenize(tf.constant(texts)), None, L, 2, 3)
+    want = features.pad_batch([features.pack_pair(python, t, None, L) for t in texts], L)
+    np.testing.assert_array_equal(single["input_ids"].numpy(), want["input_ids"])
