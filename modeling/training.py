@@ -232,22 +232,29 @@ class Trainer:
     previous = signal.signal(signal.SIGTERM, self._on_sigterm) if preemption is None else None
     step, start_step, start = self.global_step, self.global_step, time.time()
     mark_step, mark_time = step, start
+    pending, pending_steps, seconds_per_step = {}, 0, None
     try:
       while step < config.num_train_steps:
-        n = self._steps_until_boundary(step)
+        n = self._steps_until_boundary(step, seconds_per_step)
+        call_start = time.time()
         totals, first_bad = self._train_loop(iterator, tf.constant(n))
         step = self.global_step
+        if pending_steps or n > 1:  # the first call includes tracing: not a rate
+          seconds_per_step = (time.time() - call_start) / n
         if int(first_bad) >= 0 and not config.loss_scaling:
           raise ValueError(f"The loss became NaN or infinite at step {int(first_bad)}; "
                            "stopping. Try a lower --learning_rate or --dtype=float32.")
+        pending = {k: pending.get(k, 0.0) + float(v) for k, v in totals.items()}
+        pending_steps += n
         if step % config.log_steps == 0 or step == config.num_train_steps:
           now = time.time()
-          values = {k: float(v) / n for k, v in totals.items()}
+          values = {k: v / pending_steps for k, v in pending.items()}
           rate = (step - mark_step) / max(now - mark_time, 1e-9)
           values["steps_per_second"] = rate
           values["sequences_per_second"] = rate * config.global_batch_size
           self._log(step, values, start_step, start, writer, log)
           mark_step, mark_time = step, now
+          pending, pending_steps = {}, 0
         if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
           manager.save(checkpoint_number=step)
         if preemption is not None:
@@ -287,11 +294,15 @@ class Trainer:
       return dataset_fn(context).skip(done * per_step)
     return iter(self.strategy.distribute_datasets_from_function(positioned)), description
 
-  def _steps_until_boundary(self, step):
+  def _steps_until_boundary(self, step, seconds_per_step=None):
+    """Steps for the next device call: up to the next log, checkpoint or the end, at most
+    steps_per_loop, and at most about 10 seconds of work so SIGTERM is answered quickly."""
     c = self.config
     boundaries = [c.steps_per_loop, c.log_steps - step % c.log_steps,
                   c.save_checkpoints_steps - step % c.save_checkpoints_steps,
                   c.num_train_steps - step]
+    # Until a step has been timed, one step per call.
+    boundaries.append(int(10.0 / seconds_per_step) if seconds_per_step else 1)
     return max(1, min(boundaries))
 
   def _on_sigterm(self, signum, frame):

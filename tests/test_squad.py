@@ -1,0 +1,201 @@
+"""SQuAD: the original's alignment, features, post-processing and the official metrics."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from conftest import write_vocab
+from data import squad, squad_evaluation, tokenization
+from scripts import run_script
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "sat", "on", "mat",
+         "steve", "smith", "'", "s", ",", ".", "who", "where", "what", "did", "is", "un",
+         "##believ", "##able", "##s", "hello", "world", "cafe", "zebra", "in", "park", "!", "(",
+         ")", "1", "##9", "##5", "-"]
+
+
+@pytest.fixture
+def tokenizer(tmp_path):
+  return tokenization.FullTokenizer(write_vocab(tmp_path / "vocab.txt", WORDS))
+
+
+def _dataset(contexts_and_qas):
+  return {"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+      {"context": c, "qas": qas} for c, qas in contexts_and_qas]}]}
+
+
+def _write(tmp_path, data, name="data.json"):
+  path = tmp_path / name
+  path.write_text(json.dumps(data))
+  return str(path)
+
+
+def _qa(qid, question, answers, impossible=False):
+  return {"id": qid, "question": question, "is_impossible": impossible,
+          "answers": [{"text": t, "answer_start": s} for t, s in answers]}
+
+
+def test_reading_whitespace_and_answer_positions(tmp_path):
+  context = "Steve  Smith's cat\tsat\u202fon the\nmat (in 1995)."
+  data = _dataset([(context, [
+      _qa("q1", "Who?", [("Steve Smith's", 0)]),
+      _qa("q2", "Where?", [("the\nmat", context.index("the"))]),
+      _qa("q3", "When?", [("1995", context.index("1995"))]),
+      _qa("q4", "Bad?", [("not in text", 3)]),
+      _qa("q5", "None?", [], impossible=True)])])
+  examples = squad.read_squad_examples(_write(tmp_path, data), True, True)
+  assert examples[0].doc_tokens == ["Steve", "Smith's", "cat", "sat", "on", "the", "mat",
+                                    "(in", "1995)."]
+  by_id = {e.qas_id: e for e in examples}
+  assert (by_id["q1"].start_position, by_id["q1"].end_position) == (0, 1)
+  assert (by_id["q2"].start_position, by_id["q2"].end_position) == (5, 6)
+  assert (by_id["q3"].start_position, by_id["q3"].end_position) == (8, 8)
+  assert "q4" not in by_id  # "could not find answer": skipped, as the original
+  assert (by_id["q5"].start_position, by_id["q5"].orig_answer_text) == (-1, "")
+  # Without training, answers are not read.
+  plain = squad.read_squad_examples(_write(tmp_path, data), False, True)
+  assert len(plain) == 5 and plain[0].start_position is None
+
+
+def test_features_improve_the_span_and_slide_over_long_contexts(tmp_path, tokenizer):
+  words = ("the cat sat on the mat . " * 6 + "steve smith's unbelievable cat sat . "
+           + "hello world . " * 5).split()
+  context = " ".join(words)
+  answer = "unbelievable cat"
+  data = _dataset([(context, [_qa("q", "where is the cat ?", [(answer, context.index(answer))])])])
+  (example,) = squad.read_squad_examples(_write(tmp_path, data), True, False)
+  features = squad.convert_examples_to_features([example], tokenizer, max_seq_length=24,
+                                                doc_stride=8, max_query_length=4, is_training=True)
+  assert len(features) > 3 and [f.doc_span_index for f in features] == list(range(len(features)))
+  query = tokenizer.tokenize("where is the cat ?")[:4]
+  hits = 0
+  for f in features:
+    assert f.tokens[:len(query) + 2] == ["[CLS]"] + query + ["[SEP]"] and f.tokens[-1] == "[SEP]"
+    assert len(f.input_ids) == 24 and f.input_mask == [1] * len(f.tokens) + [0] * (24 - len(f.tokens))
+    assert f.segment_ids[:len(f.tokens)] == [0] * (len(query) + 2) + [1] * (len(f.tokens) - len(query) - 2)
+    if f.start_position:
+      hits += 1
+      span = " ".join(f.tokens[f.start_position:f.end_position + 1]).replace(" ##", "")
+      assert span == "unbelievable cat"  # the improved span, not the whitespace word "smith's"
+    else:
+      assert f.end_position == 0
+  assert hits >= 1
+  # Each document token is the max-context token of exactly one span.
+  counts = {}
+  for f in features:
+    for position, is_max in f.token_is_max_context.items():
+      original = f.token_to_orig_map[position]
+      counts[(original, f.tokens[position])] = counts.get((original, f.tokens[position]), 0) + is_max
+  assert set(counts.values()) == {1}
+
+
+def test_max_context_prefers_the_centred_span():
+  spans = [(0, 10), (5, 10), (10, 10)]
+  # Token 9: 9 left/0 right in span 0, 4/5 in span 1, outside span 2.
+  assert squad._check_is_max_context(spans, 1, 9)
+  assert not squad._check_is_max_context(spans, 0, 9)
+  assert squad._check_is_max_context(spans, 2, 19)
+
+
+@pytest.mark.parametrize("pred,orig,lower,want", [
+    ("steve smith", "Steve Smith's", True, "Steve Smith"),
+    ("smith ' s", "Smith's", True, "Smith's"),
+    ("hello world", "Héllo Wörld!", True, "Héllo Wörld"),
+    ("1995", "(1995).", True, "1995"),
+    ("zebra", "Steve Smith's", True, "Steve Smith's"),  # not found: the whole original
+])
+def test_get_final_text(pred, orig, lower, want):
+  assert squad.get_final_text(pred, orig, lower) == want
+
+
+def _feature(unique_id, example_index, tokens, doc_start, orig_indexes, max_context=None):
+  token_to_orig = {doc_start + i: o for i, o in enumerate(orig_indexes)}
+  is_max = {p: (max_context is None or p in max_context) for p in token_to_orig}
+  return squad.InputFeatures(unique_id, example_index, 0, tokens, token_to_orig, is_max,
+                             [0] * len(tokens), [1] * len(tokens), [0] * len(tokens))
+
+
+def test_post_processing_filters_and_null_answers():
+  example = squad.SquadExample("q", "who ?", ["Steve", "Smith's", "cat", "sat."])
+  tokens = ["[CLS]", "who", "?", "[SEP]", "steve", "smith", "'", "s", "cat", "sat", ".", "[SEP]"]
+  feature = _feature(1000000000, 0, tokens, 4, [0, 1, 1, 1, 2, 3, 3], max_context={4, 5, 6, 7, 8, 9})
+  n = len(tokens)
+  start, end = np.full(n, -5.0), np.full(n, -5.0)
+  start[1], end[2] = 9.0, 9.0            # inside the query: filtered
+  start[8], end[5] = 8.0, 8.0            # end before start: filtered
+  start[10] = 7.0                        # not max context: filtered
+  start[4], end[5] = 6.0, 7.0            # "steve smith"
+  start[0], end[0] = 1.0, 1.0            # the null score
+  result = squad.RawResult(1000000000, list(start), list(end))
+  preds, nbest, odds = squad.compute_predictions([example], [feature], [result], 5, 30, True,
+                                                 False, 0.0)
+  assert preds["q"] == "Steve Smith"
+  assert nbest["q"][0]["text"] == "Steve Smith" and len({e["text"] for e in nbest["q"]}) == len(nbest["q"])
+  assert abs(sum(e["probability"] for e in nbest["q"]) - 1.0) < 1e-9 and not odds
+  short = squad.compute_predictions([example], [feature], [result], 5, 1, True, False, 0.0)[0]
+  assert short["q"] != "Steve Smith"  # max_answer_length 1 removes the two-token span
+  preds, nbest, odds = squad.compute_predictions([example], [feature], [result], 5, 30, True,
+                                                 True, 0.0)
+  assert odds["q"] == pytest.approx(2.0 - 13.0)  # null (1 + 1) minus best span (6 + 7)
+  assert preds["q"] == "Steve Smith" and "" in [e["text"] for e in nbest["q"]]
+  preds, _, _ = squad.compute_predictions([example], [feature], [result], 5, 30, True, True, -12.0)
+  assert preds["q"] == ""  # score_diff -11 > threshold -12: no answer
+
+
+def test_official_metrics_by_hand():
+  assert squad_evaluation.normalize_answer("The  Cat's, (a) DOG!") == "cats dog"
+  assert squad_evaluation.f1("the cat sat", "a cat sat down") == pytest.approx(2 * (2 / 3) * 1 / (2 / 3 + 1))
+  data = [{"paragraphs": [{"context": "x", "qas": [
+      {"id": "1", "answers": [{"text": "Steve Smith"}, {"text": "Smith"}]},
+      {"id": "2", "answers": [{"text": "the park"}]},
+      {"id": "3", "answers": [], "is_impossible": True},
+      {"id": "4", "answers": [], "is_impossible": True}]}]}]
+  answerable = [{"paragraphs": [{"qas": data[0]["paragraphs"][0]["qas"][:2]}]}]
+  v1 = squad_evaluation.evaluate_v1(answerable, {"1": "smith", "2": "park bench"})
+  assert v1["exact_match"] == 50.0 and v1["f1"] == pytest.approx(100 * (1 + 2 / 3) / 2)
+  preds = {"1": "Steve Smith", "2": "", "3": "", "4": "a cat"}
+  odds = {"1": -3.0, "2": 1.0, "3": 2.0, "4": 0.5}
+  v2 = squad_evaluation.evaluate_v2(data, preds, odds)
+  assert v2["exact"] == 50.0 and v2["total"] == 4
+  assert v2["HasAns_exact"] == 50.0 and v2["NoAns_exact"] == 50.0
+  # Thresholds: sorted odds -3 (q1 +1), 0.5 (q4: wrong answer -1), 1 (q2 has answer, pred "": 0),
+  # 2 (q3 correct null: 0). Starting from 2 (the no-answer count): best 3 at threshold -3.
+  assert (v2["best_exact"], v2["best_exact_thresh"]) == (75.0, -3.0)
+
+
+def _zebra_data(rng, n):
+  fillers = ["the", "cat", "sat", "on", "mat", "in", "park", "hello", "world"]
+  qas_contexts = []
+  for i in range(n):
+    words = [rng.choice(fillers) for _ in range(rng.randint(6, 14))]
+    words.insert(rng.randint(0, len(words)), "zebra")
+    context = " ".join(words) + " ."
+    qas_contexts.append((context, [_qa(f"q{i}", "where is the zebra ?",
+                                       [("zebra", context.index("zebra"))])]))
+  return _dataset(qas_contexts)
+
+
+def test_end_to_end_learns_to_point_at_the_span(tmp_path):
+  rng = random.Random(0)
+  vocab = write_vocab(tmp_path / "vocab.txt", WORDS)
+  (tmp_path / "bert_config.json").write_text(json.dumps(
+      {"vocab_size": len(WORDS), "hidden_size": 32, "num_hidden_layers": 2,
+       "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+       "type_vocab_size": 2}))
+  train, dev = _write(tmp_path, _zebra_data(rng, 400), "train.json"), _write(
+      tmp_path, _zebra_data(rng, 60), "dev.json")
+  out = tmp_path / "out"
+  run_script("run_squad.py", f"--vocab_file={vocab}", f"--bert_config_file={tmp_path / 'bert_config.json'}",
+             f"--output_dir={out}", f"--train_file={train}", f"--predict_file={dev}", "--do_train",
+             "--do_predict", "--max_seq_length=32", "--doc_stride=16", "--max_query_length=8",
+             "--train_batch_size=16", "--learning_rate=2e-3", "--num_train_epochs=4", "--seed=2")
+  scores = json.loads((out / "eval_results.json").read_text())
+  assert scores["exact_match"] > 90.0, scores
+  preds = json.loads((out / "predictions.json").read_text())
+  assert len(preds) == 60 and list(preds.values()).count("zebra") >= 54
+  nbest = json.loads((out / "nbest_predictions.json").read_text())
+  assert list(nbest["q0"][0]) == ["text", "probability", "start_logit", "end_logit"]
+  lines = (out / "eval_results.txt").read_text().splitlines()
+  assert [l.split(" = ")[0] for l in lines] == ["exact_match", "f1", "global_step"]
