@@ -1,6 +1,5 @@
 """run_classifier.py end to end on generated GLUE-layout data: learning, outputs, export."""
 
-import json
 import random
 
 import numpy as np
