@@ -72,10 +72,8 @@ def main(_):
   pairs = features.read_text_pairs(FLAGS.input_file)
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
-  if FLAGS.max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-                     f"max_position_embeddings ({config.max_position_embeddings}).")
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
+                                      FLAGS.init_checkpoint)
   layer_indexes = _layer_indexes(FLAGS.layers, config.num_hidden_layers)
   tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
 

@@ -71,15 +71,13 @@ def main(_):
   script_utils.log_flags()
   import numpy as np
   from data import features, files, glue, pipeline, tokenization
-  from modeling import export, optimization, tasks, training
+  from modeling import export, tasks, training
 
   task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
-  if FLAGS.max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-                     f"max_position_embeddings ({config.max_position_embeddings}).")
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
+                                      FLAGS.init_checkpoint)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
   tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
   tokenizer.require_tokens(["[CLS]", "[SEP]"])
@@ -91,19 +89,10 @@ def main(_):
   strategy, _ = script_utils.runtime(FLAGS)
   replicas = strategy.num_replicas_in_sync
   spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)
-  trainer = training.Trainer(
+  trainer = script_utils.make_trainer(
       strategy, tasks.ClassificationTask(config, len(task.labels or [0]), task.is_regression),
-      lambda names: optimization.create_optimizer(
-          FLAGS.optimizer, FLAGS.learning_rate, max(num_train_steps, 1),
-          int(num_train_steps * FLAGS.warmup_proportion), names),
-      training.TrainConfig(
-          output_dir=FLAGS.output_dir, num_train_steps=max(num_train_steps, 1),
-          global_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,
-          log_steps=min(FLAGS.log_steps, max(num_train_steps, 1)),
-          save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-          keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-          gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-          jit_compile=FLAGS.jit_compile, loss_scaling=FLAGS.dtype == "float16"))
+      num_train_steps, int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size,
+      FLAGS)
 
   if FLAGS.do_train:
     logging.info("%d training examples, %d steps", len(train_examples), num_train_steps)

@@ -47,13 +47,11 @@ def main(_):
     raise ValueError("At least one of --do_train and --do_eval must be set.")
   script_utils.log_flags()
   from data import features, files, pipeline
-  from modeling import checkpoints, optimization, tasks, training
+  from modeling import checkpoints, tasks, training
   from modeling.config import BertConfig
 
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
-  if FLAGS.max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-                     f"max_position_embeddings ({config.max_position_embeddings}).")
+  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, None, None)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
   compression = "" if FLAGS.input_compression == "none" else "GZIP"
   spec = features.pretraining_feature_spec(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
@@ -65,18 +63,9 @@ def main(_):
     pipeline.check_record_lengths(first, spec, hints, compression)
 
   strategy, policy = script_utils.runtime(FLAGS)
-  trainer = training.Trainer(
-      strategy, tasks.PretrainingTask(config),
-      lambda names: optimization.create_optimizer(
-          FLAGS.optimizer, FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-          names),
-      training.TrainConfig(
-          output_dir=FLAGS.output_dir, num_train_steps=FLAGS.num_train_steps,
-          global_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,
-          log_steps=FLAGS.log_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-          keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-          gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-          jit_compile=FLAGS.jit_compile, loss_scaling=FLAGS.dtype == "float16"))
+  trainer = script_utils.make_trainer(strategy, tasks.PretrainingTask(config),
+                                     FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                                     FLAGS.train_batch_size, FLAGS)
 
   def dataset_fn(pattern, batch_size, is_training):
     return lambda ctx: pipeline.record_dataset(

@@ -70,14 +70,12 @@ def main(_):
 
   import numpy as np
   from data import features, files, pipeline, squad, squad_evaluation, tfrecords, tokenization
-  from modeling import optimization, tasks, training
+  from modeling import tasks, training
 
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
-  if FLAGS.max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-                     f"max_position_embeddings ({config.max_position_embeddings}).")
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
+                                      FLAGS.init_checkpoint)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
   tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
   convert = lambda examples, training_: squad.convert_examples_to_features(
@@ -94,19 +92,9 @@ def main(_):
     raise ValueError(f"{len(train_examples)} training examples make no step of "
                      f"--train_batch_size={FLAGS.train_batch_size}.")
   strategy, _ = script_utils.runtime(FLAGS)
-  trainer = training.Trainer(
-      strategy, tasks.SpanTask(config),
-      lambda names: optimization.create_optimizer(
-          FLAGS.optimizer, FLAGS.learning_rate, max(num_train_steps, 1),
-          int(num_train_steps * FLAGS.warmup_proportion), names),
-      training.TrainConfig(
-          output_dir=FLAGS.output_dir, num_train_steps=max(num_train_steps, 1),
-          global_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,
-          log_steps=min(FLAGS.log_steps, max(num_train_steps, 1)),
-          save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-          keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-          gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-          jit_compile=FLAGS.jit_compile, loss_scaling=FLAGS.dtype == "float16"))
+  trainer = script_utils.make_trainer(
+      strategy, tasks.SpanTask(config), num_train_steps,
+      int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size, FLAGS)
 
   if FLAGS.do_train:
     train_features = convert(train_examples, True)

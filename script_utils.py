@@ -91,3 +91,30 @@ def config_and_vocab(bert_config_file, vocab_file, init_checkpoint):
       raise ValueError("--vocab_file is required when --init_checkpoint is not given.")
     vocab_file = checkpoints.find_vocab(init_checkpoint)
   return config, vocab_file
+
+
+def check_lengths_and_case(config, max_seq_length, do_lower_case, init_checkpoint):
+  """The original's checks: max_seq_length fits the model; casing fits the checkpoint name."""
+  from data import tokenization
+  if max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
+                     f"max_position_embeddings ({config.max_position_embeddings}).")
+  if do_lower_case is not None:
+    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+
+
+def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, values):
+  """A Trainer for `task` configured from the original's and the runtime flags."""
+  from modeling import optimization, training
+  steps = max(num_train_steps, 1)
+  return training.Trainer(
+      strategy, task,
+      lambda names: optimization.create_optimizer(values.optimizer, values.learning_rate, steps,
+                                                  num_warmup_steps, names),
+      training.TrainConfig(
+          output_dir=values.output_dir, num_train_steps=steps, global_batch_size=batch_size,
+          steps_per_loop=values.iterations_per_loop, log_steps=min(values.log_steps, steps),
+          save_checkpoints_steps=values.save_checkpoints_steps,
+          keep_checkpoint_max=values.keep_checkpoint_max,
+          gradient_accumulation_steps=values.gradient_accumulation_steps,
+          jit_compile=values.jit_compile, loss_scaling=values.dtype == "float16"))

@@ -336,6 +336,7 @@ class Trainer:
     """The task's eval results over the dataset (at most max_steps batches)."""
     dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
 
+    @tf.autograph.experimental.do_not_convert
     def replica(batch):
       context = tf.distribute.get_replica_context()
       sums, metrics = self.task.numerators(self.model, batch, training=False)
@@ -344,7 +345,7 @@ class Trainer:
       loss, _ = self.task.losses(sums, denominators)
       return sums, metrics, denominators, loss
 
-    @tf.function
+    @tf.function(autograph=False)
     def step(batch):
       out = self.strategy.run(replica, args=(batch,))
       return tf.nest.map_structure(lambda v: self.strategy.experimental_local_results(v)[0], out)
@@ -373,12 +374,13 @@ class Trainer:
     """
     dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
 
+    @tf.autograph.experimental.do_not_convert
     def replica(batch):
       outputs = dict(self.model(batch, training=False))
       outputs.update({k: batch[k] for k in keep})
       return outputs
 
-    @tf.function
+    @tf.function(autograph=False)
     def step(batch):
       out = self.strategy.run(replica, args=(batch,))
       return {k: self.strategy.gather(v, axis=0) for k, v in out.items()}

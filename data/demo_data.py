@@ -1,0 +1,130 @@
+"""Data the demo needs and every machine has: a corpus from Python's own documentation,
+and a small sentiment task in the GLUE SST-2 layout written for this project."""
+
+import pkgutil
+import pydoc
+import random
+import re
+import sys
+import warnings
+
+from data import corpus
+
+# --- A corpus from the Python documentation ----------------------------------
+
+
+def python_documentation(max_modules=None):
+  """Yields (name, text) documents: every pydoc topic, then standard-library docstrings.
+
+  These ship with every Python installation, so the demo needs no download.
+  """
+  import pydoc_data.topics
+  for name, text in sorted(pydoc_data.topics.topics.items()):
+    yield f"topic:{name}", text
+  names = sorted(m.name for m in pkgutil.iter_modules() if m.module_finder.path.startswith(
+      sys.base_prefix) and not m.name.startswith("_") and m.name not in _SKIPPED)
+  for name in names[:max_modules]:
+    text = _module_text(name)
+    if text:
+      yield f"module:{name}", text
+
+
+_SKIPPED = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "pydoc_data",
+            "lib2to3", "ensurepip", "venv", "test", "site-packages", "xxsubtype", "sre_compile",
+            "sre_parse", "sre_constants", "crypt", "nntplib", "telnetlib", "pipes", "imghdr",
+            "sndhdr", "cgi", "cgitb", "asynchat", "asyncore", "smtpd", "mailcap", "msilib",
+            "nis", "ossaudiodev", "spwd", "uu", "xdrlib", "audioop", "chunk", "aifc", "sunau"}
+
+
+def _module_text(name):
+  """The module's docstring and its public members' docstrings, as plain paragraphs."""
+  try:
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      module = __import__(name)
+  except Exception:  # noqa: BLE001 - some modules do not import everywhere
+    return ""
+  parts = [pydoc.getdoc(module)]
+  for attr in sorted(vars(module)):
+    if attr.startswith("_"):
+      continue
+    member = getattr(module, attr, None)
+    if getattr(member, "__module__", None) == name:
+      doc = pydoc.getdoc(member)
+      if doc:
+        parts.append(doc)
+  return "\n\n".join(p for p in parts if p)
+
+
+def write_python_corpus(path, max_modules=None):
+  """Writes the Python documentation in the generator's input format; returns PrepareStats."""
+  from data import files
+  stats = corpus.PrepareStats()
+  with files.atomic_output(path) as out:
+    first = True
+    for _, text in python_documentation(max_modules):
+      sentences = []
+      for paragraph in corpus.document_paragraphs(text.splitlines()):
+        stats.paragraphs += 1
+        joined = " ".join(" ".join(paragraph).split())
+        if _looks_like_prose(joined):
+          sentences.extend(corpus.split_sentences(joined))
+      if len(sentences) < 2:
+        continue
+      out.write(("" if first else "\n") + "\n".join(sentences) + "\n")
+      first = False
+      stats.documents += 1
+      stats.sentences += len(sentences)
+      stats.bytes_read += len(text.encode("utf-8"))
+  return stats
+
+
+def _looks_like_prose(text):
+  """Skips code samples and tables: prose has letters and few symbols."""
+  letters = sum(c.isalpha() for c in text)
+  return len(text) > 20 and letters > 0.6 * len(text) and not re.match(r"^[>$]|^\S+\(", text)
+
+
+# --- A small sentiment task --------------------------------------------------
+
+_POSITIVE = ["wonderful", "excellent", "delightful", "great", "superb", "charming", "brilliant",
+             "enjoyable", "moving", "beautiful", "clever", "fantastic", "lovely", "gripping",
+             "memorable", "fresh", "warm", "inspiring", "satisfying", "elegant"]
+_NEGATIVE = ["terrible", "awful", "dull", "boring", "dreadful", "clumsy", "tedious", "bland",
+             "painful", "messy", "forgettable", "lifeless", "shallow", "annoying", "weak",
+             "predictable", "sloppy", "irritating", "disappointing", "tiresome"]
+_SUBJECTS = ["film", "movie", "story", "plot", "cast", "soundtrack", "ending", "script",
+             "performance", "book", "show", "direction", "dialogue", "camera work", "finale"]
+_TEMPLATES = ["The {s} was {a}.", "What a {a} {s}!", "I found the {s} {a}.",
+              "Honestly, the {s} is {a}.", "It was a {a} {s} from start to finish.",
+              "Everyone agreed the {s} felt {a}.", "A truly {a} {s}.",
+              "The {s} turned out {a}, as I expected.", "Such a {a} {s} this year.",
+              "My friends called the {s} {a}."]
+
+
+def write_sentiment_task(directory, train=400, dev=100, test=40, seed=7):
+  """Writes train.tsv, dev.tsv and test.tsv in the SST-2 layout (sentence, label 1 = positive).
+
+  Sentences come from templates with adjectives of clear polarity; the dev and
+  test sets use held-out adjectives, so a model has to know what the words mean.
+  """
+  import os
+  rng = random.Random(seed)
+  os.makedirs(directory, exist_ok=True)
+
+  def sentence(label, held_out):
+    pool = _POSITIVE if label else _NEGATIVE
+    adjectives = pool[-5:] if held_out else pool[:-5]
+    return rng.choice(_TEMPLATES).format(s=rng.choice(_SUBJECTS), a=rng.choice(adjectives))
+
+  def write(name, rows, header):
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+      f.write(header + "\n" + "".join(r + "\n" for r in rows))
+
+  labels = [rng.randint(0, 1) for _ in range(train)]
+  write("train.tsv", [f"{sentence(y, False)}\t{y}" for y in labels], "sentence\tlabel")
+  labels = [rng.randint(0, 1) for _ in range(dev)]
+  write("dev.tsv", [f"{sentence(y, True)}\t{y}" for y in labels], "sentence\tlabel")
+  write("test.tsv", [f"{i}\t{sentence(rng.randint(0, 1), True)}" for i in range(test)],
+        "index\tsentence")
+  return directory
