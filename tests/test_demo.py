@@ -1,9 +1,25 @@
-"""The README's main job runs and finds the paraphrases."""
+"""The README's main job: the whole pipeline, at a reduced size, on a fresh directory."""
+
+import os
 
 from scripts import run_script
 
 
-def test_demo_pairs_the_paraphrases():
-  out = run_script("demo.py").stdout
-  assert "[CLS] the quick brown fox jumps over the lazy dog . [SEP]" in out
-  assert "Most similar: [2] and [3]" in out or "Most similar: [0] and [1]" in out
+def test_demo_pipeline_end_to_end(tmp_path):
+  work = tmp_path / "demo"
+  out = run_script("demo.py", "--quick", f"--work_dir={work}",
+                   "--sentence=An excellent and charming film.").stdout
+  for step in ("[1] Corpus", "[2] Vocabulary", "[3] Pretraining data", "[4] Pretraining",
+               "[5] Fine-tuning", "[6] Serving"):
+    assert step in out
+  assert "$ python run_pretraining.py --bert_config_file=" in out  # commands are shown
+  vocab = (work / "vocab.txt").read_text().splitlines()
+  assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) <= 2000
+  assert (work / "pretraining.tfrecord").stat().st_size > 0
+  assert (work / "pretrained" / "export" / "bert_model.ckpt.index").exists()
+  assert (work / "pretrained" / "training_curves.png").exists()
+  results = (work / "classifier" / "eval_results.txt").read_text()
+  assert "eval_accuracy = " in results
+  assert "-> positive (label 1)" in out or "-> negative (label 0)" in out
+  assert "What was made:" in out and "total" in out
+  assert os.path.isdir(work / "saved_model")
