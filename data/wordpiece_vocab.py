@@ -44,10 +44,21 @@ def learn(counts, vocab_size, num_unused=0, min_count=2, max_unique_chars=1000,
   if vocab_size <= len(reserved):
     raise ValueError(f"--vocab_size={vocab_size} leaves no room after {len(reserved)} "
                      "special and unused tokens.")
-  return wordpiece_tokenizer_learner_lib.learn(
+  vocab = wordpiece_tokenizer_learner_lib.learn(
       list(counts.items()), vocab_size, reserved, lower_thresh=min_count,
       num_iterations=iterations, max_unique_chars=max_unique_chars,
       max_token_length=max_token_length)
+  # The learner's threshold search can stop above the target size. Its pieces come
+  # most frequent first, so drop the rarest ones, keeping every character (alone
+  # and as ##continuation) so that no word becomes [UNK].
+  excess = len(vocab) - vocab_size
+  for i in range(len(vocab) - 1, len(reserved) - 1, -1):
+    if excess <= 0:
+      break
+    if len(vocab[i].removeprefix("##")) > 1:
+      del vocab[i]
+      excess -= 1
+  return vocab
 
 
 def coverage(counts, vocab):

@@ -104,3 +104,20 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
     assert proc.returncode != 0
     assert last_error_line(proc).startswith(expected), last_error_line(proc)
     assert not out.exists() and not _leftovers(tmp_path)
+
+
+def test_learned_vocab_never_exceeds_its_size():
+  """tensorflow-text's threshold search can stop far above the target (406 tokens here);
+  the rarest multi-character pieces go, every character stays, so nothing becomes [UNK]."""
+  import collections
+  import random
+
+  from data import wordpiece_vocab
+  rng = random.Random(0)
+  counts = collections.Counter({"".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 8))):
+                                rng.randint(1, 50) for _ in range(3000)})
+  for size in (60, 150):
+    vocab = wordpiece_vocab.learn(counts, size)
+    assert len(vocab) == size and vocab[:5] == wordpiece_vocab.SPECIAL_TOKENS
+    assert {"a", "##a", "j", "##j"} <= set(vocab)
+    assert wordpiece_vocab.coverage(counts, vocab)[0] == 1.0
