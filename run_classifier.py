@@ -153,9 +153,8 @@ def main(_):
         logging.info("Wrote %d predictions to %s", len(examples), submission)
 
   if FLAGS.export_dir and trainer.chief:
-    pair = any(layout.b is not None for layout in task.splits.values())
     module = export.TextClassifier(trainer.model, vocab_file, FLAGS.do_lower_case,
-                                   FLAGS.max_seq_length, task.labels, pair)
+                                   FLAGS.max_seq_length, task.labels, task.is_pair)
     export.save_text_classifier(module, FLAGS.export_dir)
     logging.info("Exported a raw-text SavedModel to %s", FLAGS.export_dir)
 

@@ -12,12 +12,13 @@ in the same process.
 import os
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks import timing  # noqa: E402
 
 flags.DEFINE_list("models", ["minilm", "base"], "Shapes to run.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
@@ -30,14 +31,8 @@ SHAPES = {"minilm": (6, 384, 12), "base": (12, 768, 12)}
 
 
 def timed(run):
-  """Sequences/s of run() (one batch per call) after two warm-up calls."""
-  run()
-  run()
-  count, start = 0, time.perf_counter()
-  while time.perf_counter() - start < FLAGS.seconds or count < 3:
-    run()
-    count += 1
-  return count * FLAGS.batch_size / (time.perf_counter() - start)
+  """Sequences/s of run() (one batch per call)."""
+  return timing.items_per_second(run, FLAGS.batch_size, FLAGS.seconds)
 
 
 def main(_):

@@ -10,12 +10,13 @@ the other, and the ratio ours / Model Garden is printed.
 import os
 import platform
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks import timing  # noqa: E402
 
 flags.DEFINE_list("models", ["small", "base"], "Sizes to run: tiny, small, base.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes.")
@@ -33,14 +34,8 @@ SIZES = {  # (layers, hidden, heads)
 
 
 def _time(fn, batch, seconds):
-  fn(batch)  # trace / compile
-  fn(batch)
-  count, start = 0, time.perf_counter()
-  while time.perf_counter() - start < seconds:
-    out = fn(batch)
-    count += 1
-  _ = out["sequence_output"].numpy()
-  return count * FLAGS.batch_size / (time.perf_counter() - start)
+  return timing.items_per_second(lambda: fn(batch)["sequence_output"].numpy(),
+                                 FLAGS.batch_size, seconds, min_calls=1)
 
 
 def main(_):

@@ -14,12 +14,13 @@ plain matmul's FLOP/s in the same dtype, measured here too.
 import os
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks import timing  # noqa: E402
 
 flags.DEFINE_list("models", ["tiny", "mini", "small", "base"], "Sizes to run.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
@@ -58,13 +59,8 @@ def batch(rng, size):
 
 def time_steps(run, steps_per_call):
   """Sequences/s of run(n) (n steps per call), at least FLAGS.seconds after warm-up."""
-  run(steps_per_call)
-  run(steps_per_call)
-  done, start = 0, time.perf_counter()
-  while time.perf_counter() - start < FLAGS.seconds or done < 2 * steps_per_call:
-    run(steps_per_call)
-    done += steps_per_call
-  return done * FLAGS.batch_size / (time.perf_counter() - start)
+  return timing.items_per_second(lambda: run(steps_per_call),
+                                 steps_per_call * FLAGS.batch_size, FLAGS.seconds, min_calls=2)
 
 
 def ours(config, data, dtype, jit):
@@ -129,12 +125,7 @@ def matmul_flops(dtype, hidden):
   a = tf.cast(tf.random.normal((4096, hidden)), dtype)
   b = tf.cast(tf.random.normal((hidden, 4 * hidden)), dtype)
   f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b)[:1, :1], tf.float32)))
-  f()
-  count, start = 0, time.perf_counter()
-  while time.perf_counter() - start < 3.0:
-    f()
-    count += 1
-  return count * 2 * 4096 * hidden * 4 * hidden / (time.perf_counter() - start)
+  return timing.items_per_second(lambda: f().numpy(), 2 * 4096 * hidden * 4 * hidden, 3.0)
 
 
 def main(_):

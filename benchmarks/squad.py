@@ -19,6 +19,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # noqa: E402
 
+from benchmarks import timing  # noqa: E402
+
 flags.DEFINE_string("predict_file", None, "SQuAD json to convert.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the MiniLM package's.")
 flags.DEFINE_list("models", ["minilm", "base"], "Shapes for prediction.")
@@ -68,13 +70,7 @@ def prediction():
            "segment_ids": (np.arange(S)[None] > 20).astype(np.int32).repeat(B, 0)}
 
   def timed(run):
-    run()
-    run()
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < FLAGS.seconds or count < 3:
-      run()
-      count += 1
-    return count * B / (time.perf_counter() - start)
+    return timing.items_per_second(run, B, FLAGS.seconds)
 
   print(f"{'model':<7} {'run':<26} {'features/s':>11} {'vs MG fp32':>11}")
   for size in FLAGS.models:

@@ -55,6 +55,10 @@ class Task:
   def is_regression(self):
     return self.labels is None
 
+  @property
+  def is_pair(self):
+    return any(layout.b is not None for layout in self.splits.values())
+
 
 def _nli(name, labels=NLI_LABELS):
   return Task(labels, {"train": Layout(("train.tsv",), True, 1, 2, 3, 0),
