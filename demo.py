@@ -6,7 +6,7 @@ that you can run it yourself on your own data:
   1. prepare_corpus.py       raw text -> one sentence per line (Python's own documentation)
   2. learn_vocab.py          a WordPiece vocabulary learned from that corpus
   3. create_pretraining_data.py   masked-LM / next-sentence records
-  4. run_pretraining.py      a small BERT pretrained from scratch for a few hundred steps
+  4. run_pretraining.py      a small BERT pretrained from scratch for 1,000 steps
   5. run_classifier.py       the real all-MiniLM-L6-v2 checkpoint fine-tuned on a small
                              sentiment task (GLUE SST-2 layout), evaluated and exported
   6. the exported SavedModel classifies a sentence given on the command line
