@@ -46,7 +46,7 @@ script_utils.define_runtime_flags()
 # Added.
 flags.DEFINE_bool("tune_null_threshold", False,
                   "v2.0, when --predict_file has answers: predict with the threshold that "
-                  "maximises F1 on it (reported as best_f1_thresh).")
+                  "maximises F1 on it (reported as null_score_diff_threshold).")
 FLAGS = flags.FLAGS
 
 
@@ -139,7 +139,7 @@ def main(_):
       if FLAGS.version_2_with_negative:
         scores = squad_evaluation.evaluate_v2(dataset, predictions, null_odds)
         if FLAGS.tune_null_threshold:
-          threshold = scores["best_f1_thresh"]
+          threshold = squad_evaluation.tune_null_threshold(dataset, predict)
           predictions, nbest, null_odds = predict(threshold)
           tuned = squad_evaluation.evaluate_v2(dataset, predictions, null_odds)
           scores.update({"null_score_diff_threshold": threshold, "tuned_exact": tuned["exact"],

@@ -126,3 +126,14 @@ def evaluate_v2(dataset, predictions, null_odds=None, null_odds_threshold=1.0):
                                                                   has_answer)
     out["best_f1"], out["best_f1_thresh"] = _best_threshold(predictions, f1_raw, odds, has_answer)
   return out
+
+
+def tune_null_threshold(dataset, predict):
+  """The null-score threshold with the best v2.0 F1 on `dataset`.
+
+  predict(threshold) -> (predictions, nbest, null_odds) as squad.compute_predictions.
+  The search runs, as evaluate-v2.0.py's does, over every question's best non-null answer
+  (threshold +inf), so the result may lie above or below any threshold used so far.
+  """
+  answers, _, null_odds = predict(float("inf"))
+  return evaluate_v2(dataset, answers, null_odds)["best_f1_thresh"]

@@ -165,6 +165,31 @@ def test_official_metrics_by_hand():
   assert (v2["best_exact"], v2["best_exact_thresh"]) == (75.0, -3.0)
 
 
+def test_null_threshold_search_uses_the_best_non_null_answers():
+  """Both null scores beat the spans (odds +1 and +3), so threshold 0 answers nothing; the
+  search over the best non-null answers finds threshold 1: q1 answered, q2 left empty."""
+  tokens = ["[CLS]", "who", "?", "[SEP]", "steve", "smith", "sat", "[SEP]"]
+  examples, feats, results = [], [], []
+  for i, (qid, odds) in enumerate((("q1", 1.0), ("q2", 3.0))):
+    examples.append(squad.SquadExample(qid, "who ?", ["Steve", "Smith", "sat"]))
+    feats.append(_feature(1000000000 + i, i, tokens, 4, [0, 1, 2], max_context={4, 5, 6}))
+    start, end = np.full(len(tokens), -5.0), np.full(len(tokens), -5.0)
+    start[4], end[5] = 2.0, 2.0                        # "Steve Smith", score 4
+    start[0], end[0] = (4.0 + odds) / 2, (4.0 + odds) / 2  # null score 4 + odds
+    results.append(squad.RawResult(1000000000 + i, list(start), list(end)))
+  data = [{"paragraphs": [{"context": "Steve Smith sat", "qas": [
+      {"id": "q1", "answers": [{"text": "Steve Smith"}]}, {"id": "q2", "answers": []}]}]}]
+
+  def predict(threshold):
+    return squad.compute_predictions(examples, feats, results, 5, 30, True, True, threshold)
+
+  assert predict(0.0)[0] == {"q1": "", "q2": ""}
+  threshold = squad_evaluation.tune_null_threshold(data, predict)
+  assert threshold == pytest.approx(1.0)
+  assert predict(threshold)[0] == {"q1": "Steve Smith", "q2": ""}
+  assert squad_evaluation.evaluate_v2(data, predict(threshold)[0])["f1"] == 100.0
+
+
 def _zebra_data(rng, n):
   fillers = ["the", "cat", "sat", "on", "mat", "in", "park", "hello", "world"]
   qas_contexts = []
@@ -199,3 +224,40 @@ def test_end_to_end_learns_to_point_at_the_span(tmp_path):
   assert list(nbest["q0"][0]) == ["text", "probability", "start_logit", "end_logit"]
   lines = (out / "eval_results.txt").read_text().splitlines()
   assert [l.split(" = ")[0] for l in lines] == ["exact_match", "f1", "global_step"]
+
+
+def _zebra_or_nobody(rng, n):
+  """v2.0 data: 'where is the zebra ?', answered when the context has one (even ids)."""
+  data = _zebra_data(rng, n)
+  for i, paragraph in enumerate(data["data"][0]["paragraphs"]):
+    if i % 2:
+      paragraph["context"] = paragraph["context"].replace("zebra", "cat")
+      paragraph["qas"] = [_qa(f"q{i}", "where is the zebra ?", [], impossible=True)]
+  return data
+
+
+def test_v2_threshold_tuning_recovers_from_a_bad_threshold(tmp_path):
+  """With --null_score_diff_threshold=-1000 every question gets 'no answer'; the
+  search runs over each question's best non-null answer, so it can still find the threshold
+  that answers the zebra questions and leaves the others empty."""
+  rng = random.Random(1)
+  vocab = write_vocab(tmp_path / "vocab.txt", WORDS)
+  (tmp_path / "bert_config.json").write_text(json.dumps(
+      {"vocab_size": len(WORDS), "hidden_size": 32, "num_hidden_layers": 2,
+       "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+       "type_vocab_size": 2}))
+  train, dev = _write(tmp_path, _zebra_or_nobody(rng, 400), "train.json"), _write(
+      tmp_path, _zebra_or_nobody(rng, 60), "dev.json")
+  out = tmp_path / "out"
+  run_script("run_squad.py", f"--vocab_file={vocab}", f"--bert_config_file={tmp_path / 'bert_config.json'}",
+             f"--output_dir={out}", f"--train_file={train}", f"--predict_file={dev}", "--do_train",
+             "--do_predict", "--max_seq_length=32", "--doc_stride=16", "--max_query_length=8",
+             "--train_batch_size=16", "--learning_rate=2e-3", "--num_train_epochs=8", "--seed=2",
+             "--version_2_with_negative", "--null_score_diff_threshold=-1000",
+             "--tune_null_threshold")
+  scores = json.loads((out / "eval_results.json").read_text())
+  assert scores["f1"] == 50.0 and scores["HasAns_f1"] == 0.0, scores  # all 'no answer'
+  assert scores["tuned_f1"] > 90.0 and scores["null_score_diff_threshold"] > -1000, scores
+  preds = json.loads((out / "predictions.json").read_text())  # written with the tuned threshold
+  assert sum(preds[f"q{i}"] == "zebra" for i in range(0, 60, 2)) >= 27
+  assert sum(preds[f"q{i}"] == "" for i in range(1, 60, 2)) >= 27
