@@ -71,7 +71,7 @@ def main(_):
   script_utils.log_flags()
   import numpy as np
   from data import features, files, glue, pipeline, tokenization
-  from modeling import export, tasks, training
+  from modeling import export, reports, tasks
 
   task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
   config, vocab_file = script_utils.config_and_vocab(
@@ -123,7 +123,7 @@ def main(_):
         loss, values = _evaluate(trainer, task, examples, arrays, path, batch, spec)
         results.update({prefix + "loss": loss, **{prefix + k: v for k, v in values.items()}})
     results["loss"] = results["eval_loss"]
-    training.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+    reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
     for key in sorted(results):
       logging.info("eval %s = %s", key, results[key])
 

@@ -47,7 +47,7 @@ def main(_):
     raise ValueError("At least one of --do_train and --do_eval must be set.")
   script_utils.log_flags()
   from data import features, files, pipeline
-  from modeling import checkpoints, tasks, training
+  from modeling import checkpoints, reports, tasks
   from modeling.config import BertConfig
 
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
@@ -78,9 +78,9 @@ def main(_):
       checkpoints.save_tf1_checkpoint(checkpoints.model_weights(trainer.model), export,
                                       config, FLAGS.vocab_file)
       logging.info("Exported the original checkpoint layout to %s", export)
-      training.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
-                           os.path.join(FLAGS.output_dir, "training_curves.png"),
-                           [("loss", "loss"), ("masked_lm_accuracy", "masked LM accuracy")])
+      reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
+                          os.path.join(FLAGS.output_dir, "training_curves.png"),
+                          [("loss", "loss"), ("masked_lm_accuracy", "masked LM accuracy")])
     trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
                   FLAGS.init_checkpoint, on_finish=finish)
   if FLAGS.do_eval:
@@ -89,7 +89,7 @@ def main(_):
     results = trainer.evaluate(
         dataset_fn(FLAGS.eval_input_file or FLAGS.input_file, FLAGS.eval_batch_size, False),
         FLAGS.max_eval_steps)
-    training.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+    reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
     for key in sorted(results):
       logging.info("eval %s = %s", key, results[key])
 

@@ -70,7 +70,7 @@ def main(_):
 
   import numpy as np
   from data import features, files, pipeline, squad, squad_evaluation, tfrecords, tokenization
-  from modeling import tasks, training
+  from modeling import reports, tasks
 
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
@@ -152,7 +152,7 @@ def main(_):
     if FLAGS.version_2_with_negative:
       squad.write_json(os.path.join(FLAGS.output_dir, "null_odds.json"), null_odds)
     if scores is not None:
-      training.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), scores)
+      reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), scores)
       squad.write_json(os.path.join(FLAGS.output_dir, "eval_results.json"), scores)
       for key in sorted(scores):
         logging.info("eval %s = %s", key, scores[key])

@@ -14,7 +14,6 @@ Host loops run `steps_per_loop` steps per call, save tf.train.Checkpoints
 progress, TensorBoard scalars and a CSV, and stop cleanly on SIGTERM.
 """
 
-import csv
 import dataclasses
 import os
 import signal
@@ -23,9 +22,8 @@ import time
 import tensorflow as tf
 from absl import logging
 
-from data import files
 from data.progress import format_duration
-from modeling import checkpoints, distribution
+from modeling import checkpoints, distribution, reports
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -228,7 +226,7 @@ class Trainer:
     preemption = self._preemption_handler(manager)
     writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
               if self.chief else tf.summary.create_noop_writer())
-    log = _CsvLog(os.path.join(config.output_dir, "train_log.csv")) if self.chief else None
+    log = reports.CsvLog(os.path.join(config.output_dir, "train_log.csv")) if self.chief else None
     previous = signal.signal(signal.SIGTERM, self._on_sigterm) if preemption is None else None
     step, start_step, start = self.global_step, self.global_step, time.time()
     mark_step, mark_time = step, start
@@ -390,48 +388,3 @@ class Trainer:
       return {}
     import numpy as np
     return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
-
-
-class _CsvLog:
-  """Appends logged values to a CSV (kept across resumed runs, for the plots)."""
-
-  def __init__(self, path):
-    self.path = path
-
-  def append(self, step, values):
-    new = not files.exists(self.path)
-    with open(self.path, "a", newline="") as f:
-      w = csv.writer(f)
-      if new:
-        w.writerow(["step", *values])
-      w.writerow([step, *(f"{v:.6g}" for v in values.values())])
-
-
-def write_eval_results(path, results):
-  """The original's eval_results.txt: `key = value` lines, keys sorted."""
-  with files.atomic_output(path) as f:
-    for key in sorted(results):
-      f.write(f"{key} = {results[key]}\n")
-
-
-def plot_curves(csv_path, png_path, curves):
-  """Saves a PNG with one panel per (column, title) in `curves`, against step."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  rows = {}
-  with open(csv_path) as f:
-    for row in csv.DictReader(f):
-      rows[int(row["step"])] = row  # a resumed run may repeat steps: keep the last
-  steps = sorted(rows)
-  fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
-  for ax, (column, title) in zip(axes if len(curves) > 1 else [axes], curves):
-    ax.plot(steps, [float(rows[s][column]) for s in steps])
-    ax.set_xlabel("step")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-  fig.tight_layout()
-  tmp = files.temporary_name(png_path) + ".png"
-  fig.savefig(tmp, dpi=100)
-  plt.close(fig)
-  files.rename(tmp, png_path)
