@@ -15,7 +15,6 @@ that you can run it yourself on your own data:
                  [--sentence="A wonderful film."] [--work_dir=demo_output]
 """
 
-import itertools
 import os
 import shlex
 import subprocess
@@ -82,16 +81,9 @@ def main(_):
   print(f"BERT demo: every output goes to {work}")
 
   # 1. Corpus.
-  raw = os.path.join(work, "raw")
-  if FLAGS.corpus_file:
-    inputs = FLAGS.corpus_file
-  else:
-    os.makedirs(raw, exist_ok=True)
-    documents = demo_data.python_documentation(max_modules=10 if quick else None)
-    for name, text in itertools.islice(documents, 60 if quick else None):
-      with open(os.path.join(raw, name.replace(":", "_") + ".txt"), "w", encoding="utf-8") as f:
-        f.write(text)
-    inputs = os.path.join(raw, "*.txt")
+  inputs = FLAGS.corpus_file or demo_data.write_python_documentation(
+      os.path.join(work, "raw"), max_documents=60 if quick else None,
+      max_modules=10 if quick else None)
   corpus = os.path.join(work, "corpus.txt")
   err = _step(1, "Corpus", "Raw text (here Python's own documentation: the pydoc topics and the "
               "standard library's docstrings) becomes one sentence per line, a blank line "

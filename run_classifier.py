@@ -82,10 +82,9 @@ def main(_):
   tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
   tokenizer.require_tokens(["[CLS]", "[SEP]"])
   train_examples = glue.examples(task, FLAGS.data_dir, "train") if FLAGS.do_train else []
-  num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
-  if FLAGS.do_train and num_train_steps < 1:
-    raise ValueError(f"{len(train_examples)} training examples make no step of "
-                     f"--train_batch_size={FLAGS.train_batch_size}.")
+  num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
+      len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
+      f"the training set in {FLAGS.data_dir}")
   strategy, _ = script_utils.runtime(FLAGS)
   replicas = strategy.num_replicas_in_sync
   spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)

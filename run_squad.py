@@ -87,10 +87,8 @@ def main(_):
     train_examples = squad.read_squad_examples(FLAGS.train_file, True,
                                                FLAGS.version_2_with_negative)
     random.Random(12345).shuffle(train_examples)
-  num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
-  if FLAGS.do_train and num_train_steps < 1:
-    raise ValueError(f"{len(train_examples)} training examples make no step of "
-                     f"--train_batch_size={FLAGS.train_batch_size}.")
+  num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
+      len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs, FLAGS.train_file)
   strategy, _ = script_utils.runtime(FLAGS)
   trainer = script_utils.make_trainer(
       strategy, tasks.SpanTask(config), num_train_steps,
@@ -128,19 +126,23 @@ def main(_):
     dataset = squad.load_json(FLAGS.predict_file)
     scored = squad_evaluation.has_answers(dataset)
 
-    def predict(threshold):
-      return squad.compute_predictions(
-          examples, eval_features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
-          FLAGS.do_lower_case, FLAGS.version_2_with_negative, threshold, FLAGS.verbose_logging)
-
-    predictions, nbest, null_odds = predict(FLAGS.null_score_diff_threshold)
+    # v2.0: post-process once, keeping every question's best non-null answer; any
+    # threshold is then a cheap pass over the null odds.
+    v2 = FLAGS.version_2_with_negative
+    predictions, nbest, null_odds = squad.compute_predictions(
+        examples, eval_features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
+        FLAGS.do_lower_case, v2, float("inf") if v2 else FLAGS.null_score_diff_threshold,
+        FLAGS.verbose_logging)
+    answers = predictions
+    if v2:
+      predictions = squad.apply_null_threshold(answers, null_odds, FLAGS.null_score_diff_threshold)
     scores = None
     if scored:
-      if FLAGS.version_2_with_negative:
+      if v2:
         scores = squad_evaluation.evaluate_v2(dataset, predictions, null_odds)
         if FLAGS.tune_null_threshold:
-          threshold = squad_evaluation.tune_null_threshold(dataset, predict)
-          predictions, nbest, null_odds = predict(threshold)
+          threshold = squad_evaluation.tune_null_threshold(dataset, answers, null_odds)
+          predictions = squad.apply_null_threshold(answers, null_odds, threshold)
           tuned = squad_evaluation.evaluate_v2(dataset, predictions, null_odds)
           scores.update({"null_score_diff_threshold": threshold, "tuned_exact": tuned["exact"],
                          "tuned_f1": tuned["f1"]})

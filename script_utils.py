@@ -118,3 +118,12 @@ def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, 
           keep_checkpoint_max=values.keep_checkpoint_max,
           gradient_accumulation_steps=values.gradient_accumulation_steps,
           jit_compile=values.jit_compile, loss_scaling=values.dtype == "float16"))
+
+
+def train_steps(num_examples, batch_size, epochs, source):
+  """The original's step count, int(examples / batch * epochs); ValueError when it is 0."""
+  steps = int(num_examples / batch_size * epochs)
+  if steps < 1:
+    raise ValueError(f"{source}: {num_examples} training example(s) make no step of "
+                     f"--train_batch_size={batch_size} over --num_train_epochs={epochs}.")
+  return steps

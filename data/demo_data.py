@@ -1,14 +1,13 @@
 """Data the demo needs and every machine has: a corpus from Python's own documentation,
 and a small sentiment task in the GLUE SST-2 layout written for this project."""
 
+import itertools
+import os
 import pkgutil
 import pydoc
 import random
-import re
 import sys
 import warnings
-
-from data import corpus
 
 # --- A corpus from the Python documentation ----------------------------------
 
@@ -56,33 +55,15 @@ def _module_text(name):
   return "\n\n".join(p for p in parts if p)
 
 
-def write_python_corpus(path, max_modules=None):
-  """Writes the Python documentation in the generator's input format; returns PrepareStats."""
-  from data import files
-  stats = corpus.PrepareStats()
-  with files.atomic_output(path) as out:
-    first = True
-    for _, text in python_documentation(max_modules):
-      sentences = []
-      for paragraph in corpus.document_paragraphs(text.splitlines()):
-        stats.paragraphs += 1
-        joined = " ".join(" ".join(paragraph).split())
-        if _looks_like_prose(joined):
-          sentences.extend(corpus.split_sentences(joined))
-      if len(sentences) < 2:
-        continue
-      out.write(("" if first else "\n") + "\n".join(sentences) + "\n")
-      first = False
-      stats.documents += 1
-      stats.sentences += len(sentences)
-      stats.bytes_read += len(text.encode("utf-8"))
-  return stats
-
-
-def _looks_like_prose(text):
-  """Skips code samples and tables: prose has letters and few symbols."""
-  letters = sum(c.isalpha() for c in text)
-  return len(text) > 20 and letters > 0.6 * len(text) and not re.match(r"^[>$]|^\S+\(", text)
+def write_python_documentation(directory, max_documents=None, max_modules=None):
+  """Writes each document of python_documentation() as a text file; returns their glob."""
+  os.makedirs(directory, exist_ok=True)
+  documents = python_documentation(max_modules)
+  for name, text in itertools.islice(documents, max_documents):
+    with open(os.path.join(directory, name.replace(":", "_") + ".txt"), "w",
+              encoding="utf-8") as f:
+      f.write(text)
+  return os.path.join(directory, "*.txt")
 
 
 # --- A small sentiment task --------------------------------------------------
@@ -108,7 +89,6 @@ def write_sentiment_task(directory, train=400, dev=100, test=40, seed=7):
   Sentences come from templates with adjectives of clear polarity; the dev and
   test sets use held-out adjectives, so a model has to know what the words mean.
   """
-  import os
   rng = random.Random(seed)
   os.makedirs(directory, exist_ok=True)
 

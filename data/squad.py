@@ -55,52 +55,76 @@ def load_json(path):
   try:
     with files.open_file(path, "rb") as f:
       return json.loads(f.read().decode("utf-8"))["data"]
-  except (OSError, ValueError, KeyError) as e:
+  except FileNotFoundError:
+    raise ValueError(f"{path}: no such file.") from None
+  except (OSError, ValueError, KeyError, TypeError) as e:
     raise ValueError(f"{path} is not a SQuAD file: {e}") from None
 
 
 def read_squad_examples(path, is_training, version_2_with_negative):
-  """SquadExamples of a SQuAD json file (answers read only when training)."""
+  """SquadExamples of a SQuAD json file (answers read only when training).
+
+  Raises ValueError naming the file and question when a field is missing or wrong.
+  """
   examples = []
   for entry in load_json(path):
-    for paragraph in entry["paragraphs"]:
-      doc_tokens, char_to_word_offset = [], []
-      previous_is_whitespace = True
-      for c in paragraph["context"]:
-        if _is_whitespace(c):
-          previous_is_whitespace = True
-        else:
-          if previous_is_whitespace:
-            doc_tokens.append(c)
-          else:
-            doc_tokens[-1] += c
-          previous_is_whitespace = False
-        char_to_word_offset.append(len(doc_tokens) - 1)
-      for qa in paragraph["qas"]:
-        start = end = answer_text = None
-        impossible = False
-        if is_training:
-          if version_2_with_negative:
-            impossible = qa["is_impossible"]
-          if len(qa["answers"]) != 1 and not impossible:
-            raise ValueError(f"{path}: question {qa['id']} has {len(qa['answers'])} answers; "
-                             "training needs exactly one.")
-          if impossible:
-            start, end, answer_text = -1, -1, ""
-          else:
-            answer = qa["answers"][0]
-            answer_text = answer["text"]
-            offset = answer["answer_start"]
-            start = char_to_word_offset[offset]
-            end = char_to_word_offset[offset + len(answer_text) - 1]
-            actual = " ".join(doc_tokens[start:end + 1])
-            cleaned = " ".join(tokenization.whitespace_tokenize(answer_text))
-            if actual.find(cleaned) == -1:
-              logging.warning("Could not find answer: '%s' vs. '%s'", actual, cleaned)
-              continue
-        examples.append(SquadExample(qa["id"], qa["question"], doc_tokens, answer_text,
-                                     start, end, impossible))
+    for paragraph in entry.get("paragraphs", ()):
+      where = f"{path}: paragraph of '{entry.get('title', '?')}'"
+      try:
+        doc_tokens, char_to_word_offset = _whitespace_split(paragraph["context"])
+        for qa in paragraph["qas"]:
+          where = f"{path}: question {qa.get('id', '?')!r}"
+          example = _example(path, qa, doc_tokens, char_to_word_offset, is_training,
+                             version_2_with_negative)
+          if example is not None:
+            examples.append(example)
+      except (KeyError, IndexError, TypeError) as e:
+        raise ValueError(f"{where}: missing or malformed field ({type(e).__name__}: {e}).") \
+            from None
   return examples
+
+
+def _whitespace_split(context):
+  """The original's words of a context and the word index of every character."""
+  doc_tokens, char_to_word_offset = [], []
+  previous_is_whitespace = True
+  for c in context:
+    if _is_whitespace(c):
+      previous_is_whitespace = True
+    else:
+      if previous_is_whitespace:
+        doc_tokens.append(c)
+      else:
+        doc_tokens[-1] += c
+      previous_is_whitespace = False
+    char_to_word_offset.append(len(doc_tokens) - 1)
+  return doc_tokens, char_to_word_offset
+
+
+def _example(path, qa, doc_tokens, char_to_word_offset, is_training, version_2_with_negative):
+  """One SquadExample, or None for a training answer not found in its context."""
+  start = end = answer_text = None
+  impossible = False
+  if is_training:
+    if version_2_with_negative:
+      impossible = qa["is_impossible"]
+    if len(qa["answers"]) != 1 and not impossible:
+      raise ValueError(f"{path}: question {qa['id']} has {len(qa['answers'])} answers; "
+                       "training needs exactly one.")
+    if impossible:
+      start, end, answer_text = -1, -1, ""
+    else:
+      answer = qa["answers"][0]
+      answer_text = answer["text"]
+      offset = answer["answer_start"]
+      start = char_to_word_offset[offset]
+      end = char_to_word_offset[offset + len(answer_text) - 1]
+      actual = " ".join(doc_tokens[start:end + 1])
+      cleaned = " ".join(tokenization.whitespace_tokenize(answer_text))
+      if actual.find(cleaned) == -1:
+        logging.warning("Could not find answer: '%s' vs. '%s'", actual, cleaned)
+        return None
+  return SquadExample(qa["id"], qa["question"], doc_tokens, answer_text, start, end, impossible)
 
 
 def _improve_answer_span(doc_tokens, start, end, tokenizer, answer_text):
@@ -341,6 +365,12 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
       null_odds[example.qas_id] = score_diff
       predictions[example.qas_id] = "" if score_diff > null_score_diff_threshold else best.text
   return predictions, all_nbest, null_odds
+
+
+def apply_null_threshold(answers, null_odds, threshold):
+  """v2.0 predictions from each question's best non-null answer: "" where its null odds
+  (null score minus best span score) exceed `threshold`, as compute_predictions decides."""
+  return {q: "" if null_odds.get(q, 0.0) > threshold else a for q, a in answers.items()}
 
 
 def write_json(path, value):

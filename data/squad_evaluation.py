@@ -128,12 +128,11 @@ def evaluate_v2(dataset, predictions, null_odds=None, null_odds_threshold=1.0):
   return out
 
 
-def tune_null_threshold(dataset, predict):
+def tune_null_threshold(dataset, answers, null_odds):
   """The null-score threshold with the best v2.0 F1 on `dataset`.
 
-  predict(threshold) -> (predictions, nbest, null_odds) as squad.compute_predictions.
-  The search runs, as evaluate-v2.0.py's does, over every question's best non-null answer
-  (threshold +inf), so the result may lie above or below any threshold used so far.
+  answers: every question's best non-null answer (squad.compute_predictions with threshold
+  +inf), as evaluate-v2.0.py's search expects, so the result may lie on either side of any
+  threshold used so far.
   """
-  answers, _, null_odds = predict(float("inf"))
   return evaluate_v2(dataset, answers, null_odds)["best_f1_thresh"]

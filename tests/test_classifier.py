@@ -151,3 +151,12 @@ def test_bad_flags_are_one_line(model_files, tmp_path):
       d, vocab, tmp_path / "data", tmp_path / "o", "--task_name=sst-2", "--do_train",
       "--init_checkpoint=/x/cased_L-12_H-768_A-12/bert_model.ckpt"), expect_ok=False)
   assert "--do_lower_case=True does not match" in last_error_line(proc)
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  (empty / "train.tsv").write_text("sentence\tlabel\n")
+  proc = run_script("run_classifier.py", *_common(d, vocab, empty, tmp_path / "o2",
+                                                  "--task_name=sst-2", "--do_train"),
+                    expect_ok=False)
+  assert last_error_line(proc) == (
+      f"error: the training set in {empty}: 0 training example(s) make no step of "
+      "--train_batch_size=32 over --num_train_epochs=3.0.")

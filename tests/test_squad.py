@@ -8,7 +8,7 @@ import pytest
 
 from conftest import write_vocab
 from data import squad, squad_evaluation, tokenization
-from scripts import run_script
+from scripts import last_error_line, run_script
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "sat", "on", "mat",
          "steve", "smith", "'", "s", ",", ".", "who", "where", "what", "did", "is", "un",
@@ -181,13 +181,18 @@ def test_null_threshold_search_uses_the_best_non_null_answers():
       {"id": "q1", "answers": [{"text": "Steve Smith"}]}, {"id": "q2", "answers": []}]}]}]
 
   def predict(threshold):
-    return squad.compute_predictions(examples, feats, results, 5, 30, True, True, threshold)
+    return squad.compute_predictions(examples, feats, results, 5, 30, True, True, threshold)[0]
 
-  assert predict(0.0)[0] == {"q1": "", "q2": ""}
-  threshold = squad_evaluation.tune_null_threshold(data, predict)
+  answers, _, odds = squad.compute_predictions(examples, feats, results, 5, 30, True, True,
+                                               float("inf"))
+  assert answers == {"q1": "Steve Smith", "q2": "Steve Smith"}
+  assert predict(0.0) == {"q1": "", "q2": ""}
+  threshold = squad_evaluation.tune_null_threshold(data, answers, odds)
   assert threshold == pytest.approx(1.0)
-  assert predict(threshold)[0] == {"q1": "Steve Smith", "q2": ""}
-  assert squad_evaluation.evaluate_v2(data, predict(threshold)[0])["f1"] == 100.0
+  for t in (-1.0, 0.0, threshold, 2.0, 5.0):  # the cheap path decides as the full one
+    assert squad.apply_null_threshold(answers, odds, t) == predict(t)
+  assert predict(threshold) == {"q1": "Steve Smith", "q2": ""}
+  assert squad_evaluation.evaluate_v2(data, predict(threshold))["f1"] == 100.0
 
 
 def _zebra_data(rng, n):
@@ -202,21 +207,27 @@ def _zebra_data(rng, n):
   return _dataset(qas_contexts)
 
 
-def test_end_to_end_learns_to_point_at_the_span(tmp_path):
-  rng = random.Random(0)
+def _fine_tune(tmp_path, train_data, dev_data, *extra):
+  """run_squad.py on a tiny model: trains on train_data, predicts and scores dev_data."""
   vocab = write_vocab(tmp_path / "vocab.txt", WORDS)
-  (tmp_path / "bert_config.json").write_text(json.dumps(
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps(
       {"vocab_size": len(WORDS), "hidden_size": 32, "num_hidden_layers": 2,
        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
        "type_vocab_size": 2}))
-  train, dev = _write(tmp_path, _zebra_data(rng, 400), "train.json"), _write(
-      tmp_path, _zebra_data(rng, 60), "dev.json")
+  train, dev = _write(tmp_path, train_data, "train.json"), _write(tmp_path, dev_data, "dev.json")
   out = tmp_path / "out"
-  run_script("run_squad.py", f"--vocab_file={vocab}", f"--bert_config_file={tmp_path / 'bert_config.json'}",
+  run_script("run_squad.py", f"--vocab_file={vocab}", f"--bert_config_file={config}",
              f"--output_dir={out}", f"--train_file={train}", f"--predict_file={dev}", "--do_train",
              "--do_predict", "--max_seq_length=32", "--doc_stride=16", "--max_query_length=8",
-             "--train_batch_size=16", "--learning_rate=2e-3", "--num_train_epochs=4", "--seed=2")
-  scores = json.loads((out / "eval_results.json").read_text())
+             "--train_batch_size=16", "--learning_rate=2e-3", "--seed=2", *extra)
+  return out, json.loads((out / "eval_results.json").read_text())
+
+
+def test_end_to_end_learns_to_point_at_the_span(tmp_path):
+  rng = random.Random(0)
+  out, scores = _fine_tune(tmp_path, _zebra_data(rng, 400), _zebra_data(rng, 60),
+                           "--num_train_epochs=4")
   assert scores["exact_match"] > 90.0, scores
   preds = json.loads((out / "predictions.json").read_text())
   assert len(preds) == 60 and list(preds.values()).count("zebra") >= 54
@@ -241,23 +252,38 @@ def test_v2_threshold_tuning_recovers_from_a_bad_threshold(tmp_path):
   search runs over each question's best non-null answer, so it can still find the threshold
   that answers the zebra questions and leaves the others empty."""
   rng = random.Random(1)
-  vocab = write_vocab(tmp_path / "vocab.txt", WORDS)
-  (tmp_path / "bert_config.json").write_text(json.dumps(
-      {"vocab_size": len(WORDS), "hidden_size": 32, "num_hidden_layers": 2,
-       "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
-       "type_vocab_size": 2}))
-  train, dev = _write(tmp_path, _zebra_or_nobody(rng, 400), "train.json"), _write(
-      tmp_path, _zebra_or_nobody(rng, 60), "dev.json")
-  out = tmp_path / "out"
-  run_script("run_squad.py", f"--vocab_file={vocab}", f"--bert_config_file={tmp_path / 'bert_config.json'}",
-             f"--output_dir={out}", f"--train_file={train}", f"--predict_file={dev}", "--do_train",
-             "--do_predict", "--max_seq_length=32", "--doc_stride=16", "--max_query_length=8",
-             "--train_batch_size=16", "--learning_rate=2e-3", "--num_train_epochs=8", "--seed=2",
-             "--version_2_with_negative", "--null_score_diff_threshold=-1000",
-             "--tune_null_threshold")
-  scores = json.loads((out / "eval_results.json").read_text())
+  out, scores = _fine_tune(tmp_path, _zebra_or_nobody(rng, 400), _zebra_or_nobody(rng, 60),
+                           "--num_train_epochs=8", "--version_2_with_negative",
+                           "--null_score_diff_threshold=-1000", "--tune_null_threshold")
   assert scores["f1"] == 50.0 and scores["HasAns_f1"] == 0.0, scores  # all 'no answer'
   assert scores["tuned_f1"] > 90.0 and scores["null_score_diff_threshold"] > -1000, scores
   preds = json.loads((out / "predictions.json").read_text())  # written with the tuned threshold
   assert sum(preds[f"q{i}"] == "zebra" for i in range(0, 60, 2)) >= 27
   assert sum(preds[f"q{i}"] == "" for i in range(1, 60, 2)) >= 27
+
+
+def test_bad_squad_files_name_the_file_and_question(tmp_path):
+  missing = tmp_path / "none.json"
+  with pytest.raises(ValueError, match=r"none\.json: no such file\."):
+    squad.read_squad_examples(str(missing), True, False)
+  truncated = tmp_path / "cut.json"
+  truncated.write_text('{"data": [{"title": "t", "paragraphs": [')
+  with pytest.raises(ValueError, match=r"cut\.json is not a SQuAD file"):
+    squad.read_squad_examples(str(truncated), False, False)
+  no_flag = _write(tmp_path, _dataset([("a b c", [{"id": "q1", "question": "q?",
+                                                     "answers": []}])]))
+  with pytest.raises(ValueError, match=r"question 'q1': missing or malformed field "
+                                       r"\(KeyError: 'is_impossible'\)"):
+    squad.read_squad_examples(no_flag, True, True)
+  outside = _write(tmp_path, _dataset([("a b c", [_qa("q2", "q?", [("b", 99)])])]))
+  with pytest.raises(ValueError, match=r"question 'q2': missing or malformed field \(IndexError"):
+    squad.read_squad_examples(outside, True, False)
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps({"vocab_size": len(WORDS), "hidden_size": 8,
+                                "num_hidden_layers": 1, "num_attention_heads": 1,
+                                "intermediate_size": 8}))
+  proc = run_script("run_squad.py", f"--vocab_file={write_vocab(tmp_path / 'v.txt', WORDS)}",
+                    f"--bert_config_file={config}", f"--output_dir={tmp_path / 'out'}",
+                    "--do_train", f"--train_file={outside}", expect_ok=False)
+  assert last_error_line(proc) == (f"error: {outside}: question 'q2': missing or malformed "
+                                   "field (IndexError: list index out of range).")
