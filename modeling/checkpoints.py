@@ -26,6 +26,7 @@ from data import files
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.multiple_choice import BertMultipleChoice
 
 # --- The name table --------------------------------------------------------
 
@@ -84,7 +85,8 @@ def variable_map(model):
   Builds the model first if needed. The names are exactly those of the
   original code: `bert/...` for the encoder, `cls/predictions/...` and
   `cls/seq_relationship/...` for pretraining, root-level `output_weights` /
-  `output_bias` for the classifier and `cls/squad/...` for SQuAD.
+  `output_bias` for the classifier, `cls/squad/...` for SQuAD and
+  `cls/multiple_choice/...` for multiple choice.
   """
   if not model.built:
     model.build()
@@ -101,6 +103,10 @@ def variable_map(model):
     names.update(_logits_map("", model.classifier))
   elif isinstance(model, BertSpanLabeler):
     names.update(_logits_map("cls/squad/", model.span))
+  elif isinstance(model, BertMultipleChoice):
+    names.update(_logits_map("cls/multiple_choice/", model.choice))
+  elif hasattr(model, "head_variable_map"):  # task models defined in their own modules
+    names.update(model.head_variable_map())
   else:
     raise TypeError(f"No checkpoint name table for {type(model).__name__}.")
   return names
@@ -271,6 +277,8 @@ def model_for(ckpt, config):
     return BertClassifier(config, num_labels=names["output_weights"].shape[0])
   if "cls/squad/output_weights" in names:
     return BertSpanLabeler(config)
+  if "cls/multiple_choice/output_weights" in names:
+    return BertMultipleChoice(config)
   return BertEncoder(config)
 
 

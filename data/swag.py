@@ -1,0 +1,160 @@
+"""SWAG-style multiple choice: reading the csv files, features, and the prediction files.
+
+A SWAG file (train.csv, val.csv, test.csv) is comma-separated with quoting,
+one question per row under a header naming the columns: `video-id`,
+`fold-ind`, `startphrase`, `sent1`, `sent2`, `gold-source`, `ending0` ...
+`ending{C-1}` and `label` (absent or empty in the test file). Some copies
+start every row with an unnamed index column. Columns are found by their
+header names, so either layout reads the same. Each choice is packed as
+`[CLS] sent1 [SEP] sent2 ending [SEP]` and truncated as the original
+truncates pairs.
+"""
+
+import csv
+import dataclasses
+import io
+import sys
+
+import numpy as np
+
+from data import features, files
+
+
+@dataclasses.dataclass
+class SwagExample:
+  """One question: its id, the context (sent1), the start of the ending (sent2), the endings
+  and the index of the right one (None when unlabelled)."""
+  guid: str
+  context: str
+  start: str
+  endings: list
+  label: int = None
+
+
+def _columns(header, path, num_choices):
+  """Column index per needed name; ValueError naming the file when one is missing."""
+  position = {name.strip(): i for i, name in enumerate(header)}
+  needed = ["sent1", "sent2"] + [f"ending{i}" for i in range(num_choices)]
+  missing = [name for name in needed if name not in position]
+  if missing:
+    raise ValueError(f"{path}:1: the header has no column {', '.join(missing)} (found "
+                     f"{', '.join(repr(h) for h in header)}); expected SWAG's columns with "
+                     f"--num_choices={num_choices} endings.")
+  return position
+
+
+def read_examples(path, num_choices=4, require_labels=True):
+  """The questions of a SWAG-layout csv file.
+
+  Args:
+    path: the csv file.
+    num_choices: endings per question (columns ending0 .. ending{num_choices-1}).
+    require_labels: when True every row needs a label in [0, num_choices); when
+      False (test files) a missing or empty label gives label None.
+  Returns:
+    list of SwagExample. A question's id is the unnamed index column when
+    present, else `fold-ind`, else its row number.
+  Raises:
+    ValueError: naming the file and line of a short row or a bad label.
+  """
+  csv.field_size_limit(sys.maxsize)
+  try:
+    with files.open_file(path, "rb") as f:
+      text = f.read().decode("utf-8-sig")
+  except (OSError, UnicodeDecodeError) as e:
+    raise ValueError(f"Cannot read {path}: {e}") from e
+  reader = csv.reader(io.StringIO(text, newline=""))
+  header = next(reader, None)
+  if header is None:
+    raise ValueError(f"{path} is empty; expected a header line and one question per row.")
+  position = _columns(header, path, num_choices)
+  id_column = 0 if header[0].strip() == "" else position.get("fold-ind")
+  label_column = position.get("label")
+  if require_labels and label_column is None:
+    raise ValueError(f"{path}:1: the header has no label column.")
+  out = []
+  line = reader.line_num + 1
+  for row in reader:
+    where = f"{path}:{line}"
+    line = reader.line_num + 1  # a quoted field may span lines: the next row starts here
+    if not row or row == [""]:
+      continue
+    if len(row) != len(header):
+      raise ValueError(f"{where}: expected {len(header)} comma-separated fields as in the "
+                       f"header, found {len(row)} (quote fields that hold commas).")
+    label = None
+    value = row[label_column].strip() if label_column is not None else ""
+    if value or require_labels:
+      try:
+        label = int(value)
+      except ValueError:
+        label = -1
+      if not 0 <= label < num_choices:
+        raise ValueError(f"{where}: label {value!r} is not an ending index 0 to "
+                         f"{num_choices - 1}.")
+    guid = row[id_column].strip() if id_column is not None else str(len(out))
+    out.append(SwagExample(guid, row[position["sent1"]], row[position["sent2"]],
+                           [row[position[f"ending{i}"]] for i in range(num_choices)], label))
+  return out
+
+
+def choice_text(example, i):
+  """Segment B of choice i: sent2 followed by ending i."""
+  return " ".join(t for t in (example.start.strip(), example.endings[i].strip()) if t)
+
+
+def feature_arrays(examples, tokenizer, max_seq_length, num_choices, pad_to=1):
+  """Model inputs of `examples`: int64 [N, C, max_seq_length] ids, mask and segments.
+
+  label_ids and is_real_example are [N]. The question count is padded up to
+  a multiple of `pad_to` with all-zero questions whose is_real_example is 0.
+  """
+  n = len(examples) + (-len(examples)) % pad_to
+  arrays = {name: np.zeros((n, num_choices, max_seq_length), np.int64)
+            for name in ("input_ids", "input_mask", "segment_ids")}
+  arrays["label_ids"] = np.zeros(n, np.int64)
+  arrays["is_real_example"] = np.zeros(n, np.int64)
+  for q, example in enumerate(examples):
+    for c in range(num_choices):
+      packed = features.pack_pair(tokenizer, example.context, choice_text(example, c),
+                                  max_seq_length)
+      length = len(packed.input_ids)
+      arrays["input_ids"][q, c, :length] = packed.input_ids
+      arrays["input_mask"][q, c, :length] = 1
+      arrays["segment_ids"][q, c, :length] = packed.segment_ids
+    arrays["label_ids"][q] = example.label or 0
+    arrays["is_real_example"][q] = 1
+  return arrays
+
+
+def feature_spec(num_choices, max_seq_length):
+  """Record layout: [C, S] token features (trimmed along S by the pipeline), a label, a flag."""
+  import tensorflow as tf
+  shape = [num_choices, max_seq_length]
+  spec = {name: tf.io.FixedLenFeature(shape, tf.int64)
+          for name in ("input_ids", "input_mask", "segment_ids")}
+  spec.update({name: tf.io.FixedLenFeature([], tf.int64)
+               for name in ("label_ids", "is_real_example")})
+  return spec
+
+
+def write_records(arrays, path):
+  """Writes feature arrays as TFRecords, each [C, S] feature flattened row by row."""
+  from data import tfrecords
+  tfrecords.write_arrays(path, {k: v.reshape(len(v), -1) if v.ndim == 3 else v
+                                for k, v in arrays.items()})
+
+
+def write_probabilities(path, probabilities):
+  """test_results.tsv: one line per question, a tab-separated probability per ending."""
+  with files.atomic_output(path) as f:
+    for row in probabilities:
+      f.write("\t".join(str(float(p)) for p in row) + "\n")
+
+
+def write_predictions(path, examples, predictions):
+  """The predictions file: `id<TAB>label` under a header, label = the chosen ending's index."""
+  with files.atomic_output(path) as f:
+    f.write("id\tlabel\n")
+    for example, prediction in zip(examples, predictions):
+      f.write(f"{example.guid}\t{int(prediction)}\n")

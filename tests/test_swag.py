@@ -1,0 +1,250 @@
+"""SWAG multiple choice: csv reading, packing, the per-question softmax loss, run_swag.py."""
+
+import csv
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import write_vocab
+from data import pipeline, swag, tokenization
+from modeling import checkpoints
+from modeling.config import BertConfig
+from modeling.multiple_choice import BertMultipleChoice, MultipleChoiceTask
+from scripts import last_error_line, run_script
+
+COLORS = ["red", "blue", "green", "yellow", "black", "white"]
+FILLER = ["the", "a", "man", "woman", "dog", "walks", "sees", "car", "house", "then", "and",
+          "runs", "to", "it", "is"]
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!"] + COLORS + FILLER
+HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+          "ending0", "ending1", "ending2", "ending3", "label"]
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+  d = tmp_path_factory.mktemp("swag_model")
+  vocab = write_vocab(d / "vocab.txt", WORDS)
+  config = BertConfig(vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                      type_vocab_size=2)
+  config.to_json_file(str(d / "bert_config.json"))
+  return d, vocab, config
+
+
+def _write_csv(path, rows, header=HEADER, index_column=False):
+  with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(([""] if index_column else []) + header)
+    for i, row in enumerate(rows):
+      w.writerow(([str(i)] if index_column else []) + row)
+  return str(path)
+
+
+def _row(i, sent1, sent2, endings, label):
+  return [f"v{i}", str(100 + i), f"{sent1} {sent2}", sent1, sent2, "gold", *endings,
+          "" if label is None else str(label)]
+
+
+def test_reading_quoted_fields_index_column_and_unlabelled_test(tmp_path):
+  rows = [_row(0, "He said, \"stop\", and left.", "Then", ["a, b", "c\nd", "e", "f"], 2),
+          _row(1, "Plain.", "", ["w", "x", "y", "z"], 0)]
+  for index_column in (False, True):
+    path = _write_csv(tmp_path / f"t{index_column}.csv", rows, index_column=index_column)
+    examples = swag.read_examples(path)
+    assert [e.guid for e in examples] == (["0", "1"] if index_column else ["100", "101"])
+    assert examples[0].context == "He said, \"stop\", and left."
+    assert examples[0].endings == ["a, b", "c\nd", "e", "f"] and examples[0].label == 2
+    assert (examples[1].start, examples[1].label) == ("", 0)
+  # Test files: no label column at all, or an empty one.
+  path = _write_csv(tmp_path / "test.csv", [r[:-1] for r in rows], HEADER[:-1])
+  assert [e.label for e in swag.read_examples(path, require_labels=False)] == [None, None]
+  path = _write_csv(tmp_path / "test2.csv", [_row(0, "A.", "B", list("wxyz"), None)])
+  assert swag.read_examples(path, require_labels=False)[0].label is None
+  # Five endings with --num_choices=5.
+  header = HEADER[:-1] + ["ending4", "label"]
+  path = _write_csv(tmp_path / "five.csv", [_row(0, "A.", "B", list("vwxyz"), 4)], header)
+  assert swag.read_examples(path, num_choices=5)[0].endings == list("vwxyz")
+
+
+def test_bad_rows_name_file_and_line(tmp_path):
+  good = _row(0, "A.", "B", list("wxyz"), 1)
+  # Row 2 holds a quoted line break, so the short row starts on line 4.
+  path = _write_csv(tmp_path / "short.csv", [_row(1, "A.", "B", ["x\ny", "1", "2", "3"], 0),
+                                             good[:-2]])
+  with pytest.raises(ValueError, match=rf"^{path}:4: expected 11 comma-separated fields"):
+    swag.read_examples(path)
+  path = _write_csv(tmp_path / "label.csv", [good, _row(1, "A.", "B", list("wxyz"), 7)])
+  with pytest.raises(ValueError, match=rf"^{path}:3: label '7' is not an ending index 0 to 3"):
+    swag.read_examples(path)
+  path = _write_csv(tmp_path / "nolabel.csv", [_row(1, "A.", "B", list("wxyz"), None)])
+  with pytest.raises(ValueError, match=rf"^{path}:2: label ''"):
+    swag.read_examples(path)
+  path = _write_csv(tmp_path / "cols.csv", [good[:-2] + good[-1:]], HEADER[:-2] + ["label"])
+  with pytest.raises(ValueError, match=rf"^{path}:1: the header has no column ending3"):
+    swag.read_examples(path)
+
+
+def _original_truncate_seq_pair(tokens_a, tokens_b, max_length):
+  """The original run_classifier's pair truncation, as written there."""
+  while True:
+    total_length = len(tokens_a) + len(tokens_b)
+    if total_length <= max_length:
+      break
+    if len(tokens_a) > len(tokens_b):
+      tokens_a.pop()
+    else:
+      tokens_b.pop()
+
+
+def test_segment_layout_and_truncation_match_the_original(tmp_path):
+  tokenizer = tokenization.FullTokenizer(write_vocab(tmp_path / "v.txt", WORDS))
+  rng = random.Random(0)
+  sentence = lambda n: " ".join(rng.choice(COLORS + FILLER) for _ in range(n))
+  examples = [swag.SwagExample(str(i), sentence(rng.randint(0, 14)), sentence(rng.randint(0, 3)),
+                               [sentence(rng.randint(0, 12)) for _ in range(4)], rng.randint(0, 3))
+              for i in range(40)]
+  max_seq_length = 16
+  arrays = swag.feature_arrays(examples, tokenizer, max_seq_length, 4, pad_to=16)
+  assert arrays["input_ids"].shape == (48, 4, 16)
+  for q, example in enumerate(examples):
+    for c in range(4):
+      tokens_a = tokenizer.tokenize(example.context)
+      tokens_b = tokenizer.tokenize(example.start) + tokenizer.tokenize(example.endings[c])
+      _original_truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+      tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+      ids = tokenizer.convert_tokens_to_ids(tokens)
+      pad = [0] * (max_seq_length - len(ids))
+      np.testing.assert_array_equal(arrays["input_ids"][q, c], ids + pad)
+      np.testing.assert_array_equal(arrays["input_mask"][q, c], [1] * len(ids) + pad)
+      np.testing.assert_array_equal(arrays["segment_ids"][q, c],
+                                    [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1) + pad)
+    assert arrays["label_ids"][q] == example.label
+  # Padding questions: all zero and not real.
+  assert arrays["is_real_example"].tolist() == [1] * 40 + [0] * 8
+  assert not arrays["input_ids"][40:].any() and not arrays["label_ids"][40:].any()
+  # Records keep [C, S] per question; the pipeline trims S to the batch's longest.
+  path = str(tmp_path / "r.tf_record")
+  swag.write_records(arrays, path)
+  spec = swag.feature_spec(4, max_seq_length)
+  batches = list(pipeline.global_batches(path, spec, 16, length_multiple=4))
+  longest = arrays["input_mask"][:16].sum(-1).max()
+  assert batches[0]["input_ids"].shape == (16, 4, -(-longest // 4) * 4)
+  got = np.concatenate([np.pad(b["input_ids"].numpy(), [(0, 0), (0, 0),
+                                                       (0, 16 - b["input_ids"].shape[2])])
+                        for b in batches])
+  np.testing.assert_array_equal(got, arrays["input_ids"])
+
+
+def test_question_loss_by_hand_and_padding_counts_nothing(model_files):
+  _, _, config = model_files
+  task = MultipleChoiceTask(config)
+  tf.keras.utils.set_random_seed(3)
+  model = task.build_model()
+  rng = np.random.default_rng(1)
+  ids = rng.integers(5, len(WORDS), size=(3, 4, 10)).astype("int32")
+  mask = np.ones_like(ids)
+  mask[:, :, 7:] = 0
+  ids *= mask
+  segments = np.zeros_like(ids)
+  segments[:, :, 4:7] = 1
+  batch = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
+           "label_ids": np.array([2, 0, 3], "int32"), "is_real_example": np.array([1, 1, 0])}
+  # Independent reference: each choice scored alone, pooled . w + b, then a softmax per question.
+  weights, bias = model.choice.output_weights.numpy(), model.choice.output_bias.numpy()
+  scores = np.zeros((3, 4))
+  for q in range(3):
+    for c in range(4):
+      one = {k: batch[k][q, c][None] for k in ("input_ids", "input_mask", "segment_ids")}
+      pooled = model.encoder(one, training=False)["pooled_output"].numpy()[0]
+      scores[q, c] = pooled @ weights[0] + bias[0]
+  np.testing.assert_allclose(model(batch)["logits"].numpy(), scores, atol=1e-5)
+  log_probs = scores - np.log(np.exp(scores).sum(-1, keepdims=True))
+  want = -(log_probs[0, 2] + log_probs[1, 0]) / 2
+  sums, metrics = task.numerators(model, batch, training=False)
+  denominators = task.denominators(batch)
+  loss, _ = task.losses(sums, denominators)
+  assert float(denominators["loss"]) == 2.0
+  np.testing.assert_allclose(float(loss), want, rtol=1e-5)
+  correct = (scores[:2].argmax(-1) == [2, 0]).mean()
+  np.testing.assert_allclose(float(task.metric_values(metrics, denominators)["accuracy"]),
+                             correct)
+  # The padding question's inputs and label change nothing.
+  batch["input_ids"][2] = 6
+  batch["label_ids"][2] = 1
+  sums, _ = task.numerators(model, batch, training=False)
+  np.testing.assert_allclose(float(task.losses(sums, task.denominators(batch))[0]), want,
+                             rtol=1e-5)
+  # The head has its own original-style checkpoint names.
+  names = checkpoints.variable_map(model)
+  assert names["cls/multiple_choice/output_weights"] is model.choice.output_weights
+  assert names["cls/multiple_choice/output_bias"] is model.choice.output_bias
+  assert {id(v) for v in names.values()} == {id(v) for v in model.trainable_weights}
+
+
+def _question(rng, i, label=None):
+  """A context naming a color; only the right ending names it again (the others no color)."""
+  color = rng.choice(COLORS)
+  label = rng.randint(0, 3) if label is None else label
+  words = lambda: " ".join(rng.choice(FILLER) for _ in range(rng.randint(1, 4)))
+  endings = [f"{words()} {words()}." for _ in range(3)]
+  endings.insert(label, f"{words()} {color} {words()}.")
+  return _row(i, f"{words()} {color} {words()}.", rng.choice(["then", "", "and"]), endings,
+              label)
+
+
+def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
+  import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
+  d, vocab, config = model_files
+  rng = random.Random(7)
+  data = tmp_path / "data"
+  data.mkdir()
+  _write_csv(data / "train.csv", [_question(rng, i) for i in range(320)], index_column=True)
+  _write_csv(data / "val.csv", [_question(rng, i) for i in range(60)])
+  test_rows = [_question(rng, i)[:-1] for i in range(13)]
+  _write_csv(data / "test.csv", test_rows, HEADER[:-1])
+  out, export = tmp_path / "out", tmp_path / "export"
+  proc = run_script("run_swag.py", f"--data_dir={data}", f"--bert_config_file={d / 'bert_config.json'}",
+                    f"--vocab_file={vocab}", f"--output_dir={out}", "--max_seq_length=32",
+                    "--seed=1", "--do_train", "--do_eval", "--do_predict",
+                    "--train_batch_size=16", "--learning_rate=2e-3", "--num_train_epochs=5",
+                    "--eval_batch_size=16", "--predict_batch_size=5", "--log_steps=40",
+                    f"--export_dir={export}")
+  results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+  assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step"]
+  assert float(results["eval_accuracy"]) > 0.9, proc.stderr[-3000:]
+  assert int(results["global_step"]) == int(320 / 16 * 5)
+  probs = np.loadtxt(out / "test_results.tsv")
+  assert probs.shape == (13, 4) and np.allclose(probs.sum(1), 1, atol=1e-5)
+  lines = (out / "test_predictions.tsv").read_text().splitlines()
+  assert lines == ["id\tlabel"] + [f"{100 + i}\t{p.argmax()}" for i, p in enumerate(probs)]
+  # The raw-string SavedModel gives what the Python path gives on the test questions.
+  examples = swag.read_examples(str(data / "test.csv"), require_labels=False)
+  served = tf.saved_model.load(str(export)).signatures["serving_default"](
+      sent1=tf.constant([e.context for e in examples]),
+      sent2=tf.constant([e.start for e in examples]),
+      endings=tf.constant([e.endings for e in examples]))
+  np.testing.assert_allclose(served["probabilities"].numpy(), probs, atol=1e-5)
+  np.testing.assert_array_equal(served["label"].numpy(), probs.argmax(-1))
+  # The checkpoint reloads into a fresh model by its names.
+  model = BertMultipleChoice(config)
+  checkpoints.load_checkpoint(model, str(out))
+  ckpt = checkpoints.read_checkpoint(str(out))
+  assert isinstance(checkpoints.model_for(ckpt, config), BertMultipleChoice)
+
+
+def test_bad_input_is_one_line(model_files, tmp_path):
+  d, vocab, _ = model_files
+  data = tmp_path / "data"
+  data.mkdir()
+  path = _write_csv(data / "train.csv", [_row(0, "A.", "B", list("wxyz"), 1),
+                                         _row(1, "A.", "B", list("wxyz"), "x")])
+  common = [f"--data_dir={data}", f"--bert_config_file={d / 'bert_config.json'}",
+            f"--vocab_file={vocab}", f"--output_dir={tmp_path / 'o'}", "--do_train",
+            "--max_seq_length=32"]
+  proc = run_script("run_swag.py", *common, expect_ok=False)
+  assert last_error_line(proc) == (f"error: {path}:3: label 'x' is not an ending index "
+                                   "0 to 3.")
+  proc = run_script("run_swag.py", *common, "--num_choices=5", expect_ok=False)
+  assert last_error_line(proc).startswith(f"error: {path}:1: the header has no column ending4")
