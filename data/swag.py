@@ -8,16 +8,21 @@ start every row with an unnamed index column. Columns are found by their
 header names, so either layout reads the same. Each choice is packed as
 `[CLS] sent1 [SEP] sent2 ending [SEP]` and truncated as the original
 truncates pairs.
+
+The last part makes questions in this layout from plain-text books (a
+sentence, its true successor and three sentences from elsewhere in the same
+book), for benchmarks/make_swag.py.
 """
 
 import csv
 import dataclasses
 import io
+import re
 import sys
 
 import numpy as np
 
-from data import features, files
+from data import corpus, features, files
 
 
 @dataclasses.dataclass
@@ -158,3 +163,68 @@ def write_predictions(path, examples, predictions):
     f.write("id\tlabel\n")
     for example, prediction in zip(examples, predictions):
       f.write(f"{example.guid}\t{int(prediction)}\n")
+
+
+# --- Questions from plain-text books (for trying the script on real text) -----
+
+_BODY_START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG|^\*END\*.*SMALL PRINT",
+                         re.IGNORECASE)
+_BODY_END = re.compile(r"^\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG|^End of (the )?Project "
+                       r"Gutenberg|^\*\*\*\*?START\*\*THE SMALL PRINT", re.IGNORECASE)
+QUESTION_HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+                   "ending0", "ending1", "ending2", "ending3", "label"]
+
+
+def book_body(lines):
+  """The lines of a Gutenberg etext between its header (and licence) and its footer."""
+  start = 0
+  for i, line in enumerate(lines[:len(lines) // 2]):
+    if _BODY_START.search(line):
+      start = i + 1
+  for end in range(start, len(lines)):
+    if _BODY_END.search(lines[end]):
+      return lines[start:end]
+  return lines[start:]
+
+
+def book_sentences(text):
+  """(sentence, paragraph number) of a book's body, in order."""
+  out = []
+  for number, paragraph in enumerate(corpus.document_paragraphs(book_body(text.split("\n")))):
+    joined = " ".join(" ".join(paragraph).split())
+    out.extend((s, number) for s in corpus.split_sentences(joined))
+  return out
+
+
+def _usable(sentence, min_words, max_words):
+  words = sentence.split()
+  return (min_words <= len(words) <= max_words and any(c.islower() for c in sentence)
+          and not sentence.isupper())
+
+
+def book_questions(name, sentences, rng, min_words=5, max_words=40, min_distance=20):
+  """Every question of one book: (name, index, sent1, the 4 endings, label)."""
+  usable = [i for i, (s, _) in enumerate(sentences) if _usable(s, min_words, max_words)]
+  ok = set(usable)
+  out = []
+  for i in usable:
+    if i + 1 not in ok or sentences[i][1] != sentences[i + 1][1]:
+      continue
+    far = [j for j in rng.sample(usable, min(len(usable), 12)) if abs(j - i) >= min_distance]
+    distractors = list(dict.fromkeys(sentences[j][0] for j in far))[:3]
+    if len(distractors) < 3 or sentences[i + 1][0] in distractors:
+      continue
+    label = rng.randrange(4)
+    endings = distractors[:label] + [sentences[i + 1][0]] + distractors[label:]
+    out.append((name, i, sentences[i][0], endings, label))
+  return out
+
+
+def write_questions(path, questions, with_labels=True):
+  """A SWAG-layout csv: the unnamed index column, then SWAG's columns."""
+  with files.atomic_output(path, "w") as f:
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(QUESTION_HEADER if with_labels else QUESTION_HEADER[:-1])
+    for n, (name, index, sent1, endings, label) in enumerate(questions):
+      row = [n, name, index, sent1, sent1, "", "gold", *endings]
+      w.writerow(row + [label] if with_labels else row)

@@ -248,3 +248,33 @@ def test_bad_input_is_one_line(model_files, tmp_path):
                                    "0 to 3.")
   proc = run_script("run_swag.py", *common, "--num_choices=5", expect_ok=False)
   assert last_error_line(proc).startswith(f"error: {path}:1: the header has no column ending4")
+
+
+def test_questions_from_a_book_skip_its_licence_and_read_back(tmp_path):
+  rng = random.Random(2)
+  body = ["\n".join(f"Sentence {p} {s} of the {rng.choice(COLORS)} house is here." for s in range(4))
+          for p in range(30)]
+  text = "\n".join(["The Project Gutenberg Etext of Nothing", "",
+                    "***START**THE SMALL PRINT!**FOR PUBLIC DOMAIN ETEXTS**START***",
+                    "Licence words are here and long enough.", "",
+                    "*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*", "",
+                    "\n\n".join(body), "", "End of The Project Gutenberg Etext of Nothing",
+                    "Footer words are here and long enough."])
+  sentences = swag.book_sentences(text)
+  assert len(sentences) == 120 and sentences[0] == (body[0].split("\n")[0], 0)
+  assert sentences[-1] == (body[-1].split("\n")[-1], 29)
+  questions = swag.book_questions("book", sentences, random.Random(0), min_distance=10)
+  assert len(questions) > 60  # 3 of the 4 sentences of a paragraph have a successor there
+  for name, i, sent1, endings, label in questions:
+    assert sent1 == sentences[i][0] and endings[label] == sentences[i + 1][0]
+    assert sentences[i][1] == sentences[i + 1][1]
+    others = [sentences.index(next(s for s in sentences if s[0] == e)) for e in endings
+              if e != endings[label]]
+    assert len(others) == 3 and all(abs(j - i) >= 10 for j in others)
+  path = str(tmp_path / "q.csv")
+  swag.write_questions(path, questions[:5])
+  read = swag.read_examples(path)
+  assert [(e.guid, e.context, e.start, e.endings, e.label) for e in read] == [
+      (str(n), q[2], "", q[3], q[4]) for n, q in enumerate(questions[:5])]
+  swag.write_questions(path, questions[:5], with_labels=False)
+  assert [e.label for e in swag.read_examples(path, require_labels=False)] == [None] * 5
