@@ -37,6 +37,7 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.
 flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.")
 script_utils.define_tpu_flags()
 script_utils.define_runtime_flags()
+script_utils.define_batching_flags()
 # Added.
 flags.DEFINE_string("export_dir", None,
                     "Write a SavedModel here that takes raw text and returns probabilities "
@@ -45,12 +46,13 @@ flags.DEFINE_string("xnli_language", "zh", "XNLI language (the original fixed zh
 FLAGS = flags.FLAGS
 
 
-def _evaluate(trainer, task, examples, arrays, path, batch, spec):
+def _evaluate(trainer, task, examples, arrays, path, batch, spec, multiple):
   """(loss, GLUE metrics) of a dev split whose records are at `path`."""
   import numpy as np
   import scipy.special
   from data import metrics, pipeline
-  out = trainer.predict(lambda ctx: pipeline.global_batches(path, spec, batch, ctx),
+  out = trainer.predict(lambda ctx: pipeline.global_batches(path, spec, batch, ctx,
+                                                           length_multiple=multiple),
                         keep=("is_real_example",))
   real = out["is_real_example"] == 1
   logits, labels = out["logits"][real], arrays["label_ids"][:len(examples)]
@@ -87,6 +89,7 @@ def main(_):
       f"the training set in {FLAGS.data_dir}")
   strategy, _ = script_utils.runtime(FLAGS)
   replicas = strategy.num_replicas_in_sync
+  multiple = script_utils.batch_length_multiple(FLAGS, strategy)
   spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)
   trainer = script_utils.make_trainer(
       strategy, tasks.ClassificationTask(config, len(task.labels or [0]), task.is_regression),
@@ -100,7 +103,8 @@ def main(_):
                        path, task.is_regression)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
-        ctx, shuffle_buffer=10000), FLAGS.init_checkpoint)
+        ctx, shuffle_buffer=10000, length_multiple=multiple,
+        bucket_by_length=FLAGS.bucket_by_length), FLAGS.init_checkpoint)
   else:
     logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
 
@@ -119,7 +123,8 @@ def main(_):
       if split in task.splits:
         record_name = split.replace("dev", "eval") + ".tf_record"  # eval.tf_record as the original
         examples, arrays, path = prepared(split, batch, record_name)
-        loss, values = _evaluate(trainer, task, examples, arrays, path, batch, spec)
+        loss, values = _evaluate(trainer, task, examples, arrays, path, batch, spec,
+                                 multiple)
         results.update({prefix + "loss": loss, **{prefix + k: v for k, v in values.items()}})
     results["loss"] = results["eval_loss"]
     reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
@@ -133,8 +138,8 @@ def main(_):
       if split not in task.splits:
         continue
       examples, _, path = prepared(split, batch, split.replace("test", "predict") + ".tf_record")
-      out = trainer.predict(lambda ctx: pipeline.global_batches(path, spec, batch, ctx),
-                            keep=("is_real_example",))
+      out = trainer.predict(lambda ctx: pipeline.global_batches(
+          path, spec, batch, ctx, length_multiple=multiple), keep=("is_real_example",))
       logits = out["logits"][out["is_real_example"] == 1]
       if not trainer.chief:
         continue

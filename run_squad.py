@@ -43,6 +43,7 @@ flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    "v2.0: predict no answer when null score - best span score exceeds this.")
 script_utils.define_tpu_flags()
 script_utils.define_runtime_flags()
+script_utils.define_batching_flags()
 # Added.
 flags.DEFINE_bool("tune_null_threshold", False,
                   "v2.0, when --predict_file has answers: predict with the threshold that "
@@ -90,6 +91,7 @@ def main(_):
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs, FLAGS.train_file)
   strategy, _ = script_utils.runtime(FLAGS)
+  multiple = script_utils.batch_length_multiple(FLAGS, strategy)
   trainer = script_utils.make_trainer(
       strategy, tasks.SpanTask(config), num_train_steps,
       int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size, FLAGS)
@@ -103,7 +105,8 @@ def main(_):
     spec = features.squad_feature_spec(FLAGS.max_seq_length, True)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
-        ctx, shuffle_buffer=10000), FLAGS.init_checkpoint)
+        ctx, shuffle_buffer=10000, length_multiple=multiple,
+        bucket_by_length=FLAGS.bucket_by_length), FLAGS.init_checkpoint)
   else:
     logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
 
@@ -117,8 +120,10 @@ def main(_):
                                                       False, pad_to=batch))
     logging.info("%d examples, %d features to predict", len(examples), len(eval_features))
     spec = features.squad_feature_spec(FLAGS.max_seq_length, False)
-    out = trainer.predict(lambda ctx: pipeline.global_batches(path, spec, batch, ctx),
-                          keep=("unique_ids",))
+    # Positions cut from a trimmed batch can never be an answer: fill them with -inf.
+    out = trainer.predict(lambda ctx: pipeline.global_batches(
+        path, spec, batch, ctx, length_multiple=multiple), keep=("unique_ids",),
+        fill=-float("inf"))
     if not trainer.chief:
       return
     results = [squad.RawResult(int(u), [float(x) for x in s], [float(x) for x in e])

@@ -39,6 +39,41 @@ def check_record_lengths(path, spec, flag_hint, compression=""):
                        f" expects {want}; regenerate the data or pass the matching flag.")
 
 
+def sequence_features(spec, length_feature="input_mask"):
+  """Names of the features in `spec` whose last axis runs along the tokens.
+
+  They are the ones whose last dimension equals that of `length_feature`
+  (input_ids, segment_ids, per-token labels; [C, S] for multiple choice).
+  """
+  length = spec[length_feature].shape[-1]
+  return sorted(name for name, feature in spec.items()
+                if feature.shape and feature.shape[-1] == length)
+
+
+def trimmer(spec, multiple, length_feature="input_mask"):
+  """A map function cutting a batch's token axis to its longest sequence.
+
+  The kept length is the batch's longest `length_feature` sum rounded up to
+  a multiple of `multiple` (so compiled functions meet at most S / multiple
+  shapes), and never more than the records' length. Only padding is cut: the
+  mask is 0 there, attention ignores it and no loss counts it. Returns None
+  when `multiple` is 0 (batches keep the records' fixed length).
+  """
+  if not multiple:
+    return None
+  if multiple < 0:
+    raise ValueError(f"The batch length multiple must be 0 (off) or positive, not {multiple}.")
+  names = sequence_features(spec, length_feature)
+
+  def trim(batch):
+    mask = batch[length_feature]
+    longest = tf.reduce_max(tf.reduce_sum(mask, axis=-1))
+    length = tf.minimum(tf.shape(mask)[-1], (longest + multiple - 1) // multiple * multiple)
+    length = tf.maximum(length, 1)
+    return {k: v[..., :length] if k in names else v for k, v in batch.items()}
+  return trim
+
+
 def _parse(spec):
   def parse(records):
     parsed = tf.io.parse_example(records, spec)
@@ -47,7 +82,8 @@ def _parse(spec):
 
 
 def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
-                   input_context=None, compression="", shuffle_buffer=1000, cycle_length=4):
+                   input_context=None, compression="", shuffle_buffer=1000, cycle_length=4,
+                   length_multiple=0, bucket_by_length=False):
   """Batched, parsed records from TFRecord files.
 
   Training: files shuffled, repeated, read interleaved, records shuffled,
@@ -60,6 +96,12 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
     batch_size: per-replica batch size.
     seed: makes shuffling (and so the whole order) reproducible.
     input_context: a tf.distribute.InputContext, or None for a single pipeline.
+    length_multiple: when positive, each batch's token axis is cut to its
+      longest sequence rounded up to this multiple (see `trimmer`); the
+      examples and their order do not change.
+    bucket_by_length: training only: batches are drawn from buckets of
+      similar length (bucket edges at multiples of `length_multiple`, or 16),
+      which changes which examples share a batch.
   """
   names = files.expand_file_patterns(file_patterns, "--input_file")
   dataset = tf.data.Dataset.from_tensor_slices(names)
@@ -80,23 +122,45 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
     dataset = dataset.shard(shards, index)
   if is_training:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-  dataset = dataset.batch(batch_size, drop_remainder=is_training)
-  return dataset.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).prefetch(
-      tf.data.AUTOTUNE)
+  if bucket_by_length and is_training:
+    dataset = _bucketed(dataset, spec, batch_size, length_multiple or 16)
+  else:
+    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    dataset = dataset.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE)
+  trim = trimmer(spec, length_multiple)
+  if trim is not None:
+    dataset = dataset.map(trim, num_parallel_calls=tf.data.AUTOTUNE)
+  return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def global_batches(file_patterns, spec, global_batch_size, input_context=None, compression=""):
+def _bucketed(records, spec, batch_size, multiple, length_feature="input_mask"):
+  """Full batches of parsed records grouped by length into buckets `multiple` wide."""
+  full = spec[length_feature].shape[-1]
+  parsed = records.batch(256).map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+  boundaries = list(range(multiple + 1, full + 1, multiple))  # lengths 1..m, m+1..2m, ...
+  return parsed.bucket_by_sequence_length(
+      lambda r: tf.reduce_max(tf.reduce_sum(r[length_feature], axis=-1)), boundaries,
+      [batch_size] * (len(boundaries) + 1), drop_remainder=True, no_padding=True)
+
+
+def global_batches(file_patterns, spec, global_batch_size, input_context=None, compression="",
+                   length_multiple=0):
   """Records in file order as global batches, each input pipeline keeping its rows.
 
   The record count must be a multiple of global_batch_size (pad the data).
   Pipeline i of n keeps rows [i * k, (i + 1) * k) of every global batch
   (k = global / n) and splits them into per-replica batches, so gathering the
-  replicas' outputs in order restores the file order.
+  replicas' outputs in order restores the file order. With `length_multiple`,
+  each global batch is trimmed as a whole (see `trimmer`), so all replicas of
+  a step see one shape.
   """
   names = files.expand_file_patterns(file_patterns, "--input_file")
   dataset = tf.data.TFRecordDataset(names, compression).batch(global_batch_size,
                                                                drop_remainder=True)
   dataset = dataset.map(_parse(spec))
+  trim = trimmer(spec, length_multiple)
+  if trim is not None:
+    dataset = dataset.map(trim)
   pipelines = input_context.num_input_pipelines if input_context else 1
   index = input_context.input_pipeline_id if input_context else 0
   replicas = input_context.num_replicas_in_sync if input_context else 1

@@ -1,6 +1,7 @@
 """Task models: the encoder plus the heads of pretraining, classification and SQuAD."""
 
 import keras
+from keras import ops
 
 from modeling import heads
 from modeling.encoder import BertEncoder, ConfiguredModel
@@ -78,7 +79,12 @@ class BertClassifier(_TaskModel):
 class BertSpanLabeler(_TaskModel):
   """Encoder + two logits per token (answer start and end), as for SQuAD.
 
-  Returns start_logits and end_logits, float32 [B, S] each.
+  Returns start_logits and end_logits, float32 [B, S] each. Padded positions
+  (input_mask 0) get -10000 added, the attention mask's bias: the original let
+  padding compete in the softmax and the n-best search, so its loss and
+  candidate lists depended on how far a batch was padded; masked, a batch
+  trimmed to its longest sequence gives the same loss and answers as one
+  padded to max_seq_length.
   """
 
   def __init__(self, config, **kwargs):
@@ -93,4 +99,5 @@ class BertSpanLabeler(_TaskModel):
 
   def call(self, features, training=False):
     logits = self.span(self.encoder(features, training=training)["sequence_output"])
-    return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+    bias = (1.0 - ops.cast(features["input_mask"], "float32")) * -10000.0  # [B, S]
+    return {"start_logits": logits[..., 0] + bias, "end_logits": logits[..., 1] + bias}

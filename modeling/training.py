@@ -343,7 +343,8 @@ class Trainer:
       loss, _ = self.task.losses(sums, denominators)
       return sums, metrics, denominators, loss
 
-    @tf.function(autograph=False)
+    # reduce_retracing: trimmed batches vary in length; one trace serves them all.
+    @tf.function(autograph=False, reduce_retracing=True)
     def step(batch):
       out = self.strategy.run(replica, args=(batch,))
       return tf.nest.map_structure(lambda v: self.strategy.experimental_local_results(v)[0], out)
@@ -363,12 +364,13 @@ class Trainer:
     return results
 
 
-  def predict(self, dataset_fn, keep=()):
+  def predict(self, dataset_fn, keep=(), fill=0.0):
     """Model outputs for a dataset of whole global batches, in dataset order.
 
     dataset_fn must give each input pipeline its replicas' rows of every
     global batch (see pipeline.global_batches). Returns numpy arrays of the
-    model's outputs plus the input features named in `keep`.
+    model's outputs plus the input features named in `keep`. Per-token outputs
+    of trimmed batches are padded back to the longest batch with `fill`.
     """
     dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -378,7 +380,7 @@ class Trainer:
       outputs.update({k: batch[k] for k in keep})
       return outputs
 
-    @tf.function(autograph=False)
+    @tf.function(autograph=False, reduce_retracing=True)
     def step(batch):
       out = self.strategy.run(replica, args=(batch,))
       return {k: self.strategy.gather(v, axis=0) for k, v in out.items()}
@@ -386,5 +388,14 @@ class Trainer:
     chunks = [{k: v.numpy() for k, v in step(batch).items()} for batch in dataset]
     if not chunks:
       return {}
-    import numpy as np
-    return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
+    return {k: _concatenate([c[k] for c in chunks], fill) for k in chunks[0]}
+
+
+def _concatenate(arrays, fill):
+  """Concatenates along axis 0, padding every other axis to its largest size with `fill`."""
+  import numpy as np
+  shape = np.max([a.shape for a in arrays], axis=0)
+  padded = [a if a.shape[1:] == tuple(shape[1:]) else
+            np.pad(a, [(0, 0)] + [(0, int(s - n)) for s, n in zip(shape[1:], a.shape[1:])],
+                   constant_values=fill) for a in arrays]
+  return np.concatenate(padded)

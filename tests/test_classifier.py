@@ -160,3 +160,35 @@ def test_bad_flags_are_one_line(model_files, tmp_path):
   assert last_error_line(proc) == (
       f"error: the training set in {empty}: 0 training example(s) make no step of "
       "--train_batch_size=32 over --num_train_epochs=3.0.")
+
+
+def test_trimmed_batches_train_and_predict_as_fixed_length_ones(model_files, tmp_path):
+  """Batches cut to their longest sequence give the weights and outputs of full-length ones."""
+  d, vocab = model_files
+  config = BertConfig.from_json_file(str(d / "bert_config.json"))
+  config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+  config.to_json_file(str(tmp_path / "config.json"))
+  _sst2(tmp_path / "data", seed=6, n_train=96, n_dev=30, n_test=21)
+  runs = {}
+  for name, extra in (("fixed", ["--batch_length_multiple=0"]),
+                      ("trimmed", ["--batch_length_multiple=4"])):
+    out = tmp_path / name
+    run_script("run_classifier.py", f"--data_dir={tmp_path / 'data'}",
+               f"--bert_config_file={tmp_path / 'config.json'}", f"--vocab_file={vocab}",
+               f"--output_dir={out}", "--max_seq_length=48", "--seed=3", "--task_name=SST-2",
+               "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
+               "--learning_rate=1e-4", "--num_train_epochs=1", "--eval_batch_size=4",
+               "--predict_batch_size=4", *extra)
+    model = BertClassifier(config, 2)
+    checkpoints.load_checkpoint(model, str(out))
+    runs[name] = (model, out)
+  (fixed, fixed_out), (trimmed, trimmed_out) = runs["fixed"], runs["trimmed"]
+  assert len(fixed.weights) == len(trimmed.weights) > 20
+  for a, b in zip(fixed.weights, trimmed.weights):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=2e-5, err_msg=a.path)
+  np.testing.assert_allclose(np.loadtxt(fixed_out / "test_results.tsv"),
+                             np.loadtxt(trimmed_out / "test_results.tsv"), atol=1e-5)
+  read = lambda out: dict(l.split(" = ") for l in (out / "eval_results.txt").read_text().split("\n")
+                          if l)
+  assert read(fixed_out)["eval_accuracy"] == read(trimmed_out)["eval_accuracy"]
+  assert abs(float(read(fixed_out)["eval_loss"]) - float(read(trimmed_out)["eval_loss"])) < 1e-5

@@ -227,7 +227,7 @@ def _fine_tune(tmp_path, train_data, dev_data, *extra):
 def test_end_to_end_learns_to_point_at_the_span(tmp_path):
   rng = random.Random(0)
   out, scores = _fine_tune(tmp_path, _zebra_data(rng, 400), _zebra_data(rng, 60),
-                           "--num_train_epochs=4")
+                           "--num_train_epochs=4", "--batch_length_multiple=4")
   assert scores["exact_match"] > 90.0, scores
   preds = json.loads((out / "predictions.json").read_text())
   assert len(preds) == 60 and list(preds.values()).count("zebra") >= 54
@@ -235,6 +235,21 @@ def test_end_to_end_learns_to_point_at_the_span(tmp_path):
   assert list(nbest["q0"][0]) == ["text", "probability", "start_logit", "end_logit"]
   lines = (out / "eval_results.txt").read_text().splitlines()
   assert [l.split(" = ")[0] for l in lines] == ["exact_match", "f1", "global_step"]
+  # The same model predicting full-length batches (the original's way) gives the same n-best
+  # lists: trimmed batches only drop padding.
+  fixed = tmp_path / "fixed"
+  run_script("run_squad.py", f"--vocab_file={tmp_path / 'vocab.txt'}",
+             f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--init_checkpoint={out}",
+             f"--output_dir={fixed}", f"--predict_file={tmp_path / 'dev.json'}", "--do_predict",
+             "--max_seq_length=32", "--doc_stride=16", "--max_query_length=8",
+             "--batch_length_multiple=0")
+  assert json.loads((fixed / "predictions.json").read_text()) == preds
+  fixed_nbest = json.loads((fixed / "nbest_predictions.json").read_text())
+  assert fixed_nbest.keys() == nbest.keys()
+  for qid, entries in nbest.items():
+    assert [e["text"] for e in entries] == [e["text"] for e in fixed_nbest[qid]]
+    np.testing.assert_allclose([e["start_logit"] for e in entries],
+                               [e["start_logit"] for e in fixed_nbest[qid]], atol=1e-4)
 
 
 def _zebra_or_nobody(rng, n):

