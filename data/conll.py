@@ -1,0 +1,332 @@
+"""CoNLL-2003-style named-entity files: reading, tag schemes, windows and predictions.
+
+Layouts read: one word per line with whitespace-separated columns, a blank
+line between sentences and optional `-DOCSTART-` lines between documents.
+The word is the first column. The tag is the last column, unless no value
+of the last column looks like a tag (as in `word TAG 0` copies), in which
+case it is the column before. A file with one column has no tags (prediction
+input). Tags are IOB1 or IOB2 and are converted to IOB2 on reading; the
+conversion never changes an entity's span or type.
+
+Model inputs are windows of WordPiece tokens over a stream of sentences, as
+the original cut SQuAD documents: `max_seq_length - 2` pieces, each window
+starting `doc_stride` pieces after the previous one. A stream is a document
+(when `-DOCSTART-` lines mark them), the whole file (when they do not: the
+files keep sentences in text order, so neighbours are real context except at
+the few unmarked document boundaries), or a single sentence when document
+context is off. A word's label sits on its first piece; every word is
+predicted from the one window where its first piece has the most context.
+"""
+
+import dataclasses
+import re
+
+import numpy as np
+from absl import logging
+
+from data import files
+
+_TAG = re.compile(r"^(O|[BI]-\S+)$")
+_DOCSTART = "-DOCSTART-"
+SPLIT_FILES = {"train": ("train.txt",),
+               "dev": ("valid.txt", "dev.txt", "testa", "testa.txt", "eng.testa"),
+               "test": ("test.txt", "testb", "testb.txt", "eng.testb")}
+
+
+@dataclasses.dataclass
+class Sentence:
+  """One sentence: words, IOB2 tags (None without a tag column), source lines and their numbers."""
+  words: list
+  tags: list
+  lines: list
+  line_numbers: list
+
+
+@dataclasses.dataclass
+class Document:
+  """Sentences of one document; `header` is its -DOCSTART- line (None when unmarked)."""
+  sentences: list
+  header: str = None
+
+
+def to_iob2(tags):
+  """IOB1 or IOB2 tags -> IOB2: an I- tag that opens an entity becomes B-.
+
+  An I-X opens an entity when the previous tag is O or of another type (the
+  conlleval reading of both schemes), so spans and types do not change.
+  """
+  out = []
+  for i, tag in enumerate(tags):
+    if tag.startswith("I-") and (i == 0 or tags[i - 1] == "O" or tags[i - 1][2:] != tag[2:]):
+      tag = "B-" + tag[2:]
+    out.append(tag)
+  return out
+
+
+def find_split_file(data_dir, split):
+  """The first existing file of a split (train / dev / test) in data_dir, or None."""
+  import os
+  for name in SPLIT_FILES[split]:
+    path = os.path.join(data_dir, name)
+    if files.exists(path):
+      return path
+  return None
+
+
+def read_conll(path):
+  """Documents of a CoNLL file; ValueError naming the file and line of a row that does not fit."""
+  try:
+    with files.open_file(path, "rb") as f:
+      text = f.read().decode("utf-8", "replace")
+  except Exception as e:  # OSError locally, tf.errors.OpError remotely
+    raise ValueError(f"Cannot read {path}: {e}") from None
+  documents, current, rows, first = [], Document([]), [], None
+
+  def end_sentence():
+    if rows:
+      current.sentences.append(rows[:])
+      rows.clear()
+
+  for number, raw in enumerate(text.splitlines(), 1):
+    line = raw.strip().lstrip("\ufeff")
+    if not line:
+      end_sentence()
+      continue
+    columns = line.split()
+    if columns[0] == _DOCSTART:
+      end_sentence()
+      if current.sentences or current.header is not None:
+        documents.append(current)
+      current = Document([], line)
+      continue
+    if first is None:
+      first = (len(columns), number)
+    elif len(columns) != first[0]:
+      raise ValueError(f"{path}:{number}: {len(columns)} column(s) where line {first[1]} has "
+                       f"{first[0]}: {line!r}.")
+    rows.append((columns, line, number))
+  end_sentence()
+  if current.sentences or current.header is not None:
+    documents.append(current)
+  if first is None:
+    raise ValueError(f"{path} holds no words.")
+  tag_column = _tag_column(documents, first[0])
+  for doc in documents:
+    parsed = []
+    for sentence in doc.sentences:
+      tags = None
+      if tag_column is not None:
+        tags = [r[0][tag_column] for r in sentence]
+        for tag, (_, line, number) in zip(tags, sentence):
+          if not _TAG.match(tag):
+            raise ValueError(f"{path}:{number}: {tag!r} in column {tag_column + 1} is not a "
+                             f"tag (O, B-TYPE or I-TYPE): {line!r}.")
+        tags = to_iob2(tags)
+      parsed.append(Sentence([r[0][0] for r in sentence], tags, [r[1] for r in sentence],
+                             [r[2] for r in sentence]))
+    doc.sentences = parsed
+  return documents
+
+
+def _tag_column(documents, num_columns):
+  """Index of the tag column: the last, or the one before when the last holds no tag."""
+  if num_columns == 1:
+    return None
+  last = [rows[0][num_columns - 1] for doc in documents for s in doc.sentences for rows in s]
+  if num_columns > 2 and not any(_TAG.match(v) for v in last):
+    return num_columns - 2
+  return num_columns - 1
+
+
+def has_document_markers(documents):
+  """True when the file marked its documents with -DOCSTART- lines."""
+  return any(doc.header is not None for doc in documents)
+
+
+def labels_of(documents, path):
+  """The label list of a training file: O, then B-/I- of every entity type, sorted."""
+  types = sorted({t[2:] for doc in documents for s in doc.sentences for t in (s.tags or [])
+                  if t != "O"})
+  if any(s.tags is None for doc in documents for s in doc.sentences):
+    raise ValueError(f"{path} has no tag column; training needs word and tag columns.")
+  return ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
+
+
+def write_labels(path, labels):
+  """Saves the label list, one per line."""
+  with files.atomic_output(path) as f:
+    f.write("\n".join(labels) + "\n")
+
+
+def read_labels(path):
+  """The label list saved by write_labels."""
+  if not files.exists(path):
+    raise ValueError(f"No label list at {path}: train first (--do_train) with this --output_dir.")
+  with files.open_file(path, "r") as f:
+    return [line.strip() for line in f if line.strip()]
+
+
+# --- Windows ---------------------------------------------------------------
+
+def doc_spans(num_pieces, max_pieces, doc_stride):
+  """(start, length) windows over num_pieces pieces, as the original cut SQuAD documents."""
+  spans, start = [], 0
+  while start < num_pieces:
+    length = min(num_pieces - start, max_pieces)
+    spans.append((start, length))
+    if start + length == num_pieces:
+      break
+    start += min(length, doc_stride)
+  return spans
+
+
+def max_context_windows(spans, num_pieces):
+  """For each piece, the index of the span where it has the most context.
+
+  The original's `_check_is_max_context` rule: score = min(pieces left,
+  pieces right) + 0.01 * span length; the first best span wins ties. Computed
+  span by span so a long file costs O(pieces * overlap), not O(pieces * spans).
+  """
+  best = np.full(num_pieces, -np.inf)
+  owner = np.full(num_pieces, -1, np.int64)
+  for index, (start, length) in enumerate(spans):
+    position = np.arange(start, start + length)
+    score = np.minimum(position - start, start + length - 1 - position) + 0.01 * length
+    better = score > best[position]
+    best[position[better]] = score[better]
+    owner[position[better]] = index
+  return owner
+
+
+@dataclasses.dataclass
+class Words:
+  """All words of a file in reading order, with their labels and where they came from."""
+  words: list
+  tags: list  # IOB2 or None
+  origins: list  # (path, line number)
+  streams: list  # [first word, end) per stream
+
+
+def flatten(documents, path, document_context):
+  """The words of `documents` and the streams (documents, the file, or sentences) they form."""
+  words, tags, origins, streams = [], [], [], []
+  use_documents = has_document_markers(documents)
+  for doc in documents:
+    for sentence in doc.sentences:
+      if not document_context or not streams or (use_documents and sentence is doc.sentences[0]):
+        streams.append([len(words), len(words)])
+      words += sentence.words
+      tags += sentence.tags or [None] * len(sentence.words)
+      origins += [(path, n) for n in sentence.line_numbers]
+      streams[-1][1] = len(words)
+  return Words(words, tags, origins, [tuple(s) for s in streams])
+
+
+def word_piece_ids(tokenizer, words, origins):
+  """WordPiece ids of each word; a word with no piece (say, only control characters) gets
+  [UNK] so it keeps a place, and is reported."""
+  unk = tokenizer.vocab["[UNK]"]
+  ids, empty = [], []
+  for word, origin in zip(words, origins):
+    pieces = tokenizer.tokenize_to_ids(word)
+    if not pieces:
+      empty.append(origin)
+      pieces = [unk]
+    ids.append(pieces)
+  if empty:
+    logging.warning("%d word(s) have no WordPiece and are read as [UNK]; the first at %s:%d.",
+                    len(empty), *empty[0])
+  return ids
+
+
+def window_arrays(tokenizer, flat, labels, max_seq_length, doc_stride, training, pad_to=1):
+  """Model inputs of every window, and which word each max-context first piece predicts.
+
+  Returns a dict of int32 [N, max_seq_length] arrays: input_ids, input_mask,
+  segment_ids, label_ids, word_positions (the word index at first pieces
+  predicted from this window, else -1), and float32 label_weights (1 at first
+  pieces: all of them when training, the max-context ones otherwise). N is
+  rounded up to a multiple of pad_to with empty windows.
+  """
+  label_index = {label: i for i, label in enumerate(labels)}
+  cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+  pieces = word_piece_ids(tokenizer, flat.words, flat.origins)
+  rows = []
+  for first_word, end_word in flat.streams:
+    ids, word_of, first = [], [], []
+    for w in range(first_word, end_word):
+      ids += pieces[w]
+      word_of += [w] * len(pieces[w])
+      first += [True] + [False] * (len(pieces[w]) - 1)
+    spans = doc_spans(len(ids), max_seq_length - 2, doc_stride)
+    owner = max_context_windows(spans, len(ids))
+    for index, (start, length) in enumerate(spans):
+      rows.append((ids[start:start + length], word_of[start:start + length],
+                   first[start:start + length], owner[start:start + length] == index))
+  n = -(-len(rows) // pad_to) * pad_to
+  shape = (n, max_seq_length)
+  out = {k: np.zeros(shape, np.int32) for k in ("input_ids", "input_mask", "segment_ids",
+                                                "label_ids")}
+  out["label_weights"] = np.zeros(shape, np.float32)
+  out["word_positions"] = np.full(shape, -1, np.int32)
+  for i, (ids, word_of, first, mine) in enumerate(rows):
+    length = len(ids) + 2
+    out["input_ids"][i, :length] = [cls_id] + ids + [sep_id]
+    out["input_mask"][i, :length] = 1
+    for j, (w, is_first, is_mine) in enumerate(zip(word_of, first, mine), 1):
+      if not is_first:
+        continue
+      out["label_ids"][i, j] = label_index.get(flat.tags[w], 0)
+      if training or is_mine:
+        out["label_weights"][i, j] = 1.0
+      if is_mine:
+        out["word_positions"][i, j] = w
+  placed = np.zeros(len(flat.words), np.int64)
+  np.add.at(placed, out["word_positions"][out["word_positions"] >= 0], 1)
+  if (placed != 1).any():  # cannot happen with the max-context rule; never drop words silently
+    w = int(np.flatnonzero(placed != 1)[0])
+    raise ValueError(f"{flat.origins[w][0]}:{flat.origins[w][1]}: the word {flat.words[w]!r} "
+                     f"is predicted from {placed[w]} windows instead of one.")
+  logging.info("%d words in %d stream(s) -> %d windows of %d tokens (stride %d).",
+               len(flat.words), len(flat.streams), len(rows), max_seq_length, doc_stride)
+  return out, len(rows)
+
+
+def feature_spec(max_seq_length):
+  """The record layout of window_arrays' model inputs."""
+  import tensorflow as tf
+  spec = {k: tf.io.FixedLenFeature([max_seq_length], tf.int64)
+          for k in ("input_ids", "input_mask", "segment_ids", "label_ids")}
+  spec["label_weights"] = tf.io.FixedLenFeature([max_seq_length], tf.float32)
+  return spec
+
+
+def write_records(arrays, path):
+  """Writes window_arrays' model inputs as tf.train.Example records."""
+  from data import tfrecords
+  tfrecords.write_arrays(path, {k: v for k, v in arrays.items() if k != "word_positions"},
+                         float_features=("label_weights",))
+
+
+def word_predictions(logits, word_positions, num_words):
+  """The label index of every word, from [N, T, C] logits and [N, S] word_positions."""
+  positions = word_positions[:len(logits), :logits.shape[1]]
+  rows, cols = np.nonzero(positions >= 0)
+  predicted = np.full(num_words, -1, np.int64)
+  predicted[positions[rows, cols]] = logits[rows, cols].argmax(-1)
+  if (predicted < 0).any():
+    raise ValueError(f"{int((predicted < 0).sum())} word(s) received no prediction.")
+  return predicted
+
+
+def write_predictions(path, documents, predicted_tags):
+  """The input file with a predicted-tag column added (conlleval's layout)."""
+  tags = iter(predicted_tags)
+  with files.atomic_output(path) as f:
+    for doc in documents:
+      if doc.header is not None:
+        f.write(f"{doc.header} O\n\n")
+      for sentence in doc.sentences:
+        for line in sentence.lines:
+          f.write(f"{line} {next(tags)}\n")
+        f.write("\n")

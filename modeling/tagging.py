@@ -1,0 +1,235 @@
+"""Token tagging (named entities): fine-tuned and feature-based models, and their task.
+
+Fine-tuning (the paper's section 4.3): dropout and one dense layer over the
+last hidden layer. Feature-based (section 5.3): the encoder frozen, chosen
+hidden layers combined and fed to a two-layer bidirectional LSTM and a dense
+layer. Head variables are named under `cls/ner/`.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from modeling import heads
+from modeling.models import _TaskModel
+
+COMBINES = ("concat", "sum", "weighted")
+
+
+def layer_indices(feature_layers, num_hidden_layers):
+  """Indices into [embeddings, layer 1, ..., layer L] of `feature_layers` (0 = embeddings,
+  i > 0 = hidden layer i, -k = the k-th from the top)."""
+  out = []
+  for layer in feature_layers:
+    if not -num_hidden_layers <= layer <= num_hidden_layers:
+      raise ValueError(f"--feature_layers: {layer} is not a layer of a {num_hidden_layers}-layer "
+                       f"model (0 = embeddings, 1..{num_hidden_layers}, or -1..-"
+                       f"{num_hidden_layers} from the top).")
+    out.append(layer if layer >= 0 else num_hidden_layers + 1 + layer)
+  if not out:
+    raise ValueError("--feature_layers is empty.")
+  return out
+
+
+class BertTagger(_TaskModel):
+  """Encoder + dropout(0.1) + dense over sequence_output: logits float32 [B, S, num_labels]."""
+
+  def __init__(self, config, num_labels, **kwargs):
+    kwargs.setdefault("name", "bert_tagger")
+    super().__init__(config, **kwargs)
+    self.num_labels = num_labels
+    self.dropout = keras.layers.Dropout(0.1, dtype="float32")
+    self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner")
+
+  def build(self, input_shape=None):
+    self.encoder.build()
+    self.tagger.build((None, None, self.config.hidden_size))
+    self.built = True
+
+  def call(self, features, training=False):
+    sequence = self.encoder(features, training=training)["sequence_output"]  # [B, S, H]
+    return {"logits": self.tagger(self.dropout(sequence, training=training))}
+
+  def head_variable_map(self):
+    """Original-style names of the head's variables."""
+    return {"cls/ner/output_weights": self.tagger.output_weights,
+            "cls/ner/output_bias": self.tagger.output_bias}
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels}
+
+
+class BertFeatureTagger(_TaskModel):
+  """Frozen encoder; its layers combined; 2-layer BiLSTM; dense: logits float32 [B, S, C].
+
+  The encoder is not trainable (no gradients, no optimizer slots) and always
+  runs without dropout: its outputs are fixed features, as in the paper.
+  `weighted` learns one scalar per layer, softmax-normalized.
+  """
+
+  def __init__(self, config, num_labels, feature_layers=(-1,), feature_combine="concat",
+               lstm_units=768, **kwargs):
+    kwargs.setdefault("name", "bert_feature_tagger")
+    super().__init__(config, **kwargs)
+    if feature_combine not in COMBINES:
+      raise ValueError(f"--feature_combine={feature_combine}: expected one of "
+                       f"{', '.join(COMBINES)}.")
+    if lstm_units < 1:
+      raise ValueError(f"--lstm_units={lstm_units} must be positive.")
+    self.num_labels = num_labels
+    self.feature_layers = list(feature_layers)
+    self.feature_combine = feature_combine
+    self.lstm_units = lstm_units
+    self.indices = layer_indices(self.feature_layers, self.config.num_hidden_layers)
+    self.encoder.trainable = False
+    self.lstms = [keras.layers.Bidirectional(
+        keras.layers.LSTM(lstm_units, return_sequences=True, dtype="float32"),
+        name=f"lstm_{i}", dtype="float32") for i in range(2)]
+    self.dropout = keras.layers.Dropout(0.1, dtype="float32")
+    self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner")
+
+  def build(self, input_shape=None):
+    self.encoder.build()
+    hidden = self.config.hidden_size
+    width = hidden * len(self.indices) if self.feature_combine == "concat" else hidden
+    if self.feature_combine == "weighted":
+      # Zeros: the softmax starts from equal weights.
+      self.layer_weights = self.add_weight(name="layer_weights", shape=(len(self.indices),),
+                                           initializer="zeros", dtype="float32")
+    for lstm in self.lstms:
+      lstm.build((None, None, width))
+      width = 2 * self.lstm_units
+    self.tagger.build((None, None, width))
+    self.built = True
+
+  def call(self, features, training=False):
+    out = self.encoder(features, training=False)
+    hidden = [out["embedding_output"]] + list(out["encoder_outputs"])
+    chosen = [ops.stop_gradient(ops.cast(hidden[i], "float32")) for i in self.indices]
+    if self.feature_combine == "concat":
+      x = ops.concatenate(chosen, axis=-1)  # [B, S, k*H]
+    elif self.feature_combine == "sum":
+      x = sum(chosen[1:], chosen[0])
+    else:
+      w = ops.softmax(self.layer_weights)
+      x = sum(w[i] * chosen[i] for i in range(len(chosen)))
+    mask = ops.cast(features["input_mask"], "bool") if "input_mask" in features else None
+    for lstm in self.lstms:
+      x = lstm(x, mask=mask, training=training)  # [B, S, 2*units]
+    return {"logits": self.tagger(self.dropout(x, training=training))}
+
+  def head_variable_map(self):
+    """Original-style names of the head's variables."""
+    names = {"cls/ner/output_weights": self.tagger.output_weights,
+             "cls/ner/output_bias": self.tagger.output_bias}
+    if self.feature_combine == "weighted":
+      names["cls/ner/layer_weights"] = self.layer_weights
+    for i, lstm in enumerate(self.lstms):
+      for direction, layer in (("fw", lstm.forward_layer), ("bw", lstm.backward_layer)):
+        cell = layer.cell
+        for var in ("kernel", "recurrent_kernel", "bias"):
+          names[f"cls/ner/lstm_{i}/{direction}/{var}"] = getattr(cell, var)
+    return names
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels,
+            "feature_layers": self.feature_layers, "feature_combine": self.feature_combine,
+            "lstm_units": self.lstm_units}
+
+
+class TaggingTask:
+  """Per-token softmax cross entropy over the tags, weighted by label_weights.
+
+  loss = sum(w * nll) / sum(w): first pieces weigh 1, other pieces and padding 0.
+  """
+
+  def __init__(self, config, num_labels, feature_based=False, feature_layers=(-1,),
+               feature_combine="concat", lstm_units=768):
+    self.config, self.num_labels = config, num_labels
+    self.feature_based = feature_based
+    self.options = dict(feature_layers=feature_layers, feature_combine=feature_combine,
+                        lstm_units=lstm_units)
+
+  def build_model(self):
+    if self.feature_based:
+      model = BertFeatureTagger(self.config, self.num_labels, **self.options)
+    else:
+      model = BertTagger(self.config, self.num_labels)
+    model.build()
+    return model
+
+  def denominators(self, batch):
+    return {"loss": tf.reduce_sum(tf.cast(batch["label_weights"], tf.float32))}
+
+  def numerators(self, model, batch, training):
+    logits = model(batch, training=training)["logits"]  # [B, S, C]
+    weights = tf.cast(batch["label_weights"], tf.float32)
+    labels = tf.cast(batch["label_ids"], tf.int32)
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
+    return {"loss": tf.reduce_sum(weights * nll)}, {"correct": tf.reduce_sum(weights * correct)}
+
+  def losses(self, sums, denominators):
+    return tf.math.divide_no_nan(sums["loss"], denominators["loss"]), {}
+
+  def metric_values(self, metrics, denominators):
+    return {"accuracy": ops.divide_no_nan(metrics["correct"], denominators["loss"])}
+
+
+class TextTagger(tf.Module):
+  """Serving module: raw sentences [B] -> a tag per whitespace-separated word.
+
+  Words are tokenized in the graph (the same ids as data/tokenization.py) and
+  each sentence stands alone: one window when it fits `max_seq_length`, else
+  consecutive non-overlapping windows, so every word gets a tag. Returns
+  `tags` string [B, W] (padded with "") and `num_words` int32 [B].
+  """
+
+  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels):
+    super().__init__(name="text_tagger")
+    from data import fast_tokenization
+    from modeling import checkpoints
+    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
+    self.weights = checkpoints.NamedVariables(model)  # every variable, tracked by name
+    self._model = model
+    self.max_seq_length = max_seq_length
+    self.labels = tf.constant(labels)
+    ids = self.tokenizer.special_ids
+    self.cls_id, self.sep_id, self.unk_id = ids["[CLS]"], ids["[SEP]"], ids["[UNK]"]
+    self.serve = tf.function(self._tag, input_signature=[tf.TensorSpec([None], tf.string,
+                                                                       name="text")])
+
+  def _tag(self, text):
+    import tensorflow_text as tf_text
+    words = tf.strings.split(text)  # [B, (W)]
+    pieces = self.tokenizer.tokenize(words.flat_values)  # [N, (P)]
+    # A word without pieces reads as [UNK], as in data/conll.py.
+    empty = tf.cast(tf.equal(pieces.row_lengths(), 0), tf.int64)
+    unk = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(empty)], tf.cast(self.unk_id, pieces.dtype)), empty)
+    pieces = tf.concat([pieces, unk], axis=1)
+    per_word = pieces.row_lengths()  # [N]
+    per_sentence = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(per_word, words.row_lengths()),
+                                 axis=1)  # [B]
+    budget = self.max_seq_length - 2
+    windows = tf.maximum((per_sentence + budget - 1) // budget, 1)
+    starts = tf.ragged.range(windows) * budget  # [B, (K)] offsets within each sentence
+    lengths = tf.maximum(tf.minimum(per_sentence[:, None] - starts, budget), 0).flat_values
+    chunks = tf.RaggedTensor.from_row_lengths(pieces.flat_values, lengths)  # [M, (<= budget)]
+    ids, segments = tf_text.combine_segments([chunks], self.cls_id, self.sep_id)
+    input_ids, input_mask = tf_text.pad_model_inputs(ids, self.max_seq_length)
+    segment_ids, _ = tf_text.pad_model_inputs(segments, self.max_seq_length)
+    logits = self._model({"input_ids": tf.cast(input_ids, tf.int32),
+                          "input_mask": tf.cast(input_mask, tf.int32),
+                          "segment_ids": tf.cast(segment_ids, tf.int32)},
+                         training=False)["logits"]  # [M, S, C]
+    first = tf.cumsum(per_word, exclusive=True)  # [N] each word's first piece overall
+    window_starts = tf.cumsum(lengths, exclusive=True)  # [M]
+    # "right": an empty window shares its start with the next one, which holds the piece.
+    window = tf.searchsorted(window_starts, first, side="right", out_type=tf.int64) - 1
+    offset = first - tf.gather(window_starts, window) + 1  # +1 for [CLS]
+    word_logits = tf.gather_nd(logits, tf.stack([window, offset], axis=1))  # [N, C]
+    tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
+    tags = tf.RaggedTensor.from_row_lengths(tags, words.row_lengths())
+    return {"tags": tags.to_tensor(default_value=""),
+            "num_words": tf.cast(words.row_lengths(), tf.int32)}

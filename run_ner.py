@@ -1,0 +1,195 @@
+"""Named-entity recognition on CoNLL-2003-style files: fine-tuned or feature-based BERT.
+
+  python run_ner.py --data_dir=conll2003 --do_train --do_eval --do_predict \
+    --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=out/ner
+
+  # Feature-based (paper section 5.3): frozen encoder, last four layers concatenated.
+  python run_ner.py ... --feature_based --feature_layers=-1,-2,-3,-4 --feature_combine=concat
+
+data_dir holds train.txt, valid.txt (or dev.txt, testa) and test.txt (or
+testb). Evaluation writes eval_results.txt (conlleval precision, recall, F1)
+and eval_predictions.txt; prediction writes test_predictions.txt (the test
+file with a predicted-tag column) and, when the test file has tags,
+test_results.txt. --bert_config_file and --vocab_file default to the files
+beside --init_checkpoint.
+"""
+
+import os
+
+import script_utils
+from absl import flags, logging
+
+flags.DEFINE_string("data_dir", None,
+                    "Directory with train.txt, valid.txt (dev.txt, testa), test.txt (testb).")
+flags.DEFINE_string("bert_config_file", None,
+                    "bert_config.json. Default: the one beside --init_checkpoint.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint.")
+flags.DEFINE_string("output_dir", None,
+                    "Checkpoints, label_list.txt, records, results and predictions.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Weights to start from: original TF1, Hugging Face or ours.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+flags.DEFINE_integer("max_seq_length", 128, "WordPiece tokens per window.")
+flags.DEFINE_bool("do_train", False, "Train on train.txt; saves label_list.txt.")
+flags.DEFINE_bool("do_eval", False, "Score the dev file; writes eval_results.txt.")
+flags.DEFINE_bool("do_predict", False, "Tag the test file; writes test_predictions.txt.")
+flags.DEFINE_integer("train_batch_size", 32, "Training batch size (windows).")
+flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
+flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.")
+script_utils.define_tpu_flags()
+script_utils.define_runtime_flags()
+script_utils.define_batching_flags()
+flags.DEFINE_string("export_dir", None,
+                    "Write a SavedModel here that takes raw sentences and returns a tag per "
+                    "whitespace-separated word.")
+flags.DEFINE_bool("document_context", True,
+                  "Fill each window with the neighbouring sentences (of the same document "
+                  "when -DOCSTART- lines mark them); off: sentence by sentence.")
+flags.DEFINE_integer("doc_stride", 64, "Pieces between the starts of consecutive windows.")
+flags.DEFINE_bool("feature_based", False,
+                  "Freeze the encoder and train a 2-layer BiLSTM on its layers (paper 5.3).")
+flags.DEFINE_list("feature_layers", ["-1"],
+                  "Layers fed to the BiLSTM: 0 = embeddings, 1..L, or -1 (last) .. -L.")
+flags.DEFINE_enum("feature_combine", "concat", ["concat", "sum", "weighted"],
+                  "How the feature layers are combined; weighted: learned softmax weights.")
+flags.DEFINE_integer("lstm_units", 768, "BiLSTM units in each direction.")
+FLAGS = flags.FLAGS
+
+
+def _layers():
+  """--feature_layers as ints."""
+  try:
+    return [int(v) for v in FLAGS.feature_layers]
+  except ValueError:
+    raise ValueError(f"--feature_layers={','.join(FLAGS.feature_layers)}: expected integers "
+                     "such as -1,-2,-3,-4.") from None
+
+
+def _tag_split(trainer, tokenizer, labels, split, batch, multiple, record_name):
+  """(documents, flat words, predicted IOB2 tags) of a split's file."""
+  from data import conll, pipeline
+  path = conll.find_split_file(FLAGS.data_dir, split)
+  if path is None:
+    raise ValueError(f"--data_dir={FLAGS.data_dir} has no {split} file "
+                     f"({' or '.join(conll.SPLIT_FILES[split])}).")
+  documents = conll.read_conll(path)
+  flat = conll.flatten(documents, path, FLAGS.document_context)
+  arrays, _ = conll.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length,
+                                  FLAGS.doc_stride, False, pad_to=batch)
+  records = os.path.join(FLAGS.output_dir, record_name)
+  conll.write_records(arrays, records)
+  spec = conll.feature_spec(FLAGS.max_seq_length)
+  out = trainer.predict(lambda ctx: pipeline.global_batches(records, spec, batch, ctx,
+                                                           length_multiple=multiple))
+  predicted = conll.word_predictions(out["logits"], arrays["word_positions"], len(flat.words))
+  return documents, flat, [labels[i] for i in predicted]
+
+
+def _scores(documents, tags, prefix):
+  """conlleval scores of predicted tags against a file's own tags, keys prefixed."""
+  from data import ner_metrics
+  gold = [s.tags for d in documents for s in d.sentences]
+  guessed, start = [], 0
+  for sentence in gold:
+    guessed.append(tags[start:start + len(sentence)])
+    start += len(sentence)
+  return {prefix + k: v for k, v in ner_metrics.conll_scores(gold, guessed).items()}
+
+
+def main(_):
+  script_utils.require(data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir)
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+    raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
+  if FLAGS.doc_stride < 1:
+    raise ValueError(f"--doc_stride={FLAGS.doc_stride} must be positive.")
+  script_utils.log_flags()
+  import numpy as np
+  from data import conll, files, pipeline, tokenization
+  from modeling import export, reports, tagging
+
+  config, vocab_file = script_utils.config_and_vocab(
+      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
+  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
+                                      FLAGS.init_checkpoint)
+  if FLAGS.max_seq_length < 3:
+    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for words.")
+  layers = _layers()
+  if FLAGS.feature_based:
+    tagging.layer_indices(layers, config.num_hidden_layers)
+  files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+  tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
+  tokenizer.require_tokens(["[CLS]", "[SEP]", "[UNK]"])
+  labels_path = os.path.join(FLAGS.output_dir, "label_list.txt")
+  num_train_steps = 0
+  if FLAGS.do_train:
+    train_path = conll.find_split_file(FLAGS.data_dir, "train")
+    if train_path is None:
+      raise ValueError(f"--data_dir={FLAGS.data_dir} has no train.txt.")
+    train_docs = conll.read_conll(train_path)
+    labels = conll.labels_of(train_docs, train_path)
+    conll.write_labels(labels_path, labels)
+    flat = conll.flatten(train_docs, train_path, FLAGS.document_context)
+    train_arrays, num_windows = conll.window_arrays(
+        tokenizer, flat, labels, FLAGS.max_seq_length, FLAGS.doc_stride, True)
+    num_train_steps = script_utils.train_steps(num_windows, FLAGS.train_batch_size,
+                                               FLAGS.num_train_epochs, train_path)
+  else:
+    labels = conll.read_labels(labels_path)
+  logging.info("Labels: %s", " ".join(labels))
+  strategy, _ = script_utils.runtime(FLAGS)
+  replicas = strategy.num_replicas_in_sync
+  multiple = script_utils.batch_length_multiple(FLAGS, strategy)
+  task = tagging.TaggingTask(config, len(labels), FLAGS.feature_based, layers,
+                             FLAGS.feature_combine, FLAGS.lstm_units)
+  trainer = script_utils.make_trainer(strategy, task, num_train_steps,
+                                      int(num_train_steps * FLAGS.warmup_proportion),
+                                      FLAGS.train_batch_size, FLAGS)
+
+  if FLAGS.do_train:
+    logging.info("%d training windows, %d steps", num_windows, num_train_steps)
+    path = os.path.join(FLAGS.output_dir, "train.tf_record")
+    conll.write_records(train_arrays, path)
+    spec = conll.feature_spec(FLAGS.max_seq_length)
+    trainer.train(lambda ctx: pipeline.record_dataset(
+        path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
+        ctx, shuffle_buffer=10000, length_multiple=multiple,
+        bucket_by_length=FLAGS.bucket_by_length), FLAGS.init_checkpoint)
+  else:
+    logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
+
+  for flag, split, batch_size, stem, prefix in (
+      (FLAGS.do_eval, "dev", FLAGS.eval_batch_size, "eval", "eval_"),
+      (FLAGS.do_predict, "test", FLAGS.predict_batch_size, "test", "test_")):
+    if not flag:
+      continue
+    batch = batch_size * replicas // np.gcd(batch_size, replicas)
+    record = "eval.tf_record" if split == "dev" else "predict.tf_record"
+    documents, flat, tags = _tag_split(trainer, tokenizer, labels, split, batch, multiple,
+                                       record)
+    if not trainer.chief:
+      continue
+    conll.write_predictions(os.path.join(FLAGS.output_dir, f"{stem}_predictions.txt"),
+                            documents, tags)
+    if any(t is None for t in flat.tags):
+      if split == "dev":
+        raise ValueError(f"The dev file in {FLAGS.data_dir} has no tag column to score.")
+      continue
+    results = {"global_step": trainer.global_step, **_scores(documents, tags, prefix)}
+    reports.write_eval_results(os.path.join(FLAGS.output_dir, f"{stem}_results.txt"), results)
+    for key in sorted(results):
+      logging.info("%s %s = %s", stem, key, results[key])
+
+  if FLAGS.export_dir and trainer.chief:
+    module = tagging.TextTagger(trainer.model, vocab_file, FLAGS.do_lower_case,
+                                FLAGS.max_seq_length, labels)
+    export.save_text_classifier(module, FLAGS.export_dir)
+    logging.info("Exported a raw-text SavedModel to %s", FLAGS.export_dir)
+
+
+if __name__ == "__main__":
+  script_utils.run(main)

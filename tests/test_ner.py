@@ -1,0 +1,360 @@
+"""run_ner.py and its library: CoNLL reading, windows, the conlleval metric, both models, export."""
+
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
+
+from conftest import write_vocab
+from data import conll, ner_metrics, tokenization
+from helpers import randomize
+from modeling import checkpoints
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.tagging import BertTagger
+from scripts import last_error_line, run_script
+
+# --- Reading -----------------------------------------------------------------
+
+WORDS = ["EU", "rejects", "German", "call", "Peter", "Blackburn", "BRUSSELS", "1996-08-22"]
+IOB2 = ["B-ORG", "O", "B-MISC", "O", "B-PER", "I-PER", "B-LOC", "O"]
+IOB1 = ["I-ORG", "O", "I-MISC", "O", "I-PER", "I-PER", "I-LOC", "O"]
+
+
+def _write(path, lines):
+  path.write_text("\n".join(lines) + "\n")
+  return str(path)
+
+
+@pytest.mark.parametrize("layout", ["four_iob1_docstart", "two_iob2", "word_tag_0", "tabs"])
+def test_reads_every_layout_and_tag_scheme(tmp_path, layout):
+  first, second = slice(0, 4), slice(4, 8)
+  if layout == "four_iob1_docstart":
+    rows = lambda s: [f"{w} NNP I-NP {t}" for w, t in zip(WORDS[s], IOB1[s])]
+    lines = ["-DOCSTART- -X- -X- O", ""] + rows(first) + [""] + rows(second) + [""]
+  elif layout == "two_iob2":
+    rows = lambda s: [f"{w} {t}" for w, t in zip(WORDS[s], IOB2[s])]
+    lines = rows(first) + ["", ""] + rows(second)  # two blank lines: still one boundary
+  elif layout == "word_tag_0":
+    rows = lambda s: [f"{w} {t} 0" for w, t in zip(WORDS[s], IOB2[s])]
+    lines = rows(first) + [""] + rows(second)
+  else:
+    rows = lambda s: [f"{w}\tNN\t{t}" for w, t in zip(WORDS[s], IOB1[s])]
+    lines = rows(first) + [""] + rows(second)
+  docs = conll.read_conll(_write(tmp_path / "train.txt", lines))
+  sentences = [s for d in docs for s in d.sentences]
+  assert [s.words for s in sentences] == [WORDS[:4], WORDS[4:]]
+  assert [s.tags for s in sentences] == [IOB2[:4], IOB2[4:]]
+  assert conll.has_document_markers(docs) == (layout == "four_iob1_docstart")
+  assert conll.labels_of(docs, "x") == ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG",
+                                        "I-ORG", "B-PER", "I-PER"]
+
+
+def test_iob1_to_iob2_keeps_every_span():
+  assert conll.to_iob2(["I-PER", "I-PER", "B-PER", "I-LOC", "O", "I-LOC", "I-ORG"]) == [
+      "B-PER", "I-PER", "B-PER", "B-LOC", "O", "B-LOC", "B-ORG"]
+  assert conll.to_iob2(IOB2) == IOB2  # IOB2 is left alone
+  rng = random.Random(0)
+  for _ in range(300):
+    tags = [rng.choice(["O", "B-A", "I-A", "B-B", "I-B"]) for _ in range(rng.randint(1, 12))]
+    assert ner_metrics.chunks([conll.to_iob2(tags)]) == ner_metrics.chunks([tags])
+
+
+def test_bad_rows_name_the_file_and_line(tmp_path):
+  path = _write(tmp_path / "train.txt", ["EU B-ORG", "rejects O", "", "German X-MISC"])
+  with pytest.raises(ValueError, match=r"train.txt:4: 'X-MISC' in column 2 is not a tag"):
+    conll.read_conll(path)
+  path = _write(tmp_path / "valid.txt", ["EU NNP B-ORG", "rejects O"])
+  with pytest.raises(ValueError, match=r"valid.txt:2: 2 column\(s\) where line 1 has 3"):
+    conll.read_conll(path)
+  with pytest.raises(ValueError, match="holds no words"):
+    conll.read_conll(_write(tmp_path / "empty.txt", ["", ""]))
+  with pytest.raises(ValueError, match="No label list at"):
+    conll.read_labels(str(tmp_path / "label_list.txt"))
+
+
+# --- Pieces and windows ------------------------------------------------------
+
+def test_label_sits_on_the_first_piece(tmp_path):
+  vocab = write_vocab(tmp_path / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un",
+                                               "##want", "##ed", "runn", "##ing", ",", "john",
+                                               "paris"])
+  tokenizer = tokenization.FullTokenizer(vocab)
+  path = _write(tmp_path / "t.txt", ["John B-PER", "unwanted O", "running O", ", O",
+                                     "Paris B-LOC", "\x07 O"])
+  flat = conll.flatten(conll.read_conll(path), path, True)
+  labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+  arrays, n = conll.window_arrays(tokenizer, flat, labels, 16, 8, True, pad_to=4)
+  assert n == 1 and arrays["input_ids"].shape == (4, 16)
+  # [CLS] john un ##want ##ed runn ##ing , paris [UNK] [SEP]: a word of only a control
+  # character has no piece and reads as [UNK] rather than vanishing.
+  assert arrays["input_ids"][0, :11].tolist() == [2, 10, 4, 5, 6, 7, 8, 9, 11, 1, 3]
+  assert arrays["input_mask"][0].tolist() == [1] * 11 + [0] * 5
+  assert arrays["label_ids"][0, :11].tolist() == [0, 3, 0, 0, 0, 0, 0, 0, 1, 0, 0]
+  assert arrays["label_weights"][0, :11].tolist() == [0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0]
+  assert arrays["word_positions"][0, :11].tolist() == [-1, 0, 1, -1, -1, 2, -1, 3, 4, 5, -1]
+  assert not arrays["input_mask"][1:].any()
+
+
+def _squad_spans(num_tokens, max_tokens_for_doc, doc_stride):
+  """The original run_squad.py window loop, transcribed literally."""
+  spans, start_offset = [], 0
+  while start_offset < num_tokens:
+    length = num_tokens - start_offset
+    if length > max_tokens_for_doc:
+      length = max_tokens_for_doc
+    spans.append((start_offset, length))
+    if start_offset + length == num_tokens:
+      break
+    start_offset += min(length, doc_stride)
+  return spans
+
+
+def _check_is_max_context(doc_spans, cur_span_index, position):
+  """The original run_squad.py rule, transcribed literally."""
+  best_score, best_span_index = None, None
+  for span_index, (start, length) in enumerate(doc_spans):
+    end = start + length - 1
+    if position < start or position > end:
+      continue
+    num_left_context = position - start
+    num_right_context = end - position
+    score = min(num_left_context, num_right_context) + 0.01 * length
+    if best_score is None or score > best_score:
+      best_score, best_span_index = score, span_index
+  return cur_span_index == best_span_index
+
+
+@pytest.mark.parametrize("num_pieces,max_pieces,stride",
+                         [(1, 6, 3), (6, 6, 3), (7, 6, 3), (40, 10, 4), (41, 10, 10),
+                          (33, 8, 20), (100, 22, 7)])
+def test_windows_follow_the_max_context_rule(num_pieces, max_pieces, stride):
+  spans = conll.doc_spans(num_pieces, max_pieces, stride)
+  assert spans == _squad_spans(num_pieces, max_pieces, stride)
+  owner = conll.max_context_windows(spans, num_pieces)
+  for position in range(num_pieces):
+    want = [i for i in range(len(spans)) if _check_is_max_context(spans, i, position)]
+    assert want == [owner[position]]
+
+
+def test_every_word_is_predicted_once_from_its_max_context_window(tmp_path):
+  vocab = write_vocab(tmp_path / "vocab.txt", ["[UNK]", "[CLS]", "[SEP]", "a", "b", "##b"])
+  tokenizer = tokenization.FullTokenizer(vocab)
+  rng = random.Random(1)
+  lines = []
+  for s in range(12):
+    if s % 5 == 0:
+      lines += ["-DOCSTART- -X- O", ""]
+    lines += [f"{rng.choice(['a', 'bb', 'b'])} O" for _ in range(rng.randint(1, 9))] + [""]
+  path = _write(tmp_path / "t.txt", lines)
+  for context in (True, False):
+    flat = conll.flatten(conll.read_conll(path), path, context)
+    assert len(flat.streams) == (3 if context else 12)
+    arrays, n = conll.window_arrays(tokenizer, flat, ["O"], 8, 2, False)
+    positions = arrays["word_positions"]
+    assert sorted(positions[positions >= 0].tolist()) == list(range(len(flat.words)))
+    # Each word's window is the max-context one among all windows of its stream
+    # holding its first piece, by the literal rule on pieces.
+    row_base = 0  # windows come stream by stream, in order
+    for first_word, end_word in flat.streams:
+      pieces = [len(tokenizer.tokenize(w)) for w in flat.words[first_word:end_word]]
+      starts = np.cumsum([0] + pieces[:-1])
+      spans = _squad_spans(sum(pieces), 6, 2)
+      for w, start in zip(range(first_word, end_word), starts):
+        best = [i for i in range(len(spans)) if _check_is_max_context(spans, i, start)][0]
+        row, col = np.argwhere(positions == w)[0]
+        assert (row, col - 1) == (row_base + best, start - spans[best][0])
+        assert arrays["label_weights"][row, col] == 1
+      row_base += len(spans)
+    assert row_base == n
+
+
+# --- The metric ----------------------------------------------------------------
+
+def test_conlleval_figures_on_hand_computed_cases():
+  gold = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-PER", "I-PER"], ["B-PER", "I-PER"],
+          ["I-MISC", "B-MISC"], ["B-LOC"]]
+  pred = [["B-PER", "I-PER", "O", "B-ORG"],  # a wrong type: one right, one wrong
+          ["O", "I-PER", "I-PER"],  # I- after O opens a chunk: right
+          ["B-PER", "I-LOC"],  # a type change closes one chunk and opens another
+          ["B-MISC", "I-MISC"],  # IOB1 gold: two chunks; one long guess: wrong
+          ["I-LOC"]]  # I- at a sentence start opens a chunk: right
+  got = ner_metrics.conll_scores(gold, pred)
+  # By hand: 7 gold chunks, 7 guessed, 3 correct; 6 of 12 tokens equal.
+  assert (got["num_gold"], got["num_predicted"], got["num_correct"]) == (7, 7, 3)
+  for key, want in {"precision": 3 / 7, "recall": 3 / 7, "f1": 3 / 7, "accuracy": 0.5,
+                    "PER_precision": 2 / 3, "PER_recall": 2 / 3, "PER_f1": 2 / 3,
+                    "LOC_precision": 0.5, "LOC_recall": 0.5, "LOC_f1": 0.5,
+                    "ORG_precision": 0.0, "ORG_recall": 0.0, "ORG_f1": 0.0,
+                    "MISC_precision": 0.0, "MISC_recall": 0.0, "MISC_f1": 0.0}.items():
+    assert got[key] == pytest.approx(want, abs=1e-12), key
+  # A sentence end closes a chunk: B-PER | I-PER are two chunks, not one.
+  assert ner_metrics.conll_scores([["B-PER"], ["I-PER"]], [["B-PER"], ["B-PER"]])["f1"] == 1.0
+
+
+# --- End to end ----------------------------------------------------------------
+
+PER_FIRST, PER_LAST = ["alice", "bob", "carol", "dave"], ["smith", "jones"]
+LOC, ORG = ["paris", "rome", "berlin", "oslo"], ["acme", "globex"]
+FILLER = ["the", "a", "met", "in", "at", "visited", "said", "went", "to", "and", "with",
+          "from", "today", "."]
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+  d = tmp_path_factory.mktemp("ner")
+  vocab = write_vocab(d / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "ber",
+                                        "##lin", "corp"] + PER_FIRST + PER_LAST
+                      + [w for w in LOC if w != "berlin"] + ORG + FILLER)
+  config = BertConfig(vocab_size=len(open(vocab).read().split()), hidden_size=32,
+                      num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                      max_position_embeddings=64, type_vocab_size=2)
+  config.to_json_file(str(d / "bert_config.json"))
+  encoder = BertEncoder(config)
+  randomize(encoder, seed=3, scale=0.05)
+  # Small position and type embeddings: frozen features that mostly tell words apart.
+  for table in (encoder.embeddings.position_embeddings, encoder.embeddings.token_type_embeddings):
+    table.assign(table * 0.1)
+  init = checkpoints.save_tf2_checkpoint(encoder, str(d / "init" / "ckpt"))
+  return d, vocab, config, init
+
+
+def _sentence(rng):
+  """Words and IOB2 tags: fillers with up to two entities, never adjacent."""
+  words, tags = [], []
+  for _ in range(rng.randint(1, 3)):
+    words += [rng.choice(FILLER) for _ in range(rng.randint(1, 3))]
+    tags += ["O"] * (len(words) - len(tags))
+    kind = rng.choice(["PER", "LOC", "ORG", None])
+    if kind == "PER":
+      span = [rng.choice(PER_FIRST)] + ([rng.choice(PER_LAST)] if rng.random() < 0.5 else [])
+    elif kind == "LOC":
+      span = [rng.choice(LOC)]
+    elif kind == "ORG":
+      span = [rng.choice(ORG)] + (["corp"] if rng.random() < 0.5 else [])
+    else:
+      continue
+    words += [w.capitalize() if rng.random() < 0.5 else w for w in span]
+    tags += [f"B-{kind}"] + [f"I-{kind}"] * (len(span) - 1)
+  return words, tags
+
+
+def _conll_file(path, rng, n, layout):
+  lines = []
+  for i in range(n):
+    if layout == "four" and i % 10 == 0:
+      lines += ["-DOCSTART- -X- -X- O", ""]
+    words, tags = _sentence(rng)
+    if layout == "four":  # IOB1, as the classic distribution
+      tags = [("I" + t[1:]) if t.startswith("B-") else t for t in tags]
+      lines += [f"{w} NN I-NP {t}" for w, t in zip(words, tags)] + [""]
+    else:
+      lines += [f"{w} {t} 0" for w, t in zip(words, tags)] + [""]
+  _write(path, lines)
+
+
+def _args(d, data, out, *extra):
+  return [f"--data_dir={data}", f"--bert_config_file={d / 'bert_config.json'}",
+          f"--vocab_file={d / 'vocab.txt'}", f"--output_dir={out}", "--max_seq_length=24",
+          "--doc_stride=8", "--seed=1", "--log_steps=20", *extra]
+
+
+def _results(path):
+  return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
+
+
+def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
+  d, vocab, config, _ = model_files
+  rng = random.Random(7)
+  data, out, export = tmp_path / "data", tmp_path / "out", tmp_path / "export"
+  data.mkdir()
+  _conll_file(data / "train.txt", rng, 300, "word_tag_0")
+  _conll_file(data / "valid.txt", rng, 60, "word_tag_0")
+  _conll_file(data / "test.txt", rng, 30, "four")
+  proc = run_script("run_ner.py", *_args(d, data, out, "--do_train", "--do_eval",
+                                         "--train_batch_size=16", "--learning_rate=2e-3",
+                                         "--num_train_epochs=4", "--eval_batch_size=7"))
+  results = _results(out / "eval_results.txt")
+  assert results["eval_f1"] > 0.9, proc.stderr[-3000:]
+  assert {"eval_precision", "eval_recall", "eval_accuracy", "eval_PER_f1", "eval_LOC_f1",
+          "eval_ORG_f1", "global_step"} <= set(results)
+  assert (out / "label_list.txt").read_text().split() == [
+      "O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+  # Prediction alone reads the saved label list; the test file is four-column IOB1.
+  run_script("run_ner.py", *_args(d, data, out, "--do_predict", "--predict_batch_size=5",
+                                  f"--export_dir={export}"))
+  lines = (out / "test_predictions.txt").read_text().splitlines()
+  test_lines = (data / "test.txt").read_text().splitlines()
+  assert len(lines) == len(test_lines)
+  for line, source in zip(lines, test_lines):
+    assert line == "" if source == "" else line.rsplit(" ", 1)[0] == source
+  assert _results(out / "test_results.txt")["test_f1"] > 0.9
+  # The SavedModel on raw sentences gives the Python path's tags, sentence by sentence
+  # (a long one in non-overlapping windows), and a tag for every word.
+  sentences = ["Alice Smith visited Berlin today .", "", "acme corp said",
+               " ".join(["the", "bob", "went", "to", "rome"] * 6)]
+  served = tf.saved_model.load(str(export)).signatures["serving_default"](
+      text=tf.constant(sentences))
+  labels = (out / "label_list.txt").read_text().split()
+  model = BertTagger(config, len(labels))
+  checkpoints.load_checkpoint(model, str(out))
+  path = _write(tmp_path / "raw.txt", [l for s in sentences if s for l in
+                                       [f"{w} O" for w in s.split()] + [""]])
+  flat = conll.flatten(conll.read_conll(path), path, False)
+  arrays, _ = conll.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 22, False)
+  logits = model({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})["logits"]
+  want = [labels[i] for i in conll.word_predictions(logits.numpy(), arrays["word_positions"],
+                                                    len(flat.words))]
+  counts = served["num_words"].numpy().tolist()
+  assert counts == [len(s.split()) for s in sentences]
+  got = [t.decode() for row, n in zip(served["tags"].numpy(), counts) for t in row[:n]]
+  assert got == want
+  assert got[:6] == ["B-PER", "I-PER", "O", "B-LOC", "O", "O"]
+
+
+def test_feature_based_keeps_the_encoder_frozen(model_files, tmp_path):
+  d, _, _, init = model_files
+  rng = random.Random(8)
+  data, out = tmp_path / "data", tmp_path / "out"
+  data.mkdir()
+  _conll_file(data / "train.txt", rng, 160, "four")
+  _conll_file(data / "dev.txt", rng, 40, "four")
+  proc = run_script("run_ner.py", *_args(
+      d, data, out, "--do_train", "--do_eval", f"--init_checkpoint={init}", "--feature_based",
+      "--feature_layers=0,-1,1", "--feature_combine=weighted", "--lstm_units=16",
+      "--nodocument_context", "--train_batch_size=16", "--learning_rate=3e-2",
+      "--num_train_epochs=10",
+      "--save_checkpoints_steps=1", "--keep_checkpoint_max=1000"))
+  assert _results(out / "eval_results.txt")["eval_f1"] > 0.9, proc.stderr[-3000:]
+  start = checkpoints.read_checkpoint(init).weights
+  first = checkpoints.read_checkpoint(str(out / "ckpt-1")).weights
+  final = checkpoints.read_checkpoint(str(out)).weights
+  encoder = [n for n in start if n.startswith("bert/")]
+  assert encoder and all(np.array_equal(final[n], start[n]) for n in encoder)
+  head = [n for n in final if n.startswith("cls/ner/")]
+  assert "cls/ner/layer_weights" in head and "cls/ner/lstm_1/bw/recurrent_kernel" in head
+  assert all(not np.array_equal(final[n], first[n]) for n in head)
+  # No optimizer slots for the frozen encoder.
+  slots = [n for n, _ in tf.train.list_variables(str(out)) if n.startswith("optimizer/")]
+  assert any("lstm_0" in n for n in slots)  # names are escaped: cls.Sner.Slstm_0...
+  assert not any("bert" in n for n in slots)
+
+
+def test_bad_input_gives_one_line_errors(model_files, tmp_path):
+  d, *_ = model_files
+  data = tmp_path / "data"
+  data.mkdir()
+  _write(data / "train.txt", ["Alice B-PER", "met O", "", "Bob B-PER 0"])
+  proc = run_script("run_ner.py", *_args(d, data, tmp_path / "o", "--do_train"),
+                    expect_ok=False)
+  assert last_error_line(proc) == (f"error: {data / 'train.txt'}:4: 3 column(s) where line 1 "
+                                   "has 2: 'Bob B-PER 0'.")
+  proc = run_script("run_ner.py", *_args(d, data, tmp_path / "o", "--do_train",
+                                         "--feature_based", "--feature_layers=-3"),
+                    expect_ok=False)
+  assert last_error_line(proc).startswith("error: --feature_layers: -3 is not a layer of a "
+                                          "2-layer model")
+  proc = run_script("run_ner.py", *_args(d, data, tmp_path / "o2", "--do_eval"), expect_ok=False)
+  assert last_error_line(proc).startswith("error: No label list at")
