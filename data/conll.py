@@ -132,7 +132,7 @@ def _tag_column(documents, num_columns):
   """Index of the tag column: the last, or the one before when the last holds no tag."""
   if num_columns == 1:
     return None
-  last = [rows[0][num_columns - 1] for doc in documents for s in doc.sentences for rows in s]
+  last = [columns[-1] for doc in documents for rows in doc.sentences for columns, _, _ in rows]
   if num_columns > 2 and not any(_TAG.match(v) for v in last):
     return num_columns - 2
   return num_columns - 1

@@ -116,6 +116,8 @@ class BertFeatureTagger(_TaskModel):
     mask = ops.cast(features["input_mask"], "bool") if "input_mask" in features else None
     for lstm in self.lstms:
       x = lstm(x, mask=mask, training=training)  # [B, S, 2*units]
+    if mask is not None:  # zero the padding (a new tensor: the dense head takes no mask)
+      x = x * ops.cast(mask, "float32")[..., None]
     return {"logits": self.tagger(self.dropout(x, training=training))}
 
   def head_variable_map(self):

@@ -194,6 +194,55 @@ def test_conlleval_figures_on_hand_computed_cases():
   assert ner_metrics.conll_scores([["B-PER"], ["I-PER"]], [["B-PER"], ["B-PER"]])["f1"] == 1.0
 
 
+def _end_of_chunk(prev_tag, tag, prev_type, type_):
+  """conlleval.pl's endOfChunk for IOB tags, transcribed."""
+  end = (prev_tag, tag) in (("B", "B"), ("B", "O"), ("I", "B"), ("I", "O"))
+  return end or (prev_tag != "O" and prev_type != type_)
+
+
+def _start_of_chunk(prev_tag, tag, prev_type, type_):
+  """conlleval.pl's startOfChunk for IOB tags, transcribed."""
+  start = (prev_tag, tag) in (("B", "B"), ("I", "B"), ("O", "B"), ("O", "I"))
+  return start or (tag != "O" and prev_type != type_)
+
+
+def _conlleval_counts(gold_sentences, pred_sentences):
+  """conlleval.pl's streaming chunk counts: (correct, gold, guessed), sentence ends as O."""
+  split = lambda t: (t, "") if t == "O" else (t[0], t[2:])
+  correct = found_gold = found_guessed = 0
+  last_gold, last_guess, in_correct = ("O", ""), ("O", ""), False
+  for gold_tags, pred_tags in zip(gold_sentences, pred_sentences):
+    for g, p in list(zip(gold_tags, pred_tags)) + [("O", "O")]:  # the boundary line
+      g, p = split(g), split(p)
+      if in_correct:
+        gold_end = _end_of_chunk(last_gold[0], g[0], last_gold[1], g[1])
+        guess_end = _end_of_chunk(last_guess[0], p[0], last_guess[1], p[1])
+        if gold_end and guess_end and last_guess[1] == last_gold[1]:
+          in_correct, correct = False, correct + 1
+        elif gold_end != guess_end or g[1] != p[1]:
+          in_correct = False
+      gold_start = _start_of_chunk(last_gold[0], g[0], last_gold[1], g[1])
+      guess_start = _start_of_chunk(last_guess[0], p[0], last_guess[1], p[1])
+      if gold_start and guess_start and g[1] == p[1]:
+        in_correct = True
+      found_gold += gold_start
+      found_guessed += guess_start
+      last_gold, last_guess = g, p
+  return correct + in_correct, found_gold, found_guessed
+
+
+def test_metric_counts_equal_a_transcription_of_conlleval():
+  rng = random.Random(2)
+  tags = ["O", "O", "B-A", "I-A", "B-B", "I-B"]
+  for _ in range(300):
+    lengths = [rng.randint(1, 8) for _ in range(rng.randint(1, 4))]
+    gold = [[rng.choice(tags) for _ in range(n)] for n in lengths]
+    pred = [[rng.choice(tags) for _ in range(n)] for n in lengths]
+    got = ner_metrics.conll_scores(gold, pred)
+    assert (got["num_correct"], got["num_gold"], got["num_predicted"]) == \
+        _conlleval_counts(gold, pred)
+
+
 # --- End to end ----------------------------------------------------------------
 
 PER_FIRST, PER_LAST = ["alice", "bob", "carol", "dave"], ["smith", "jones"]
