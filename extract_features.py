@@ -35,6 +35,7 @@ flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; TPUs are not us
 flags.DEFINE_string("master", None, "Accepted for compatibility; unused.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.")
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility; unused.")
+script_utils.define_batching_flags(bucketing=False)
 FLAGS = flags.FLAGS
 
 
@@ -90,9 +91,10 @@ def main(_):
     for first in range(0, len(pairs), FLAGS.batch_size):
       packed = [features.pack_pair(tokenizer, a, b, FLAGS.max_seq_length)
                 for a, b in pairs[first:first + FLAGS.batch_size]]
-      # Pad to a multiple of 32 rather than max_seq_length: padding is masked.
+      # Padding is masked, so a batch is padded only to its longest example, rounded up.
       longest = max(len(p.input_ids) for p in packed)
-      length = min(FLAGS.max_seq_length, -(-longest // 32) * 32)
+      multiple = FLAGS.batch_length_multiple or FLAGS.max_seq_length
+      length = min(FLAGS.max_seq_length, -(-longest // multiple) * multiple)
       values = [np.asarray(v) for v in layer_outputs(features.pad_batch(packed, length))]
       for k, p in enumerate(packed):
         record = feature_json(first + k, p.tokens, [v[k] for v in values], layer_indexes)

@@ -57,13 +57,16 @@ def define_runtime_flags():
   flags.DEFINE_integer("seed", None, "Seeds weights, dropout and data order; unset: random.")
 
 
-def define_batching_flags():
+def define_batching_flags(bucketing=True):
   """Flags added for the fine-tuning scripts: batches trimmed to their real length."""
   flags.DEFINE_integer("batch_length_multiple", 16,
                        "Cut each batch to its longest sequence rounded up to a multiple of "
                        "this (at most --max_seq_length); 0 pads every batch to "
                        "--max_seq_length as the original did. Only padding is cut, so "
-                       "results do not change. Records on disk keep the fixed length.")
+                       "results do not change. Records on disk keep the fixed length.",
+                       lower_bound=0)
+  if not bucketing:
+    return
   flags.DEFINE_bool("bucket_by_length", False,
                     "Training: fill each batch with examples of similar length (buckets "
                     "--batch_length_multiple wide). Faster still, but it changes which "
@@ -73,9 +76,6 @@ def define_batching_flags():
 def batch_length_multiple(values, strategy):
   """The trimming multiple to use: the flag's, or 0 on TPUs, which need one static shape."""
   import tensorflow as tf
-  if values.batch_length_multiple < 0:
-    raise ValueError(f"--batch_length_multiple={values.batch_length_multiple} must be 0 (off) "
-                     "or positive.")
   if values.batch_length_multiple and isinstance(strategy, tf.distribute.TPUStrategy):
     logging.info("TPU: batches keep --max_seq_length (--batch_length_multiple is ignored).")
     return 0
