@@ -269,7 +269,7 @@ def read_checkpoint(path):
 
 
 def model_for(ckpt, config):
-  """The model whose variables a checkpoint holds: pretrainer, classifier, span or encoder."""
+  """The model whose variables a checkpoint holds: pretrainer, classifier, span, choice, encoder."""
   names = ckpt.weights
   if "cls/predictions/output_bias" in names:
     return BertPretrainer(config)
