@@ -45,7 +45,29 @@ flags.DEFINE_integer("shuffle_buffer_size", 100_000,
 flags.DEFINE_integer("streaming_block_tokens", 1_000_000,
                      "Streaming mode: tokens per block of documents processed together; "
                      "random next sentences come from the same block.")
+flags.DEFINE_string("masking_mix", "0.8,0.1,0.1",
+                    "MASK,SAME,RANDOM: shares of the masked positions written as [MASK], "
+                    "kept, or a random word (the paper's Table 8); the default is the "
+                    "original's and keeps its output.")
+flags.DEFINE_bool("next_sentence", True,
+                  "Next-sentence pairs as the original (half random next). False: every "
+                  "instance is contiguous text of one document, labels all 0 (the paper's "
+                  "'No NSP').")
 FLAGS = flags.FLAGS
+
+
+def _masking_mix():
+  """The --masking_mix shares as three floats; ValueError naming the flag if malformed."""
+  from data import pretraining_data
+  try:
+    mix = tuple(float(part) for part in FLAGS.masking_mix.split(","))
+  except ValueError:
+    mix = ()
+  source = f"--masking_mix={FLAGS.masking_mix}"
+  if not mix:
+    raise ValueError(f"{source}: expected three numbers MASK,SAME,RANDOM such as 0.8,0.1,0.1.")
+  pretraining_data.validate_masking_mix(mix, source)
+  return mix
 
 
 def _validate():
@@ -62,10 +84,11 @@ def _validate():
   for name in ("dupe_factor", "num_workers", "shuffle_buffer_size", "streaming_block_tokens"):
     if FLAGS[name].value < 1:
       raise ValueError(f"--{name}={FLAGS[name].value} must be at least 1.")
+  return _masking_mix()
 
 
 def main(_):
-  _validate()
+  masking_mix = _validate()
   script_utils.log_flags()
   import os
   from data import files, pretraining_data, pretraining_generation, pretraining_streaming
@@ -79,7 +102,8 @@ def main(_):
   tokenizer.require_tokens(["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
   config = pretraining_data.GenerationConfig(
       FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
-      FLAGS.short_seq_prob, FLAGS.do_whole_word_mask, FLAGS.dupe_factor)
+      FLAGS.short_seq_prob, FLAGS.do_whole_word_mask, FLAGS.dupe_factor, masking_mix,
+      FLAGS.next_sentence)
   compression = "" if FLAGS.output_compression == "none" else "GZIP"
   logging.info("Reading %d input file(s): %s", len(input_files), ", ".join(input_files))
   if FLAGS.num_workers > 1 or FLAGS.streaming:

@@ -8,7 +8,8 @@ and seed give the original's instances. The loops are compiled with numba;
 they read as the Python they are.
 
 An instance is [CLS] A [SEP] B [SEP] where A and B are each a contiguous token
-range (truncation only trims their ends), so it is stored as four offsets,
+range (truncation only trims their ends; B is empty when the mode without
+next-sentence pairs takes a one-sentence chunk), so it is stored as four offsets,
 the next-sentence label and its masked positions with their replacements.
 """
 
@@ -31,9 +32,20 @@ is_continuation[id] says the token starts with "##"."""
 
 GenerationConfig = collections.namedtuple(
     "GenerationConfig", ["max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
-                         "short_seq_prob", "do_whole_word_mask", "dupe_factor"],
-    defaults=[128, 20, 0.15, 0.1, False, 10])
-GenerationConfig.__doc__ = "The generator flags that shape instances (original defaults)."
+                         "short_seq_prob", "do_whole_word_mask", "dupe_factor", "masking_mix",
+                         "next_sentence"],
+    defaults=[128, 20, 0.15, 0.1, False, 10, (0.8, 0.1, 0.1), True])
+GenerationConfig.__doc__ = """The generator flags that shape instances (original defaults).
+masking_mix: float shares (mask, same, random) of masked positions written as
+[MASK], kept, a random word; next_sentence: False makes every B the text that
+follows A (no random next, labels all 0)."""
+
+
+def validate_masking_mix(mix, source):
+  """Raises ValueError unless `mix` is 3 non-negative shares summing to 1 (within 1e-6)."""
+  if len(mix) != 3 or any(not 0.0 <= share <= 1.0 for share in mix) or abs(sum(mix) - 1) > 1e-6:
+    raise ValueError(f"{source}: expected three shares MASK,SAME,RANDOM, each in [0, 1] and "
+                     f"summing to 1 (e.g. 0.8,0.1,0.1); got {','.join(map(str, mix))}.")
 
 
 def masking_vocab(vocab):
@@ -110,6 +122,9 @@ def create_masked_lm_predictions(tokens, config, vocab, state):
     is the id written there or KEEP. The labels are tokens[positions].
   """
   n = len(tokens)
+  mask_share, same_share, random_share = config.masking_mix
+  rest = same_share + random_share
+  keep_share = same_share / rest if rest > 0.0 else 1.0
   # Candidate groups (whole words with do_whole_word_mask): flat positions and starts.
   candidates = np.empty(n, np.int64)
   group_starts = np.empty(n + 1, np.int64)
@@ -146,9 +161,11 @@ def create_masked_lm_predictions(tokens, config, vocab, state):
     for k in range(lo, hi):
       index = candidates[k]
       covered[index] = True
-      if mersenne.random(state) < 0.8:
+      # The original's draws: r1 < 0.8 -> [MASK], else r2 < 0.5 -> keep. With
+      # the default mix 0.1 / (0.1 + 0.1) is exactly 0.5, so the draws are identical.
+      if mersenne.random(state) < mask_share:
         replacement = vocab.mask_id
-      elif mersenne.random(state) < 0.5:
+      elif mersenne.random(state) < keep_share:
         replacement = KEEP
       else:
         replacement = vocab.word_ids[mersenne.randint(state, 0, len(vocab.word_ids) - 1)]
@@ -178,7 +195,10 @@ def _document_instances(corpus_tokens, starts, documents, document_index, config
       chunk_size = i - chunk_first + 1
       a_end = 1 if chunk_size < 2 else mersenne.randint(state, 1, chunk_size - 1)
       a0, a1 = starts[chunk_first], starts[chunk_first + a_end]
-      if chunk_size == 1 or mersenne.random(state) < 0.5:
+      if not config.next_sentence:  # B is the rest of the chunk (empty for one sentence)
+        is_random_next = 0
+        b0, b1 = a1, starts[i + 1]
+      elif chunk_size == 1 or mersenne.random(state) < 0.5:
         is_random_next = 1
         target_b_length = target_seq_length - (a1 - a0)
         random_index = 0

@@ -35,6 +35,7 @@ class Summary:
   document_passes: int = 0
   seconds: float = 0.0
   examples: list = dataclasses.field(default_factory=list)  # readable first instances
+  config: object = None  # the GenerationConfig, to report the ablation settings
 
   def lines(self):
     """The closing summary, a line per fact."""
@@ -47,8 +48,12 @@ class Summary:
     out += [f"wrote {self.instances:,} instances, {self.instance_tokens:,} tokens",
             f"masked {self.masked / max(self.instance_tokens, 1):.2%} of tokens: "
             f"{self.masked_as_mask / m:.1%} [MASK], {self.masked_kept / m:.1%} kept, "
-            f"{self.masked_random / m:.1%} random",
-            f"random next sentence {self.random_next / n:.1%}, short target length "
+            f"{self.masked_random / m:.1%} random"]
+    if self.config is not None:
+      mix = "/".join(f"{share * 100:g}%" for share in self.config.masking_mix)
+      pairs = "on" if self.config.next_sentence else "off (contiguous text, labels all 0)"
+      out.append(f"settings: masking mix {mix} [MASK]/kept/random, next-sentence pairs {pairs}")
+    out += [f"random next sentence {self.random_next / n:.1%}, short target length "
             f"{self.short_targets / max(self.document_passes, 1):.1%} of document passes",
             f"wall time {self.seconds:.1f}s ({self.instances / max(self.seconds, 1e-9):,.0f} "
             f"instances/s)"]
@@ -124,7 +129,7 @@ def generate_exact(input_files, output_files, vocab_file, do_lower_case, config,
   store, order, short = pretraining_data.create_training_instances(
       corpus, config, vocab, rng,
       progress=lambda done, count: making.update(done, documents=done, instances=count))
-  summary = Summary(read, short_targets=short, document_passes=passes)
+  summary = Summary(read, short_targets=short, document_passes=passes, config=config)
   encoder = tfrecords.ExampleEncoder(PRETRAINING_INT_FEATURES, PRETRAINING_FLOAT_FEATURES)
   writing = Progress("writing", len(order))
   with tfrecords.RecordWriters(output_files, compression) as writers:

@@ -134,7 +134,7 @@ def generate_streaming(input_files, output_files, vocab_file, do_lower_case, con
              for w in range(num_workers)]
   for w in workers:
     w.start()
-  summary = pretraining_generation.Summary(pretraining_corpus.ReadStats())
+  summary = pretraining_generation.Summary(pretraining_corpus.ReadStats(), config=config)
   # Every worker reads every file, so the slowest one's position is the progress.
   progress = Progress("generating", total_bytes * num_workers)
   positions = [0] * num_workers
