@@ -37,6 +37,10 @@ script_utils.define_runtime_flags()
 flags.DEFINE_string("eval_input_file", None, "Evaluation records; default: --input_file.")
 flags.DEFINE_enum("input_compression", "none", ["none", "gzip"], "Compression of the records.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt to copy beside the exported checkpoint.")
+flags.DEFINE_float("next_sentence_weight", 1.0,
+                   "Weight of the next-sentence loss in the total (the original: 1). 0 trains "
+                   "masked LM only (the paper's 'No NSP'): the next-sentence head and pooler "
+                   "stay as initialized and no next-sentence metrics are reported.")
 FLAGS = flags.FLAGS
 
 
@@ -45,6 +49,8 @@ def main(_):
                        output_dir=FLAGS.output_dir)
   if not FLAGS.do_train and not FLAGS.do_eval:
     raise ValueError("At least one of --do_train and --do_eval must be set.")
+  if not FLAGS.next_sentence_weight >= 0:
+    raise ValueError(f"--next_sentence_weight={FLAGS.next_sentence_weight} must be 0 or more.")
   script_utils.log_flags()
   from data import features, files, pipeline
   from modeling import checkpoints, reports, tasks
@@ -63,9 +69,10 @@ def main(_):
     pipeline.check_record_lengths(first, spec, hints, compression)
 
   strategy, policy = script_utils.runtime(FLAGS)
-  trainer = script_utils.make_trainer(strategy, tasks.PretrainingTask(config),
-                                     FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-                                     FLAGS.train_batch_size, FLAGS)
+  task = tasks.PretrainingTask(config, FLAGS.next_sentence_weight)
+  logging.info("Objectives trained: %s", ", ".join(task.objectives))
+  trainer = script_utils.make_trainer(strategy, task, FLAGS.num_train_steps,
+                                     FLAGS.num_warmup_steps, FLAGS.train_batch_size, FLAGS)
 
   def dataset_fn(pattern, batch_size, is_training):
     return lambda ctx: pipeline.record_dataset(

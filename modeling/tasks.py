@@ -28,15 +28,26 @@ class PretrainingTask:
   """Masked LM + next sentence, with the original's losses.
 
   masked_lm_loss = sum(w * nll) / (sum(w) + 1e-5); next_sentence_loss = mean
-  cross entropy; loss = their sum.
+  cross entropy; loss = masked_lm_loss + next_sentence_weight * next_sentence_loss
+  (the original's sum at the default weight 1). Weight 0 trains masked LM only
+  (the paper's "No NSP"): the next-sentence head and the pooler, which feed
+  only it, are frozen, so weight decay cannot move them either, and no
+  next-sentence figures are reported.
   """
 
-  def __init__(self, config):
+  def __init__(self, config, next_sentence_weight=1.0):
+    if next_sentence_weight < 0:
+      raise ValueError(f"--next_sentence_weight={next_sentence_weight} must not be negative.")
     self.config = config
+    self.next_sentence_weight = next_sentence_weight
+    self.objectives = ("masked_lm", "next_sentence") if next_sentence_weight else ("masked_lm",)
 
   def build_model(self):
     model = BertPretrainer(self.config)
     model.build()
+    if not self.next_sentence_weight:  # no gradient reaches them: keep them out of training
+      model.next_sentence.trainable = False
+      model.encoder.pooler.trainable = False
     return model
 
   def denominators(self, batch):
@@ -59,24 +70,32 @@ class PretrainingTask:
   def losses(self, sums, denominators):
     """(total loss, dict of component losses) from global sums and denominators."""
     mlm = sums["masked_lm"] / (denominators["masked_lm"] + 1e-5)
+    if not self.next_sentence_weight:
+      return mlm, {"masked_lm_loss": mlm}
     nsp = sums["next_sentence"] / denominators["next_sentence"]
-    return mlm + nsp, {"masked_lm_loss": mlm, "next_sentence_loss": nsp}
+    # Weight 1 multiplies exactly, so the default loss and gradients are the original's.
+    loss = mlm + self.next_sentence_weight * nsp
+    return loss, {"masked_lm_loss": mlm, "next_sentence_loss": nsp}
 
   def metric_values(self, metrics, denominators):
-    """Accuracies from summed metrics and denominators."""
-    return {"masked_lm_accuracy": ops.divide_no_nan(metrics["masked_lm_correct"],
-                                                    denominators["masked_lm"]),
-            "next_sentence_accuracy": ops.divide_no_nan(metrics["next_sentence_correct"],
-                                                        denominators["next_sentence"])}
+    """Accuracies from summed metrics and denominators (of the trained objectives)."""
+    values = {"masked_lm_accuracy": ops.divide_no_nan(metrics["masked_lm_correct"],
+                                                      denominators["masked_lm"])}
+    if self.next_sentence_weight:
+      values["next_sentence_accuracy"] = ops.divide_no_nan(metrics["next_sentence_correct"],
+                                                           denominators["next_sentence"])
+    return values
 
   def eval_results(self, sums, metrics, denominators, batch_losses):
     """The original's eval metrics: weighted means over all positions and examples."""
     values = self.metric_values(metrics, denominators)
     values["masked_lm_loss"] = ops.divide_no_nan(sums["masked_lm"], denominators["masked_lm"])
-    values["next_sentence_loss"] = ops.divide_no_nan(sums["next_sentence"],
-                                                     denominators["next_sentence"])
+    if self.next_sentence_weight:
+      values["next_sentence_loss"] = ops.divide_no_nan(sums["next_sentence"],
+                                                       denominators["next_sentence"])
     values = {k: float(v) for k, v in values.items()}
     values["loss"] = sum(batch_losses) / max(len(batch_losses), 1)
+    values["objectives"] = ",".join(self.objectives)
     return values
 
 

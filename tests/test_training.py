@@ -208,7 +208,8 @@ def test_outputs_eval_results_export_and_plot(setup, tmp_path):
   lines = (out / "eval_results.txt").read_text().splitlines()
   keys = [line.split(" = ")[0] for line in lines]
   assert keys == sorted(keys) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
-                                  "next_sentence_accuracy", "next_sentence_loss"]
+                                  "next_sentence_accuracy", "next_sentence_loss", "objectives"]
+  assert lines[-1] == "objectives = masked_lm,next_sentence"
   assert lines[0] == "global_step = 30"
   assert (out / "training_curves.png").stat().st_size > 1000
   assert "sequences/s" in proc.stderr and "ETA" in proc.stderr
