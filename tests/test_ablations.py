@@ -195,6 +195,7 @@ def test_zero_next_sentence_weight_leaves_the_next_sentence_head_untouched(
   assert ("next_sentence_loss" in logged) == bool(weight)
 
 
+@pytest.mark.slow
 def test_eval_results_name_the_trained_objectives(model_setup, tmp_path):
   d, vocab_file, records, _ = model_setup
   out = tmp_path / "run"

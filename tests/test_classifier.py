@@ -55,6 +55,7 @@ def _common(d, vocab, data, out, *extra):
           *extra]
 
 
+@pytest.mark.slow
 def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_path):
   d, vocab = model_files
   _sst2(tmp_path / "data", seed=3)
@@ -86,6 +87,7 @@ def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_pat
   assert [s.decode() for s in served["label"].numpy()[:2]] == ["1", "0"]
 
 
+@pytest.mark.slow
 def test_regression_and_pair_inputs(model_files, tmp_path):
   d, vocab = model_files
   rng = random.Random(5)
@@ -136,6 +138,7 @@ def test_mnli_evaluates_matched_and_mismatched(model_files, tmp_path):
   assert np.loadtxt(out / "test_mismatched_results.tsv").shape == (4, 3)
 
 
+@pytest.mark.slow
 def test_bad_flags_are_one_line(model_files, tmp_path):
   d, vocab = model_files
   _sst2(tmp_path / "data", seed=4, n_train=8)
@@ -162,6 +165,7 @@ def test_bad_flags_are_one_line(model_files, tmp_path):
       "--train_batch_size=32 over --num_train_epochs=3.0.")
 
 
+@pytest.mark.slow
 def test_trimmed_batches_train_and_predict_as_fixed_length_ones(model_files, tmp_path):
   """Batches cut to their longest sequence give the weights and outputs of full-length ones."""
   d, vocab = model_files

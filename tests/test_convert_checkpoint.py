@@ -1,12 +1,14 @@
 """convert_checkpoint.py: Hugging Face -> TF1 -> TF2 keeps every value and writes the original layout."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from modeling import checkpoints
 from scripts import last_error_line, run_script
 
 
+@pytest.mark.slow
 def test_minilm_through_all_formats(minilm_dir, tmp_path):
   run_script("convert_checkpoint.py", f"--input_checkpoint={minilm_dir}",
              f"--output_dir={tmp_path / 'tf1'}", "--output_format=tf1")

@@ -1,10 +1,12 @@
 """The README's main job: the whole pipeline, at a reduced size, on a fresh directory."""
 
 import os
+import pytest
 
 from scripts import run_script
 
 
+@pytest.mark.slow
 def test_demo_pipeline_end_to_end(tmp_path):
   work = tmp_path / "demo"
   out = run_script("demo.py", "--quick", f"--work_dir={work}",

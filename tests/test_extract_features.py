@@ -60,6 +60,7 @@ def test_output_layout_and_values(model_dir, tmp_path):
       assert all(round(v, 6) == v for v in layer["values"])
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_leaves_no_output(model_dir, tmp_path):
   directory, _ = model_dir
   (tmp_path / "in.txt").write_text("hello\n")

@@ -314,6 +314,7 @@ def _results(path):
   return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
 
 
+@pytest.mark.slow
 def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
   d, vocab, config, _ = model_files
   rng = random.Random(7)
@@ -363,6 +364,7 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
   assert got[:6] == ["B-PER", "I-PER", "O", "B-LOC", "O", "O"]
 
 
+@pytest.mark.slow
 def test_feature_based_keeps_the_encoder_frozen(model_files, tmp_path):
   d, _, _, init = model_files
   rng = random.Random(8)
@@ -391,6 +393,7 @@ def test_feature_based_keeps_the_encoder_frozen(model_files, tmp_path):
   assert not any("bert" in n for n in slots)
 
 
+@pytest.mark.slow
 def test_bad_input_gives_one_line_errors(model_files, tmp_path):
   d, *_ = model_files
   data = tmp_path / "data"

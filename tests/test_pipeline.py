@@ -106,3 +106,22 @@ def test_buckets_group_similar_lengths_and_keep_every_example(tmp_path):
   # 200 batches of 8 = four passes: every example comes back, none is stuck in a bucket.
   counts = np.bincount(seen, minlength=400)
   assert counts.min() >= 1 and counts.sum() == 1600
+
+
+def test_two_replicas_predict_trimmed_batches_as_one_device(tmp_path):
+  """Under MirroredStrategy (2 logical CPUs) prediction gives one device's rows, in file order."""
+  import json
+  import os
+  import subprocess
+  import sys
+  lengths = [3, 30, 4, 5, 2, 2, 3, 9, 17, 40, 1, 6]
+  _records(tmp_path / "r.tf_record", lengths)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run([sys.executable, os.path.join(root, "tests", "predict_worker.py"),
+                         str(tmp_path / "r.tf_record"), str(S), "4"],
+                        capture_output=True, text=True, timeout=300,
+                        env={**os.environ, "PYTHONPATH": root})
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert result["rows"] == 12 and result["file_order"] and result["single_file_order"]
+  assert result["max_difference"] < 1e-5, result

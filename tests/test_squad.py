@@ -224,6 +224,7 @@ def _fine_tune(tmp_path, train_data, dev_data, *extra):
   return out, json.loads((out / "eval_results.json").read_text())
 
 
+@pytest.mark.slow
 def test_end_to_end_learns_to_point_at_the_span(tmp_path):
   rng = random.Random(0)
   out, scores = _fine_tune(tmp_path, _zebra_data(rng, 400), _zebra_data(rng, 60),
@@ -262,6 +263,7 @@ def _zebra_or_nobody(rng, n):
   return data
 
 
+@pytest.mark.slow
 def test_v2_threshold_tuning_recovers_from_a_bad_threshold(tmp_path):
   """With --null_score_diff_threshold=-1000 every question gets 'no answer'; the
   search runs over each question's best non-null answer, so it can still find the threshold

@@ -194,6 +194,7 @@ def _question(rng, i, label=None):
               label)
 
 
+@pytest.mark.slow
 def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
   import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
   d, vocab, config = model_files

@@ -121,6 +121,7 @@ def _finish(*procs):
     assert p.returncode == 0, err[-3000:]
 
 
+@pytest.mark.slow
 def test_mirrored_and_multi_worker_agree_with_one_device(setup, tmp_path):
   single = _worker("single", setup, tmp_path / "single")
   mirrored = _worker("mirrored", setup, tmp_path / "mirrored")
@@ -160,6 +161,7 @@ def _with_dropout(setup, tmp_path):
   return str(path)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_weights(setup, tmp_path):
   """SIGKILL after a checkpoint, restart: same final weights (dropout and data order included)."""
   config = _with_dropout(setup, tmp_path)
@@ -201,6 +203,7 @@ def test_sigterm_saves_a_checkpoint_and_exits(setup, tmp_path):
   assert tf.train.latest_checkpoint(str(tmp_path / "t"))
 
 
+@pytest.mark.slow
 def test_outputs_eval_results_export_and_plot(setup, tmp_path):
   out = tmp_path / "run"
   proc = run_script("run_pretraining.py", *_pretrain_args(setup, out, "--do_eval",
