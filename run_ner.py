@@ -29,20 +29,20 @@ flags.DEFINE_string("output_dir", None,
 flags.DEFINE_string("init_checkpoint", None,
                     "Weights to start from: original TF1, Hugging Face or ours.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_integer("max_seq_length", 128, "WordPiece tokens per window.")
+flags.DEFINE_integer("max_seq_length", 128, "WordPiece tokens per window.", lower_bound=1)
 flags.DEFINE_bool("do_train", False, "Train on train.txt; saves label_list.txt.")
 flags.DEFINE_bool("do_eval", False, "Score the dev file; writes eval_results.txt.")
 flags.DEFINE_bool("do_predict", False, "Tag the test file; writes test_predictions.txt.")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size (windows).")
-flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
-flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
+flags.DEFINE_integer("train_batch_size", 32, "Training batch size (windows).", lower_bound=1)
+flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.", lower_bound=1)
+flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", lower_bound=1)
 flags.DEFINE_float("learning_rate", None,
                    "Peak learning rate. Default: 5e-5 fine-tuning (the original's), 1e-3 "
                    "feature-based (a BiLSTM trained from scratch).")
 flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", lower_bound=1)
+flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.", lower_bound=1)
 script_utils.define_tpu_flags()
 script_utils.define_runtime_flags()
 script_utils.define_batching_flags()
@@ -52,14 +52,14 @@ flags.DEFINE_string("export_dir", None,
 flags.DEFINE_bool("document_context", True,
                   "Fill each window with the neighbouring sentences (of the same document "
                   "when -DOCSTART- lines mark them); off: sentence by sentence.")
-flags.DEFINE_integer("doc_stride", 64, "Pieces between the starts of consecutive windows.")
+flags.DEFINE_integer("doc_stride", 64, "Pieces between the starts of consecutive windows.", lower_bound=1)
 flags.DEFINE_bool("feature_based", False,
                   "Freeze the encoder and train a 2-layer BiLSTM on its layers (paper 5.3).")
 flags.DEFINE_list("feature_layers", ["-1"],
                   "Layers fed to the BiLSTM: 0 = embeddings, 1..L, or -1 (last) .. -L.")
 flags.DEFINE_enum("feature_combine", "concat", ["concat", "sum", "weighted"],
                   "How the feature layers are combined; weighted: learned softmax weights.")
-flags.DEFINE_integer("lstm_units", 768, "BiLSTM units in each direction.")
+flags.DEFINE_integer("lstm_units", 768, "BiLSTM units in each direction.", lower_bound=1)
 FLAGS = flags.FLAGS
 
 
@@ -107,8 +107,6 @@ def main(_):
   script_utils.require(data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir)
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
     raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
-  if FLAGS.doc_stride < 1:
-    raise ValueError(f"--doc_stride={FLAGS.doc_stride} must be positive.")
   if FLAGS.learning_rate is None:
     FLAGS.learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
   script_utils.log_flags()

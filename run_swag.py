@@ -25,24 +25,24 @@ flags.DEFINE_string("init_checkpoint", None,
                     "Weights to start from: original TF1, Hugging Face or ours.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per choice (context + ending) after "
-                     "WordPiece.")
+                     "WordPiece.", lower_bound=1)
 flags.DEFINE_bool("do_train", False, "Fine-tune on train.csv.")
 flags.DEFINE_bool("do_eval", False, "Evaluate on val.csv; writes eval_results.txt.")
 flags.DEFINE_bool("do_predict", False,
                   "Predict test.csv: test_results.tsv and test_predictions.tsv.")
-flags.DEFINE_integer("train_batch_size", 16, "Training batch size, in questions (paper: 16).")
-flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size, in questions.")
-flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size, in questions.")
+flags.DEFINE_integer("train_batch_size", 16, "Training batch size, in questions (paper: 16).", lower_bound=1)
+flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size, in questions.", lower_bound=1)
+flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size, in questions.", lower_bound=1)
 flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate (paper: 2e-5).")
 flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training data (paper: 3).")
 flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", lower_bound=1)
+flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.", lower_bound=1)
 script_utils.define_tpu_flags()
 script_utils.define_runtime_flags()
 script_utils.define_batching_flags()
 # Added.
-flags.DEFINE_integer("num_choices", 4, "Endings per question (columns ending0 ..).")
+flags.DEFINE_integer("num_choices", 4, "Endings per question (columns ending0 ..).", lower_bound=2)
 flags.DEFINE_string("export_dir", None,
                     "Write a SavedModel here that takes raw strings (sent1 [N], sent2 [N], "
                     "endings [N, num_choices]) and returns a probability per ending.")
@@ -53,8 +53,6 @@ def main(_):
   script_utils.require(data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir)
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
     raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
-  if FLAGS.num_choices < 2:
-    raise ValueError(f"--num_choices={FLAGS.num_choices} must be at least 2.")
   script_utils.log_flags()
   import numpy as np
   import scipy.special

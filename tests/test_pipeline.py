@@ -125,3 +125,15 @@ def test_two_replicas_predict_trimmed_batches_as_one_device(tmp_path):
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   assert result["rows"] == 12 and result["file_order"] and result["single_file_order"]
   assert result["max_difference"] < 1e-5, result
+
+
+@pytest.mark.parametrize("script,flag", [
+    ("run_classifier.py", "--train_batch_size=0"), ("run_classifier.py", "--eval_batch_size=-1"),
+    ("run_squad.py", "--doc_stride=0"), ("run_squad.py", "--predict_batch_size=0"),
+    ("run_ner.py", "--lstm_units=0"), ("run_ner.py", "--batch_length_multiple=-16"),
+    ("run_swag.py", "--num_choices=1"), ("run_swag.py", "--max_seq_length=0")])
+def test_zero_or_negative_numbers_stop_at_start_naming_the_flag(script, flag):
+  from scripts import run_script
+  proc = run_script(script, flag, expect_ok=False)
+  assert proc.returncode != 0
+  assert f"Flags parsing error: flag {flag}:" in proc.stderr
