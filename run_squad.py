@@ -70,7 +70,8 @@ def main(_):
   import random
 
   import numpy as np
-  from data import features, files, pipeline, squad, squad_evaluation, tfrecords, tokenization
+  from data import (features, files, pipeline, squad, squad_evaluation, squad_predictions,
+                    tfrecords, tokenization)
   from modeling import reports, tasks
 
   config, vocab_file = script_utils.config_and_vocab(
@@ -113,6 +114,8 @@ def main(_):
   if FLAGS.do_predict:
     examples = squad.read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)
     eval_features = convert(examples, False)
+    if not eval_features:  # contexts whose words all tokenize to nothing
+      raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict from.")
     replicas = strategy.num_replicas_in_sync
     batch = FLAGS.predict_batch_size * replicas // np.gcd(FLAGS.predict_batch_size, replicas)
     path = os.path.join(FLAGS.output_dir, "eval.tf_record")
@@ -126,7 +129,8 @@ def main(_):
         fill=-float("inf"))
     if not trainer.chief:
       return
-    results = [squad.RawResult(int(u), [float(x) for x in s], [float(x) for x in e])
+    results = [squad_predictions.RawResult(int(u), [float(x) for x in s],
+                                           [float(x) for x in e])
                for u, s, e in zip(out["unique_ids"], out["start_logits"], out["end_logits"]) if u]
     dataset = squad.load_json(FLAGS.predict_file)
     scored = squad_evaluation.has_answers(dataset)
@@ -134,33 +138,34 @@ def main(_):
     # v2.0: post-process once, keeping every question's best non-null answer; any
     # threshold is then a cheap pass over the null odds.
     v2 = FLAGS.version_2_with_negative
-    predictions, nbest, null_odds = squad.compute_predictions(
+    predictions, nbest, null_odds = squad_predictions.compute_predictions(
         examples, eval_features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
         FLAGS.do_lower_case, v2, float("inf") if v2 else FLAGS.null_score_diff_threshold,
         FLAGS.verbose_logging)
     answers = predictions
     if v2:
-      predictions = squad.apply_null_threshold(answers, null_odds, FLAGS.null_score_diff_threshold)
+      predictions = squad_predictions.apply_null_threshold(answers, null_odds,
+                                                           FLAGS.null_score_diff_threshold)
     scores = None
     if scored:
       if v2:
         scores = squad_evaluation.evaluate_v2(dataset, predictions, null_odds)
         if FLAGS.tune_null_threshold:
           threshold = squad_evaluation.tune_null_threshold(dataset, answers, null_odds)
-          predictions = squad.apply_null_threshold(answers, null_odds, threshold)
+          predictions = squad_predictions.apply_null_threshold(answers, null_odds, threshold)
           tuned = squad_evaluation.evaluate_v2(dataset, predictions, null_odds)
           scores.update({"null_score_diff_threshold": threshold, "tuned_exact": tuned["exact"],
                          "tuned_f1": tuned["f1"]})
       else:
         scores = squad_evaluation.evaluate_v1(dataset, predictions)
       scores["global_step"] = trainer.global_step
-    squad.write_json(os.path.join(FLAGS.output_dir, "predictions.json"), predictions)
-    squad.write_json(os.path.join(FLAGS.output_dir, "nbest_predictions.json"), nbest)
+    squad_predictions.write_json(os.path.join(FLAGS.output_dir, "predictions.json"), predictions)
+    squad_predictions.write_json(os.path.join(FLAGS.output_dir, "nbest_predictions.json"), nbest)
     if FLAGS.version_2_with_negative:
-      squad.write_json(os.path.join(FLAGS.output_dir, "null_odds.json"), null_odds)
+      squad_predictions.write_json(os.path.join(FLAGS.output_dir, "null_odds.json"), null_odds)
     if scores is not None:
       reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), scores)
-      squad.write_json(os.path.join(FLAGS.output_dir, "eval_results.json"), scores)
+      squad_predictions.write_json(os.path.join(FLAGS.output_dir, "eval_results.json"), scores)
       for key in sorted(scores):
         logging.info("eval %s = %s", key, scores[key])
     logging.info("Wrote predictions for %d questions to %s", len(predictions), FLAGS.output_dir)

@@ -1,16 +1,14 @@
-"""SQuAD v1.1 / v2.0: the original's reading, feature conversion and answer recovery.
+"""SQuAD v1.1 / v2.0: the original's reading and feature conversion.
 
 Every step follows the original run_squad.py: the whitespace split of the
 context with its character-to-word map, the "could not find answer" skip, the
-WordPiece re-tokenization maps, the improved answer span, sliding document
-spans with the max-context rule, and the n-best post-processing that maps
-WordPiece text back to the original text. Options are arguments.
+WordPiece re-tokenization maps, the improved answer span, and sliding
+document spans with the max-context rule. Turning logits back into answers is
+data/squad_predictions.py. Options are arguments.
 """
 
-import collections
 import dataclasses
 import json
-import math
 
 from absl import logging
 
@@ -54,33 +52,63 @@ def load_json(path):
   """The `data` list of a SQuAD file; ValueError naming the file otherwise."""
   try:
     with files.open_file(path, "rb") as f:
-      return json.loads(f.read().decode("utf-8"))["data"]
+      value = json.loads(f.read().decode("utf-8-sig"))
   except FileNotFoundError:
     raise ValueError(f"{path}: no such file.") from None
-  except (OSError, ValueError, KeyError, TypeError) as e:
+  except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
     raise ValueError(f"{path} is not a SQuAD file: {e}") from None
+  if not isinstance(value, dict) or "data" not in value:
+    raise ValueError(f"{path} is not a SQuAD file: expected an object with a \"data\" list.")
+  return _checked(value["data"], list, path, '"data"')
+
+
+def _checked(value, kind, path, what):
+  """value when it is a `kind`; ValueError naming the file and the field otherwise."""
+  if not isinstance(value, kind):
+    raise ValueError(f"{path}: {what} is a {type(value).__name__}; expected a "
+                     f"{'list' if kind is list else 'JSON object'}.")
+  return value
 
 
 def read_squad_examples(path, is_training, version_2_with_negative):
   """SquadExamples of a SQuAD json file (answers read only when training).
 
-  Raises ValueError naming the file and question when a field is missing or wrong.
+  Training questions whose answer text is not at answer_start are skipped, as
+  the original does; their number is logged. Raises ValueError naming the file
+  and question when a field is missing or wrong, a context is empty, or the
+  file has no questions.
   """
-  examples = []
-  for entry in load_json(path):
-    for paragraph in entry.get("paragraphs", ()):
-      where = f"{path}: paragraph of '{entry.get('title', '?')}'"
+  examples, num_questions = [], 0
+  for i, entry in enumerate(load_json(path)):
+    entry = _checked(entry, dict, path, f"article {i} of \"data\"")
+    title = entry.get("title", i)
+    for j, paragraph in enumerate(_checked(entry.get("paragraphs", []), list, path,
+                                           f"\"paragraphs\" of article {title!r}")):
+      where = f"{path}: paragraph {j} of article {title!r}"
       try:
+        paragraph = _checked(paragraph, dict, path, f"paragraph {j} of article {title!r}")
+        qas = _checked(paragraph["qas"], list, path,
+                       f"\"qas\" of paragraph {j} of article {title!r}")
         doc_tokens, char_to_word_offset = _whitespace_split(paragraph["context"])
-        for qa in paragraph["qas"]:
+        for qa in qas:
+          qa = _checked(qa, dict, path, f"a question of paragraph {j} of article {title!r}")
           where = f"{path}: question {qa.get('id', '?')!r}"
-          example = _example(path, qa, doc_tokens, char_to_word_offset, is_training,
+          if not doc_tokens:
+            raise ValueError(f"{where}: the context is empty.")
+          num_questions += 1
+          example = _example(where, qa, doc_tokens, char_to_word_offset, is_training,
                              version_2_with_negative)
           if example is not None:
             examples.append(example)
-      except (KeyError, IndexError, TypeError) as e:
+      except (KeyError, IndexError, TypeError, AttributeError) as e:
         raise ValueError(f"{where}: missing or malformed field ({type(e).__name__}: {e}).") \
             from None
+  if not num_questions:
+    raise ValueError(f"{path}: no questions.")
+  if len(examples) < num_questions:
+    logging.warning("%s: skipped %d of %d training questions whose answer text is not at its "
+                    "answer_start, as the original does.", path, num_questions - len(examples),
+                    num_questions)
   return examples
 
 
@@ -101,7 +129,7 @@ def _whitespace_split(context):
   return doc_tokens, char_to_word_offset
 
 
-def _example(path, qa, doc_tokens, char_to_word_offset, is_training, version_2_with_negative):
+def _example(where, qa, doc_tokens, char_to_word_offset, is_training, version_2_with_negative):
   """One SquadExample, or None for a training answer not found in its context."""
   start = end = answer_text = None
   impossible = False
@@ -109,20 +137,23 @@ def _example(path, qa, doc_tokens, char_to_word_offset, is_training, version_2_w
     if version_2_with_negative:
       impossible = qa["is_impossible"]
     if len(qa["answers"]) != 1 and not impossible:
-      raise ValueError(f"{path}: question {qa['id']} has {len(qa['answers'])} answers; "
-                       "training needs exactly one.")
+      hint = "" if version_2_with_negative else " (unanswerable questions need SQuAD 2.0 mode)"
+      raise ValueError(f"{where} has {len(qa['answers'])} answers; training needs exactly "
+                       f"one{hint}.")
     if impossible:
       start, end, answer_text = -1, -1, ""
     else:
       answer = qa["answers"][0]
       answer_text = answer["text"]
       offset = answer["answer_start"]
+      if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"{where}: answer_start {offset!r} is not a character position.")
       start = char_to_word_offset[offset]
       end = char_to_word_offset[offset + len(answer_text) - 1]
       actual = " ".join(doc_tokens[start:end + 1])
       cleaned = " ".join(tokenization.whitespace_tokenize(answer_text))
       if actual.find(cleaned) == -1:
-        logging.warning("Could not find answer: '%s' vs. '%s'", actual, cleaned)
+        logging.warning("%s: could not find answer: '%s' vs. '%s'", where, actual, cleaned)
         return None
   return SquadExample(qa["id"], qa["question"], doc_tokens, answer_text, start, end, impossible)
 
@@ -218,165 +249,6 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
           end_position, example.is_impossible))
       unique_id += 1
   return features
-
-
-# --- Post-processing ---------------------------------------------------------
-
-RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
-_Prelim = collections.namedtuple("PrelimPrediction",
-                                 ["feature_index", "start_index", "end_index", "start_logit",
-                                  "end_logit"])
-_Nbest = collections.namedtuple("NbestPrediction", ["text", "start_logit", "end_logit"])
-
-
-def _get_best_indexes(logits, n_best_size):
-  """Indexes of the n best logits, highest first (earlier index on ties)."""
-  ranked = sorted(enumerate(logits), key=lambda x: x[1], reverse=True)
-  return [index for index, _ in ranked[:n_best_size]]
-
-
-def _compute_softmax(scores):
-  if not scores:
-    return []
-  top = max(scores)
-  exps = [math.exp(s - top) for s in scores]
-  total = sum(exps)
-  return [e / total for e in exps]
-
-
-def get_final_text(pred_text, orig_text, do_lower_case, verbose=False):
-  """Maps normalized WordPiece text back to the span of the original text it came from.
-
-  Re-runs the basic tokenizer on the original words, aligns the two strings
-  character by character without spaces, and returns the original substring;
-  falls back to the whole original text on any mismatch.
-  """
-  def strip_spaces(text):
-    chars, ns_to_s = [], collections.OrderedDict()
-    for i, c in enumerate(text):
-      if c == " ":
-        continue
-      ns_to_s[len(chars)] = i
-      chars.append(c)
-    return "".join(chars), ns_to_s
-
-  tok_text = " ".join(tokenization.BasicTokenizer(do_lower_case).tokenize(orig_text))
-  start = tok_text.find(pred_text)
-  if start == -1:
-    if verbose:
-      logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
-    return orig_text
-  end = start + len(pred_text) - 1
-  orig_ns, orig_ns_to_s = strip_spaces(orig_text)
-  tok_ns, tok_ns_to_s = strip_spaces(tok_text)
-  if len(orig_ns) != len(tok_ns):
-    if verbose:
-      logging.info("Length not equal after stripping spaces: '%s' vs '%s'", orig_ns, tok_ns)
-    return orig_text
-  tok_s_to_ns = {s: ns for ns, s in tok_ns_to_s.items()}
-  orig_start = orig_end = None
-  if start in tok_s_to_ns and tok_s_to_ns[start] in orig_ns_to_s:
-    orig_start = orig_ns_to_s[tok_s_to_ns[start]]
-  if end in tok_s_to_ns and tok_s_to_ns[end] in orig_ns_to_s:
-    orig_end = orig_ns_to_s[tok_s_to_ns[end]]
-  if orig_start is None or orig_end is None:
-    if verbose:
-      logging.info("Couldn't map start or end position")
-    return orig_text
-  return orig_text[orig_start:orig_end + 1]
-
-
-def compute_predictions(examples, features, results, n_best_size, max_answer_length,
-                        do_lower_case, version_2_with_negative, null_score_diff_threshold,
-                        verbose=False):
-  """The original's write_predictions without the writing.
-
-  Returns (predictions {qas_id: text}, nbest {qas_id: [entries]}, null odds
-  {qas_id: score_diff} (v2.0 only, else empty)).
-  """
-  by_example = collections.defaultdict(list)
-  for feature in features:
-    by_example[feature.example_index].append(feature)
-  by_id = {r.unique_id: r for r in results}
-  predictions, all_nbest, null_odds = (collections.OrderedDict() for _ in range(3))
-  for example_index, example in enumerate(examples):
-    example_features = by_example[example_index]
-    prelim = []
-    score_null, null_feature, null_start, null_end = 1000000, 0, 0, 0
-    for feature_index, feature in enumerate(example_features):
-      result = by_id[feature.unique_id]
-      if version_2_with_negative:
-        feature_null = result.start_logits[0] + result.end_logits[0]
-        if feature_null < score_null:
-          score_null, null_feature = feature_null, feature_index
-          null_start, null_end = result.start_logits[0], result.end_logits[0]
-      for start in _get_best_indexes(result.start_logits, n_best_size):
-        for end in _get_best_indexes(result.end_logits, n_best_size):
-          if start >= len(feature.tokens) or end >= len(feature.tokens):
-            continue
-          if start not in feature.token_to_orig_map or end not in feature.token_to_orig_map:
-            continue
-          if not feature.token_is_max_context.get(start, False):
-            continue
-          if end < start or end - start + 1 > max_answer_length:
-            continue
-          prelim.append(_Prelim(feature_index, start, end, result.start_logits[start],
-                                result.end_logits[end]))
-    if version_2_with_negative:
-      prelim.append(_Prelim(null_feature, 0, 0, null_start, null_end))
-    prelim.sort(key=lambda p: p.start_logit + p.end_logit, reverse=True)
-    seen, nbest = set(), []
-    for pred in prelim:
-      if len(nbest) >= n_best_size:
-        break
-      feature = example_features[pred.feature_index]
-      if pred.start_index > 0:  # a span, not the null answer
-        tok_text = " ".join(feature.tokens[pred.start_index:pred.end_index + 1])
-        tok_text = tok_text.replace(" ##", "").replace("##", "")
-        tok_text = " ".join(tok_text.strip().split())
-        orig_start = feature.token_to_orig_map[pred.start_index]
-        orig_end = feature.token_to_orig_map[pred.end_index]
-        orig_text = " ".join(example.doc_tokens[orig_start:orig_end + 1])
-        final_text = get_final_text(tok_text, orig_text, do_lower_case, verbose)
-        if final_text in seen:
-          continue
-      else:
-        final_text = ""
-      seen.add(final_text)
-      nbest.append(_Nbest(final_text, pred.start_logit, pred.end_logit))
-    if version_2_with_negative and "" not in seen:
-      nbest.append(_Nbest("", null_start, null_end))
-    if not nbest:  # a nonce, as the original, for the rare example without a valid span
-      nbest.append(_Nbest("empty", 0.0, 0.0))
-    probabilities = _compute_softmax([e.start_logit + e.end_logit for e in nbest])
-    all_nbest[example.qas_id] = [
-        collections.OrderedDict([("text", e.text), ("probability", p),
-                                 ("start_logit", e.start_logit), ("end_logit", e.end_logit)])
-        for e, p in zip(nbest, probabilities)]
-    if not version_2_with_negative:
-      predictions[example.qas_id] = nbest[0].text
-    else:
-      best = next((e for e in nbest if e.text), None)
-      if best is None:  # only the null answer survived
-        null_odds[example.qas_id] = 0.0
-        predictions[example.qas_id] = ""
-        continue
-      score_diff = score_null - best.start_logit - best.end_logit
-      null_odds[example.qas_id] = score_diff
-      predictions[example.qas_id] = "" if score_diff > null_score_diff_threshold else best.text
-  return predictions, all_nbest, null_odds
-
-
-def apply_null_threshold(answers, null_odds, threshold):
-  """v2.0 predictions from each question's best non-null answer: "" where its null odds
-  (null score minus best span score) exceed `threshold`, as compute_predictions decides."""
-  return {q: "" if null_odds.get(q, 0.0) > threshold else a for q, a in answers.items()}
-
-
-def write_json(path, value):
-  """JSON with indent 4 and a final newline, as the original writes its outputs."""
-  with files.atomic_output(path) as f:
-    f.write(json.dumps(value, indent=4) + "\n")
 
 
 def feature_arrays(features, max_seq_length, is_training, pad_to=1):

@@ -131,8 +131,8 @@ def evaluate_v2(dataset, predictions, null_odds=None, null_odds_threshold=1.0):
 def tune_null_threshold(dataset, answers, null_odds):
   """The null-score threshold with the best v2.0 F1 on `dataset`.
 
-  answers: every question's best non-null answer (squad.compute_predictions with threshold
-  +inf), as evaluate-v2.0.py's search expects, so the result may lie on either side of any
-  threshold used so far.
+  answers: every question's best non-null answer (squad_predictions.compute_predictions
+  with threshold +inf), as evaluate-v2.0.py's search expects, so the result may lie on either
+  side of any threshold used so far.
   """
   return evaluate_v2(dataset, answers, null_odds)["best_f1_thresh"]

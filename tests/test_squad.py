@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import write_vocab
-from data import squad, squad_evaluation, tokenization
+from data import squad, squad_evaluation, squad_predictions, tokenization
 from scripts import last_error_line, run_script
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "sat", "on", "mat",
@@ -107,7 +107,7 @@ def test_max_context_prefers_the_centred_span():
     ("zebra", "Steve Smith's", True, "Steve Smith's"),  # not found: the whole original
 ])
 def test_get_final_text(pred, orig, lower, want):
-  assert squad.get_final_text(pred, orig, lower) == want
+  assert squad_predictions.get_final_text(pred, orig, lower) == want
 
 
 def _feature(unique_id, example_index, tokens, doc_start, orig_indexes, max_context=None):
@@ -128,19 +128,19 @@ def test_post_processing_filters_and_null_answers():
   start[10] = 7.0                        # not max context: filtered
   start[4], end[5] = 6.0, 7.0            # "steve smith"
   start[0], end[0] = 1.0, 1.0            # the null score
-  result = squad.RawResult(1000000000, list(start), list(end))
-  preds, nbest, odds = squad.compute_predictions([example], [feature], [result], 5, 30, True,
+  result = squad_predictions.RawResult(1000000000, list(start), list(end))
+  preds, nbest, odds = squad_predictions.compute_predictions([example], [feature], [result], 5, 30, True,
                                                  False, 0.0)
   assert preds["q"] == "Steve Smith"
   assert nbest["q"][0]["text"] == "Steve Smith" and len({e["text"] for e in nbest["q"]}) == len(nbest["q"])
   assert abs(sum(e["probability"] for e in nbest["q"]) - 1.0) < 1e-9 and not odds
-  short = squad.compute_predictions([example], [feature], [result], 5, 1, True, False, 0.0)[0]
+  short = squad_predictions.compute_predictions([example], [feature], [result], 5, 1, True, False, 0.0)[0]
   assert short["q"] != "Steve Smith"  # max_answer_length 1 removes the two-token span
-  preds, nbest, odds = squad.compute_predictions([example], [feature], [result], 5, 30, True,
+  preds, nbest, odds = squad_predictions.compute_predictions([example], [feature], [result], 5, 30, True,
                                                  True, 0.0)
   assert odds["q"] == pytest.approx(2.0 - 13.0)  # null (1 + 1) minus best span (6 + 7)
   assert preds["q"] == "Steve Smith" and "" in [e["text"] for e in nbest["q"]]
-  preds, _, _ = squad.compute_predictions([example], [feature], [result], 5, 30, True, True, -12.0)
+  preds, _, _ = squad_predictions.compute_predictions([example], [feature], [result], 5, 30, True, True, -12.0)
   assert preds["q"] == ""  # score_diff -11 > threshold -12: no answer
 
 
@@ -176,21 +176,21 @@ def test_null_threshold_search_uses_the_best_non_null_answers():
     start, end = np.full(len(tokens), -5.0), np.full(len(tokens), -5.0)
     start[4], end[5] = 2.0, 2.0                        # "Steve Smith", score 4
     start[0], end[0] = (4.0 + odds) / 2, (4.0 + odds) / 2  # null score 4 + odds
-    results.append(squad.RawResult(1000000000 + i, list(start), list(end)))
+    results.append(squad_predictions.RawResult(1000000000 + i, list(start), list(end)))
   data = [{"paragraphs": [{"context": "Steve Smith sat", "qas": [
       {"id": "q1", "answers": [{"text": "Steve Smith"}]}, {"id": "q2", "answers": []}]}]}]
 
   def predict(threshold):
-    return squad.compute_predictions(examples, feats, results, 5, 30, True, True, threshold)[0]
+    return squad_predictions.compute_predictions(examples, feats, results, 5, 30, True, True, threshold)[0]
 
-  answers, _, odds = squad.compute_predictions(examples, feats, results, 5, 30, True, True,
+  answers, _, odds = squad_predictions.compute_predictions(examples, feats, results, 5, 30, True, True,
                                                float("inf"))
   assert answers == {"q1": "Steve Smith", "q2": "Steve Smith"}
   assert predict(0.0) == {"q1": "", "q2": ""}
   threshold = squad_evaluation.tune_null_threshold(data, answers, odds)
   assert threshold == pytest.approx(1.0)
   for t in (-1.0, 0.0, threshold, 2.0, 5.0):  # the cheap path decides as the full one
-    assert squad.apply_null_threshold(answers, odds, t) == predict(t)
+    assert squad_predictions.apply_null_threshold(answers, odds, t) == predict(t)
   assert predict(threshold) == {"q1": "Steve Smith", "q2": ""}
   assert squad_evaluation.evaluate_v2(data, predict(threshold))["f1"] == 100.0
 
@@ -304,3 +304,81 @@ def test_bad_squad_files_name_the_file_and_question(tmp_path):
                     "--do_train", f"--train_file={outside}", expect_ok=False)
   assert last_error_line(proc) == (f"error: {outside}: question 'q2': missing or malformed "
                                    "field (IndexError: list index out of range).")
+
+
+@pytest.mark.parametrize("content,message", [
+    ('{"data": []}', r"data\.json: no questions\."),
+    ('{"data": {"title": "t"}}', r'data\.json: "data" is a dict; expected a list\.'),
+    ('[1, 2]', r'data\.json is not a SQuAD file: expected an object with a "data" list\.'),
+    ('{"data": ["t"]}', r'data\.json: article 0 of "data" is a str; expected a JSON object\.'),
+    ('{"data": [{"title": "t", "paragraphs": [{"context": " \\n ", "qas": [{"id": "q7"}]}]}]}',
+     r"data\.json: question 'q7': the context is empty\."),
+    ('{"data": [{"title": "t", "paragraphs": [{"context": "a b", "qas": {"id": "q"}}]}]}',
+     r"data\.json: \"qas\" of paragraph 0 of article 't' is a dict; expected a list\."),
+])
+def test_malformed_squad_files_fail_in_one_line(tmp_path, content, message):
+  path = tmp_path / "data.json"
+  path.write_text(content)
+  for is_training in (False, True):
+    with pytest.raises(ValueError, match=message) as info:
+      squad.read_squad_examples(str(path), is_training, False)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_undecodable_json_and_byte_order_mark(tmp_path):
+  latin1 = tmp_path / "latin1.json"
+  latin1.write_bytes('{"data": [{"paragraphs": [{"context": "café", "qas": []}]}]}'
+                     .encode("latin-1"))
+  with pytest.raises(ValueError, match=r"latin1\.json is not a SQuAD file: 'utf-8' codec "
+                                       r"can't decode byte 0xe9"):
+    squad.read_squad_examples(str(latin1), False, False)
+  # A UTF-8 byte order mark (as some editors write) is read like plain UTF-8.
+  bom = tmp_path / "bom.json"
+  bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(_dataset([("a cat", [_qa("q", "what ?", [])])]))
+                  .encode("utf-8"))
+  (example,) = squad.read_squad_examples(str(bom), False, False)
+  assert (example.qas_id, example.doc_tokens) == ("q", ["a", "cat"])
+
+
+def test_training_answers_must_be_one_and_found(tmp_path, caplog):
+  none = _write(tmp_path, _dataset([("a b c", [_qa("q3", "q?", [])])]))
+  with pytest.raises(ValueError, match=r"data\.json: question 'q3' has 0 answers; training "
+                                       r"needs exactly one \(unanswerable questions need "
+                                       r"SQuAD 2\.0 mode\)\.$"):
+    squad.read_squad_examples(none, True, False)
+  negative = _write(tmp_path, _dataset([("a b c", [_qa("q4", "q?", [("a", -2)])])]))
+  with pytest.raises(ValueError, match=r"question 'q4': answer_start -2 is not a character"):
+    squad.read_squad_examples(negative, True, False)
+  # Answer texts not at their answer_start are skipped as the original does, each with a
+  # warning naming the question, and counted once.
+  mixed = _write(tmp_path, _dataset([("the cat sat on the mat", [
+      _qa("ok", "q?", [("cat", 4)]), _qa("moved", "q?", [("mat", 4)]),
+      _qa("typo", "q?", [("dog", 8)])])]))
+  with caplog.at_level("WARNING"):
+    examples = squad.read_squad_examples(mixed, True, False)
+  assert [e.qas_id for e in examples] == ["ok"]
+  text = caplog.text
+  assert "question 'moved': could not find answer: 'cat' vs. 'mat'" in text
+  assert "question 'typo'" in text
+  assert f"{mixed}: skipped 2 of 3 training questions" in text
+
+
+@pytest.mark.parametrize("content", ['{"data": []}', '{"data": {"title": "t"}}',
+                                     '{"data": [{"paragraphs": [{"context": "", '
+                                     '"qas": [{"id": "q1", "question": "x"}]}]}]}'])
+def test_run_squad_stops_on_a_bad_predict_file(tmp_path, content):
+  """Each of these gave a traceback (KeyError 'unique_ids', AttributeError) before."""
+  predict = tmp_path / "dev.json"
+  predict.write_text(content)
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps({"vocab_size": len(WORDS), "hidden_size": 8,
+                                "num_hidden_layers": 1, "num_attention_heads": 1,
+                                "intermediate_size": 8}))
+  out = tmp_path / "out"
+  proc = run_script("run_squad.py", f"--vocab_file={write_vocab(tmp_path / 'v.txt', WORDS)}",
+                    f"--bert_config_file={config}", f"--output_dir={out}", "--do_predict",
+                    f"--predict_file={predict}", "--max_seq_length=16", "--max_query_length=4",
+                    expect_ok=False)
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr
+  assert last_error_line(proc).startswith(f"error: {predict}")
+  assert not (out / "predictions.json").exists()
