@@ -80,7 +80,10 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
   """The original's write_predictions without the writing.
 
   Returns (predictions {qas_id: text}, nbest {qas_id: [entries]}, null odds
-  {qas_id: score_diff} (v2.0 only, else empty)).
+  {qas_id: score_diff} (v2.0 only, else empty)). In v2.0 a question left with
+  no valid span in any window predicts "" with null odds 0.0 (the original
+  raises there); tests/test_squad_windows.py checks the rest against the
+  original line by line.
   """
   by_example = collections.defaultdict(list)
   for feature in features:
