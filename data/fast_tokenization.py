@@ -116,18 +116,12 @@ class FastTokenizer(tf.Module):
     vocab_file: path of a vocab.txt.
     do_lower_case: bool, as for `FullTokenizer`.
     max_input_chars_per_word: words with more characters become [UNK].
-    token_out_type: tf.int32 or tf.int64 ids.
-    parallel_shards: split each batch into this many slices tokenized in
-      parallel (useful for large batches on several cores).
   """
 
-  def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200,
-               token_out_type=tf.int32, parallel_shards=1, name=None):
+  def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200, name=None):
     super().__init__(name=name)
-    self.parallel_shards = parallel_shards
     vocab = tokenization.load_vocab(vocab_file)
-    if tokenization.UNK_TOKEN not in vocab:
-      raise ValueError(f"Vocab file {vocab_file} has no {tokenization.UNK_TOKEN} token.")
+    tokenization.require_tokens(vocab, [tokenization.UNK_TOKEN], vocab_file)
     self.vocab_file = vocab_file
     self.do_lower_case = do_lower_case
     self.max_input_chars_per_word = max_input_chars_per_word
@@ -154,7 +148,7 @@ class FastTokenizer(tf.Module):
         # here and apply the character limit ourselves.
         max_bytes_per_word=4 * max_input_chars_per_word + 4,
         unknown_token=tokenization.UNK_TOKEN, no_pretokenization=True,
-        token_out_type=token_out_type)
+        token_out_type=tf.int32)
     # A tf.function attribute (not a decorated method): it keeps the module
     # alive and is exported with it in a SavedModel.
     self.tokenize = tf.function(
@@ -216,15 +210,7 @@ class FastTokenizer(tf.Module):
     return tf.strings.split(tf.strings.regex_replace(text, self._split, " "))
 
   def _tokenize(self, text):
-    """WordPiece ids of a [B] string tensor, as a [B, (T)] RaggedTensor."""
-    if self.parallel_shards > 1:  # independent slices run on parallel threads
-      size = tf.shape(text)[0]
-      bounds = [size * k // self.parallel_shards for k in range(self.parallel_shards + 1)]
-      return tf.concat([self._tokenize_shard(text[lo:hi])
-                        for lo, hi in zip(bounds[:-1], bounds[1:])], axis=0)
-    return self._tokenize_shard(text)
-
-  def _tokenize_shard(self, text):
+    """WordPiece ids of a [B] string tensor, as a [B, (T)] int32 RaggedTensor."""
     words = self.basic_tokenize(text)
     too_long = tf.strings.length(words.flat_values, "UTF8_CHAR") > self.max_input_chars_per_word
     # A word can never be "[UNK]" itself (brackets are split off), so the

@@ -3,15 +3,20 @@
 Each task is a small table: its labels (None for the STS-B regression) and,
 per split, the file(s), whether a header line comes first and which columns
 hold the texts, the label and the row index. Files are tab-separated with
-quoting off (sentences contain quote characters) and may start with a UTF-8
+quoting off (sentences contain quote characters), read line by line as the
+original reads them (only \\n, \\r\\n and \\r end a row), UTF-8 with an optional
 byte order mark. A row that does not fit its task raises an error naming the
-file and line.
+file and line; a header line that reads as data draws a warning, since it is
+skipped (as the original skips it).
 """
 
 import csv
 import dataclasses
+import math
 import os
 import sys
+
+from absl import logging
 
 from data import files
 
@@ -123,14 +128,13 @@ def get_task(name, xnli_language="zh"):
 
 
 def read_tsv(path):
-  """(line number, fields) of a tab-separated file, quoting off, byte order mark dropped."""
+  """(line number, fields) of a tab-separated file, quoting off, byte order mark dropped.
+
+  Raises ValueError naming the file (and line) when it is unreadable or not UTF-8.
+  """
   csv.field_size_limit(sys.maxsize)
-  try:
-    with files.open_file(path, "rb") as f:
-      text = f.read().decode("utf-8-sig")
-  except (OSError, UnicodeDecodeError) as e:
-    raise ValueError(f"Cannot read {path}: {e}") from e
-  rows = csv.reader(text.splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE)
+  rows = csv.reader(files.text_lines(files.read_text(path)), delimiter="\t",
+                    quoting=csv.QUOTE_NONE)
   return [(number, fields) for number, fields in enumerate(rows, start=1)]
 
 
@@ -154,6 +158,9 @@ def examples(task, data_dir, split):
   out = []
   for number, fields in read_tsv(path):
     if layout.header and number == 1:
+      if _reads_as_data(task, layout, fields, needed):
+        logging.warning("%s: the first line, skipped as the header, reads as data; a file "
+                        "without a header line loses its first example.", path)
       continue
     if not fields or fields == [""]:
       continue
@@ -172,13 +179,29 @@ def examples(task, data_dir, split):
   return out
 
 
+def _reads_as_data(task, layout, fields, needed):
+  """True when a header line looks like a row: a valid label, or a numeric index."""
+  if len(fields) <= needed:
+    return False
+  if layout.label is not None:
+    try:
+      _label(task, fields[layout.label], "")
+      return True
+    except ValueError:
+      return False
+  return layout.index is not None and fields[layout.index].strip().isdigit()
+
+
 def _label(task, value, where):
   value = task.label_map.get(value, value)
   if task.is_regression:
     try:
-      return float(value)
+      score = float(value)
     except ValueError:
       raise ValueError(f"{where}: the score {value!r} is not a number.") from None
+    if not math.isfinite(score):
+      raise ValueError(f"{where}: the score {value!r} is not a finite number.")
+    return score
   if value not in task.labels:
     raise ValueError(f"{where}: label {value!r} is not one of {', '.join(task.labels)}.")
   return value

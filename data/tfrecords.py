@@ -213,11 +213,6 @@ class RecordWriters:
     """Writes serialized records given as one uint8 buffer and their offsets [N + 1]."""
     self.write_framed(*frame(buf, offsets))
 
-  def write(self, records):
-    """Writes a list of serialized records (bytes)."""
-    if records:
-      self.write_framed(*frame_records(records))
-
   def write_framed(self, framed, offsets):
     """Writes records already in TFRecord framing (see `frame`)."""
     n, k = len(offsets) - 1, len(self.streams)

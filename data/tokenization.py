@@ -18,6 +18,8 @@ import unicodedata
 
 import numpy as np
 
+from data import files
+
 UNK_TOKEN = "[UNK]"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -164,18 +166,29 @@ def load_vocab(vocab_file):
   Lines are stripped; the id is the line number; a repeated token keeps its
   last line number, as in the original.
   """
-  vocab = collections.OrderedDict()
   try:
-    with open(vocab_file, "r", encoding="utf-8") as f:
-      for index, line in enumerate(f):
-        vocab[line.strip()] = index
-  except OSError as e:
-    raise ValueError(f"Cannot read vocab file {vocab_file}: {e.strerror}") from e
-  except UnicodeDecodeError as e:
-    raise ValueError(f"Vocab file {vocab_file} is not UTF-8 text: {e}") from e
+    with files.open_file(vocab_file, "rb") as f:
+      data = f.read()
+  except Exception as e:  # OSError locally, tf.errors.OpError remotely
+    raise ValueError(f"Cannot read vocab file {vocab_file}: "
+                     f"{getattr(e, 'strerror', None) or e}") from None
+  try:
+    text = files.decode_utf8(data, vocab_file)
+  except ValueError as e:
+    raise ValueError(f"Vocab file {e}") from None
+  vocab = collections.OrderedDict()
+  for index, line in enumerate(files.text_lines(text)):
+    vocab[line.strip()] = index
   if not vocab:
     raise ValueError(f"Vocab file {vocab_file} is empty.")
   return vocab
+
+
+def require_tokens(vocab, tokens, vocab_file):
+  """Raises ValueError naming `vocab_file` and whichever of `tokens` `vocab` lacks."""
+  missing = [t for t in tokens if t not in vocab]
+  if missing:
+    raise ValueError(f"Vocab file {vocab_file} lacks required token(s) {', '.join(missing)}.")
 
 
 def whitespace_tokenize(text):
@@ -285,12 +298,9 @@ class FullTokenizer:
     """Maps ids back to tokens."""
     return [self.inv_vocab[i] for i in ids]
 
-  def require_tokens(self, tokens, flag="--vocab_file"):
+  def require_tokens(self, tokens):
     """Raises ValueError naming the vocab file when any of `tokens` is missing."""
-    missing = [t for t in tokens if t not in self.vocab]
-    if missing:
-      raise ValueError(f"{flag}={self.vocab_file} lacks required token(s) "
-                       f"{', '.join(missing)}.")
+    require_tokens(self.vocab, tokens, self.vocab_file)
 
 
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):

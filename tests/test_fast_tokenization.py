@@ -128,5 +128,5 @@ def test_duplicate_and_empty_vocab_lines(tmp_path):
 def test_vocab_without_unk_is_rejected(tmp_path):
   from conftest import write_vocab
   vocab = write_vocab(tmp_path / "v.txt", ["a", "b"])
-  with pytest.raises(ValueError, match=r"v.txt has no \[UNK\] token"):
+  with pytest.raises(ValueError, match=r"v.txt lacks required token\(s\) \[UNK\]"):
     F.FastTokenizer(vocab)

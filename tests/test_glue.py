@@ -108,6 +108,82 @@ def test_malformed_rows_name_file_and_line(tmp_path):
     glue.examples(glue.get_task("rte"), str(tmp_path), "dev")
 
 
+# Characters str.splitlines() breaks at but a file read line by line does not.
+NOT_LINE_BREAKS = ["\u2028", "\u2029", "\x85", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c"]
+
+
+@pytest.mark.parametrize("char", NOT_LINE_BREAKS)
+def test_characters_inside_a_field_keep_the_row_whole(tmp_path, char):
+  path = tmp_path / "train.tsv"
+  path.write_bytes(("index\tsentence1\tsentence2\tlabel\n"
+                    f"0\tA{char}B.\tC.\tentailment\n"
+                    f"1\tD.\tE{char}\tnot_entailment\n").encode("utf-8"))
+  got = glue.examples(glue.get_task("rte"), str(tmp_path), "train")
+  assert [(e.index, e.text_a, e.text_b, e.label) for e in got] == [
+      ("0", f"A{char}B.", "C.", "entailment"), ("1", "D.", f"E{char}", "not_entailment")]
+  assert [n for n, _ in glue.read_tsv(str(path))] == [1, 2, 3]
+
+
+def test_rows_end_at_newline_crlf_and_cr(tmp_path):
+  path = tmp_path / "t.tsv"
+  path.write_bytes(b"a\tb\r\nc\td\re\tf\ng\th")
+  assert glue.read_tsv(str(path)) == [(1, ["a", "b"]), (2, ["c", "d"]), (3, ["e", "f"]),
+                                      (4, ["g", "h"])]
+
+
+def test_a_bad_row_is_reported_at_its_own_line(tmp_path):
+  # Before, the U+2028 in line 2 split it and line 3 was blamed.
+  path = tmp_path / "train.tsv"
+  path.write_bytes("index\tsentence1\tsentence2\tlabel\n0\tA\u2028B.\tC.\tentailment\n"
+                   "1\tD.\tE.\tmaybe\n".encode("utf-8"))
+  with pytest.raises(ValueError, match=r"train.tsv:3: label 'maybe'"):
+    glue.examples(glue.get_task("rte"), str(tmp_path), "train")
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"index\tsentence\n0\tgood\n1\tcaf\xe9\n", r"test.tsv:3: byte 0xe9 is not UTF-8"),
+    ("index\tsentence\n0\tgood\n".encode("utf-16"), r"test.tsv: starts with a UTF-16 byte order"),
+    ("index\tsentence\n0\tgood\n".encode("utf-16-le"), r"test.tsv: NUL bytes all through"),
+], ids=["latin-1", "utf-16-bom", "utf-16-no-bom"])
+def test_text_that_is_not_utf8_fails_in_one_line(tmp_path, data, message):
+  (tmp_path / "test.tsv").write_bytes(data)
+  with pytest.raises(ValueError, match=message) as e:
+    glue.examples(glue.get_task("sst-2"), str(tmp_path), "test")
+  assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name,split,lines,warned", [
+    ("rte", "train", ["0\tA.\tB.\tentailment", "1\tC.\tD.\tnot_entailment"], True),
+    ("rte", "train", ["index\tsentence1\tsentence2\tlabel", "1\tC.\tD.\tentailment"], False),
+    ("sts-b", "dev", ["0\tm\tf\t2012\t1\tn\tn\tA.\tB.\t3.5",
+                      "1\tm\tf\t2012\t1\tn\tn\tC.\tD.\t1.0"], True),
+    ("sst-2", "test", ["0\tA fine film.", "1\tA bad film."], True),
+    ("sst-2", "test", ["index\tsentence", "1\tA bad film."], False),
+    ("cola", "train", ["gj04\t1\t\tA.", "gj04\t0\t*\tB."], False),  # no header expected
+])
+def test_a_first_row_that_reads_as_data_is_warned_about(tmp_path, monkeypatch, name, split,
+                                                        lines, warned):
+  warnings = []
+  monkeypatch.setattr(glue.logging, "warning", lambda *args: warnings.append(args[0] % args[1:]))
+  _write(tmp_path, f"{split}.tsv", lines)
+  got = glue.examples(glue.get_task(name), str(tmp_path), split)
+  assert len(got) == (2 if name == "cola" else 1)  # the first line is still skipped, as the original
+  if warned:
+    assert warnings == [f"{tmp_path}/{split}.tsv: the first line, skipped as the header, reads "
+                        "as data; a file without a header line loses its first example."]
+  else:
+    assert warnings == []
+
+
+@pytest.mark.parametrize("score", ["nan", "NaN", "inf", "-Infinity", "high"])
+def test_a_score_that_is_not_a_finite_number_names_file_and_line(tmp_path, score):
+  header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+  _write(tmp_path, "train.tsv", [header, "0\tm\tf\t2012\t1\tn\tn\tA.\tB.\t3.5",
+                                 f"1\tm\tf\t2012\t1\tn\tn\tC.\tD.\t{score}"])
+  with pytest.raises(ValueError, match=rf"train.tsv:3: the score '{score}' is not a"):
+    glue.examples(glue.get_task("sts-b"), str(tmp_path), "train")
+
+
 def test_metrics_against_scipy_and_sklearn():
   rng = np.random.default_rng(0)
   labels = rng.integers(0, 2, 500)

@@ -96,8 +96,32 @@ def test_vocab_errors(tmp_path):
 
 def test_require_tokens_names_vocab(tiny_vocab):
   tok = T.FullTokenizer(tiny_vocab)
-  with pytest.raises(ValueError, match=r"--vocab_file=.*vocab.txt lacks required token\(s\) \[MASK\]"):
+  with pytest.raises(ValueError, match=r"^Vocab file .*vocab.txt lacks required token\(s\) \[MASK\]\.$"):
     tok.require_tokens(["[CLS]", "[SEP]", "[MASK]"])
+  with pytest.raises(ValueError) as e:
+    T.require_tokens(tok.vocab, ["[PAD]", "[CLS]", "[MASK]"], "my/vocab.txt")
+  assert str(e.value) == "Vocab file my/vocab.txt lacks required token(s) [PAD], [MASK]."
+  T.require_tokens(tok.vocab, ["[UNK]", "[CLS]", "[SEP]"], "my/vocab.txt")  # all there
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"[UNK]\nok\ncaf\xe9\n", r"v.txt:3: byte 0xe9 is not UTF-8"),
+    ("[UNK]\nok\n".encode("utf-16"), r"v.txt: starts with a UTF-16 byte order mark"),
+    ("[UNK]\nok\n".encode("utf-32"), r"v.txt: starts with a UTF-32 byte order mark"),
+    ("[UNK]\nok\n".encode("utf-16-be"), r"v.txt: NUL bytes all through the text"),
+], ids=["latin-1", "utf-16-bom", "utf-32-bom", "utf-16-no-bom"])
+def test_vocab_that_is_not_utf8_fails_in_one_line(tmp_path, data, message):
+  (tmp_path / "v.txt").write_bytes(data)
+  with pytest.raises(ValueError, match="^Vocab file .*" + message) as e:
+    T.load_vocab(str(tmp_path / "v.txt"))
+  assert "\n" not in str(e.value)
+
+
+def test_vocab_lines_end_only_at_line_breaks(tmp_path):
+  # A UTF-8 byte order mark is not part of the first token; U+2028 does not end a line.
+  (tmp_path / "v.txt").write_bytes("\ufeff[PAD]\r\n[UNK]\na\u2028b\n\u00e9\n".encode("utf-8"))
+  assert list(T.load_vocab(str(tmp_path / "v.txt")).items()) == [
+      ("[PAD]", 0), ("[UNK]", 1), ("a\u2028b", 2), ("\u00e9", 3)]
 
 
 def test_case_check_against_checkpoint_names():
