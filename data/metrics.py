@@ -1,59 +1,60 @@
-"""The official GLUE metrics, on numpy arrays."""
+"""The official GLUE metrics, computed by scikit-learn and SciPy.
+
+Where a metric is undefined (constant predictions or labels for Matthews,
+Pearson or Spearman; no positive prediction nor label for F1) it is 0, as
+scikit-learn already does for Matthews and F1 with zero_division=0; SciPy's
+NaN for the correlations is turned into 0 the same way.
+"""
+
+import warnings
 
 import numpy as np
+import scipy.stats
+import sklearn.metrics
 
 
 def accuracy(predictions, labels):
   """Fraction of equal entries."""
-  return float(np.mean(np.asarray(predictions) == np.asarray(labels)))
+  return float(sklearn.metrics.accuracy_score(labels, predictions))
 
 
 def f1(predictions, labels, positive=1):
   """F1 of the positive class (MRPC, QQP); 0 when it is never predicted nor present."""
-  p, t = np.asarray(predictions) == positive, np.asarray(labels) == positive
-  tp = np.sum(p & t)
-  denominator = np.sum(p) + np.sum(t)
-  return float(2 * tp / denominator) if denominator else 0.0
+  return float(sklearn.metrics.f1_score(labels, predictions, pos_label=positive,
+                                        average="binary", zero_division=0))
 
 
 def matthews_corrcoef(predictions, labels):
-  """Matthews correlation of binary predictions (CoLA); 0 when undefined."""
-  p, t = np.asarray(predictions).astype(bool), np.asarray(labels).astype(bool)
-  tp, tn = float(np.sum(p & t)), float(np.sum(~p & ~t))
-  fp, fn = float(np.sum(p & ~t)), float(np.sum(~p & t))
-  denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-  return float((tp * tn - fp * fn) / denominator) if denominator else 0.0
+  """Matthews correlation (CoLA); 0 when undefined."""
+  with warnings.catch_warnings():  # one class only: sklearn warns, then returns 0
+    warnings.simplefilter("ignore", UserWarning)
+    return float(sklearn.metrics.matthews_corrcoef(labels, predictions))
+
+
+def _correlation(function, x, y):
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
+    return 0.0  # undefined; SciPy would warn and give NaN
+  return float(function(x, y).statistic)
 
 
 def pearson(x, y):
-  """Pearson correlation (STS-B)."""
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  x, y = x - x.mean(), y - y.mean()
-  denominator = np.sqrt((x * x).sum() * (y * y).sum())
-  return float((x * y).sum() / denominator) if denominator else 0.0
-
-
-def _ranks(x):
-  """Ranks from 1, ties sharing their average rank."""
-  x = np.asarray(x)
-  order = np.argsort(x, kind="mergesort")
-  ranks = np.empty(len(x), np.float64)
-  sorted_x = x[order]
-  start = 0
-  for end in range(1, len(x) + 1):
-    if end == len(x) or sorted_x[end] != sorted_x[start]:
-      ranks[order[start:end]] = (start + end + 1) / 2.0
-      start = end
-  return ranks
+  """Pearson correlation (STS-B); 0 when undefined."""
+  return _correlation(scipy.stats.pearsonr, x, y)
 
 
 def spearman(x, y):
-  """Spearman rank correlation (STS-B): Pearson of average ranks."""
-  return pearson(_ranks(x), _ranks(y))
+  """Spearman rank correlation (STS-B), ties at their average rank; 0 when undefined."""
+  return _correlation(scipy.stats.spearmanr, x, y)
 
 
 def glue_metrics(task_name, predictions, labels):
-  """The task's official metrics, keyed as in eval_results.txt (without 'eval_')."""
+  """The task's official metrics, keyed as in eval_results.txt (without 'eval_').
+
+  Raises ValueError when there is nothing to score.
+  """
+  if len(predictions) == 0:
+    raise ValueError(f"No examples to score for {task_name}.")
   name = task_name.lower()
   if name == "sts-b":
     return {"pearson": pearson(predictions, labels), "spearman": spearman(predictions, labels)}
