@@ -1,0 +1,130 @@
+"""Evaluation and prediction files with two mirrored replicas against one device's.
+
+run_classifier.py and run_squad.py run as a user would, once on one device and
+once with --strategy=mirrored over two logical CPUs (tests/two_cpus.py), from
+the same random checkpoint. Dataset sizes are multiples of neither the one-device
+batch (3) nor the two-replica global batch (6), so both runs pad their last
+batch, with different numbers of padding examples.
+"""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from conftest import write_vocab
+from data import glue, squad, tokenization
+from modeling import checkpoints
+from modeling.config import BertConfig
+from modeling.models import BertClassifier, BertSpanLabeler
+from helpers import randomize
+from scripts import run_script
+
+WORDS = ["the", "a", "cat", "sat", "on", "mat", "film", "was", "good", "bad", "very", "plot",
+         "where", "is", "who", "zebra", "park", "in", "hello", "world", "steve", "smith", "'",
+         "s", "un", "##believ", "##able", "##s", ".", ",", "!", "?"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+  """(directory, vocab, random-weight models): config and vocab are written beside each."""
+  root = tmp_path_factory.mktemp("replicas")
+  vocab = write_vocab(root / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS)
+  config = BertConfig(vocab_size=5 + len(WORDS), hidden_size=16, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                      type_vocab_size=2)
+  models = {"classifier": BertClassifier(config, 2), "span": BertSpanLabeler(config)}
+  for seed, model in enumerate(models.values()):
+    model.build()
+    randomize(model, seed=seed, scale=0.3)  # far from uniform outputs: every row differs
+  return root, config, vocab, models
+
+
+def _save(model_dir, name):
+  root, config, vocab, models = model_dir
+  checkpoints.save_tf1_checkpoint(checkpoints.model_weights(models[name]), str(root / name),
+                                  config, vocab)
+  return root / name
+
+
+def _two_runs(script, out_root, *args):
+  """The output directories of a one-device run and of a two-replica run."""
+  single, mirrored = out_root / "single", out_root / "mirrored"
+  run_script(script, f"--output_dir={single}", *args)
+  proc = run_script("tests/two_cpus.py", script, f"--output_dir={mirrored}",
+                    "--strategy=mirrored", *args)
+  assert "MirroredStrategy with 2 replica(s)" in proc.stderr
+  return single, mirrored
+
+
+def _sentences(rng, n, header, labelled):
+  rows = [header]
+  for i in range(n):
+    words = " ".join(rng.choice(WORDS[:12]) for _ in range(rng.randint(2, 12)))
+    rows.append(f"{words}\t{rng.randint(0, 1)}" if labelled else f"{i}\t{words}")
+  return "\n".join(rows) + "\n"
+
+
+@pytest.mark.slow
+def test_glue_eval_and_predict_files_match_one_device(model_dir, tmp_path):
+  rng = random.Random(0)
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "dev.tsv").write_text(_sentences(rng, 31, "sentence\tlabel", True))
+  (data / "test.tsv").write_text(_sentences(rng, 22, "index\tsentence", False))
+  # Centre the classifier's bias on the test rows, so that both classes are predicted.
+  task = glue.get_task("SST-2")
+  model = model_dir[3]["classifier"]
+  arrays = glue.feature_arrays(task, glue.examples(task, str(data), "test"),
+                               tokenization.FullTokenizer(model_dir[2]), 16)
+  logits = np.asarray(model({k: arrays[k].astype("int32") for k in
+                             ("input_ids", "input_mask", "segment_ids")})["logits"])
+  bias = checkpoints.variable_map(model)["output_bias"]
+  bias.assign(bias.numpy() - [0.0, float(np.median(logits[:, 1] - logits[:, 0]))])
+  single, mirrored = _two_runs(
+      "run_classifier.py", tmp_path, "--task_name=SST-2", f"--data_dir={data}",
+      f"--init_checkpoint={_save(model_dir, 'classifier')}", "--do_eval", "--do_predict",
+      "--max_seq_length=16", "--eval_batch_size=3", "--predict_batch_size=3")
+  probabilities = np.loadtxt(single / "test_results.tsv")
+  assert probabilities.shape == (22, 2) and len(np.unique(probabilities[:, 0])) == 22
+  assert 5 < probabilities.argmax(-1).sum() < 17  # both classes predicted
+  for name in ("test_results.tsv", "SST-2.tsv", "eval_results.txt"):
+    assert (mirrored / name).read_text() == (single / name).read_text(), name
+  submission = (single / "SST-2.tsv").read_text().splitlines()
+  assert submission[1:] == [f"{i}\t{p}" for i, p in enumerate(probabilities.argmax(-1))]
+
+
+def _squad_data(rng, n):
+  """v2.0 questions on contexts of a few windows; odd ones unanswerable."""
+  paragraphs = []
+  for i in range(n):
+    words = [rng.choice(WORDS[:22]) for _ in range(rng.randint(8, 40))]
+    at = rng.randint(0, len(words))
+    words.insert(at, "zebra")
+    context = " ".join(words)
+    start = len(" ".join(words[:at])) + (1 if at else 0)
+    qa = {"id": f"q{i}", "question": "where is the zebra ?", "is_impossible": bool(i % 2),
+          "answers": [] if i % 2 else [{"text": "zebra", "answer_start": start}]}
+    paragraphs.append({"context": context, "qas": [qa]})
+  return {"version": "v2.0", "data": [{"title": "t", "paragraphs": paragraphs}]}
+
+
+@pytest.mark.slow
+def test_squad_prediction_files_match_one_device(model_dir, tmp_path):
+  dev = tmp_path / "dev.json"
+  dev.write_text(json.dumps(_squad_data(random.Random(1), 18)))
+  flags = ["--max_seq_length=24", "--doc_stride=6", "--max_query_length=6"]
+  examples = squad.read_squad_examples(str(dev), False, True)
+  tokenizer = tokenization.FullTokenizer(model_dir[2])
+  features = squad.convert_examples_to_features(examples, tokenizer, 24, 6, 6, False)
+  assert len(features) % 3 and len(features) % 6 and len(features) > 2 * len(examples)
+  single, mirrored = _two_runs(
+      "run_squad.py", tmp_path, f"--predict_file={dev}", "--do_predict",
+      f"--init_checkpoint={_save(model_dir, 'span')}", "--version_2_with_negative",
+      "--predict_batch_size=3", "--n_best_size=5", *flags)
+  predictions = json.loads((single / "predictions.json").read_text())
+  assert len(predictions) == 18 and len(set(predictions.values())) > 3
+  for name in ("predictions.json", "nbest_predictions.json", "null_odds.json",
+               "eval_results.txt"):
+    assert (mirrored / name).read_text() == (single / name).read_text(), name
