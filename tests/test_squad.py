@@ -134,8 +134,11 @@ def test_post_processing_filters_and_null_answers():
   assert preds["q"] == "Steve Smith"
   assert nbest["q"][0]["text"] == "Steve Smith" and len({e["text"] for e in nbest["q"]}) == len(nbest["q"])
   assert abs(sum(e["probability"] for e in nbest["q"]) - 1.0) < 1e-9 and not odds
-  short = squad_predictions.compute_predictions([example], [feature], [result], 5, 1, True, False, 0.0)[0]
-  assert short["q"] != "Steve Smith"  # max_answer_length 1 removes the two-token span
+  # max_answer_length 1 removes the two-token span; no one-token span is left among the top
+  # 5 starts x top 5 ends, so the original's nonce answer "empty" remains.
+  short, short_nbest, _ = squad_predictions.compute_predictions([example], [feature], [result],
+                                                                5, 1, True, False, 0.0)
+  assert short["q"] == "empty" and [e["text"] for e in short_nbest["q"]] == ["empty"]
   preds, nbest, odds = squad_predictions.compute_predictions([example], [feature], [result], 5, 30, True,
                                                  True, 0.0)
   assert odds["q"] == pytest.approx(2.0 - 13.0)  # null (1 + 1) minus best span (6 + 7)
