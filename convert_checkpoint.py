@@ -1,13 +1,19 @@
 """Converts a BERT checkpoint between formats.
 
 Reads Google's original TF1 checkpoints, Hugging Face BERT safetensors and our
-own TF2 checkpoints; writes the original TF1 layout (`bert_model.ckpt` with
-`bert_config.json` and `vocab.txt`, readable by every tool that reads Google's
-releases) or our TF2 layout (`model.ckpt`). Heads present in the input
-(pretraining, classifier, SQuAD) are carried over.
+own TF2 checkpoints. Writes one of:
+  tf1 (default): the original layout (`bert_model.ckpt` with `bert_config.json`
+       and `vocab.txt`), readable by every tool that reads Google's releases;
+  tf2: our tf.train.Checkpoint layout (`model.ckpt`);
+  hf:  a Hugging Face directory (`model.safetensors`, `config.json`,
+       `vocab.txt`) that transformers' BertModel, BertForPreTraining,
+       BertForSequenceClassification or BertForQuestionAnswering loads.
+Heads present in the input (pretraining, classifier, SQuAD) are carried over.
 
   python convert_checkpoint.py --input_checkpoint=path/to/hf_model_dir \
     --output_dir=converted --output_format=tf1
+  python convert_checkpoint.py --input_checkpoint=converted \
+    --output_dir=back_to_hf --output_format=hf
 """
 
 import os
@@ -19,8 +25,9 @@ flags.DEFINE_string("input_checkpoint", None,
                     "TF1 checkpoint prefix, our TF2 checkpoint, a directory holding either, "
                     "or a Hugging Face directory / .safetensors file.")
 flags.DEFINE_string("output_dir", None, "Directory to write the converted checkpoint into.")
-flags.DEFINE_enum("output_format", "tf1", ["tf1", "tf2"],
-                  "tf1: Google's original layout; tf2: our tf.train.Checkpoint layout.")
+flags.DEFINE_enum("output_format", "tf1", ["tf1", "tf2", "hf"],
+                  "tf1: Google's original layout; tf2: our tf.train.Checkpoint layout; "
+                  "hf: Hugging Face model.safetensors with config.json.")
 flags.DEFINE_string("bert_config_file", None,
                     "Model config. Default: bert_config.json or config.json beside the input.")
 flags.DEFINE_string("vocab_file", None,
@@ -32,7 +39,7 @@ def main(_):
   script_utils.require(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
   script_utils.log_flags()
   from data import files
-  from modeling import checkpoints
+  from modeling import checkpoints, hf_checkpoints
   from modeling.config import BertConfig
 
   if FLAGS.bert_config_file:
@@ -50,6 +57,9 @@ def main(_):
   checkpoints.load_checkpoint(model, FLAGS.input_checkpoint, ckpt=ckpt)
   if FLAGS.output_format == "tf1":
     path = checkpoints.save_tf1_checkpoint(
+        checkpoints.model_weights(model), FLAGS.output_dir, config, vocab_file)
+  elif FLAGS.output_format == "hf":
+    path = hf_checkpoints.save_hf_checkpoint(
         checkpoints.model_weights(model), FLAGS.output_dir, config, vocab_file)
   else:
     files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")

@@ -4,7 +4,8 @@ Formats, detected from the path:
   tf1:  Google's original name-based checkpoints (bert_model.ckpt), variables
         named as in the original (`bert/encoder/layer_0/...`).
   hf:   Hugging Face BERT weights in safetensors (a directory holding
-        model.safetensors, or the file itself), read with numpy only.
+        model.safetensors, or the file itself), read with numpy only; its
+        name table, reader and writer live in modeling/hf_checkpoints.py.
   tf2:  our own object-based tf.train.Checkpoint, whose `model` entry maps the
         original names to variables (see `NamedVariables`).
 
@@ -23,6 +24,7 @@ import tensorflow as tf
 from absl import logging
 
 from data import files
+from modeling import hf_checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
@@ -117,59 +119,6 @@ def is_head_variable(name):
   return not name.startswith("bert/")
 
 
-# --- Hugging Face names ----------------------------------------------------
-
-_HF_FIXED = {
-    "bert/embeddings/word_embeddings": "embeddings.word_embeddings.weight",
-    "bert/embeddings/token_type_embeddings": "embeddings.token_type_embeddings.weight",
-    "bert/embeddings/position_embeddings": "embeddings.position_embeddings.weight",
-    "bert/embeddings/LayerNorm/gamma": "embeddings.LayerNorm.weight",
-    "bert/embeddings/LayerNorm/beta": "embeddings.LayerNorm.bias",
-    "bert/pooler/dense/kernel": "pooler.dense.weight",
-    "bert/pooler/dense/bias": "pooler.dense.bias",
-    "cls/predictions/transform/dense/kernel": "cls.predictions.transform.dense.weight",
-    "cls/predictions/transform/dense/bias": "cls.predictions.transform.dense.bias",
-    "cls/predictions/transform/LayerNorm/gamma": "cls.predictions.transform.LayerNorm.weight",
-    "cls/predictions/transform/LayerNorm/beta": "cls.predictions.transform.LayerNorm.bias",
-    "cls/predictions/output_bias": "cls.predictions.bias",
-    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
-    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
-    "output_weights": "classifier.weight",
-    "output_bias": "classifier.bias",
-    "cls/squad/output_weights": "qa_outputs.weight",
-    "cls/squad/output_bias": "qa_outputs.bias",
-}
-_HF_BLOCK_SUFFIXES = {
-    "attention/self/query": "attention.self.query",
-    "attention/self/key": "attention.self.key",
-    "attention/self/value": "attention.self.value",
-    "attention/output/dense": "attention.output.dense",
-    "attention/output/LayerNorm": "attention.output.LayerNorm",
-    "intermediate/dense": "intermediate.dense",
-    "output/dense": "output.dense",
-    "output/LayerNorm": "output.LayerNorm",
-}
-_HF_PARAMS = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
-# Hugging Face entries with no variable of their own: a buffer and the tied decoder.
-_HF_SKIPPED = ("embeddings.position_ids", "cls.predictions.decoder.weight",
-               "cls.predictions.decoder.bias")
-
-
-def hf_name(name):
-  """(Hugging Face key, transpose?) for an original variable name.
-
-  Encoder keys are given without the `bert.` prefix that task models add.
-  torch Linear weights are stored [out, in], ours [in, out]: kernels transpose.
-  """
-  if name in _HF_FIXED:
-    return _HF_FIXED[name], name.endswith("/kernel")
-  m = re.fullmatch(r"bert/encoder/layer_(\d+)/(.+)/(kernel|bias|gamma|beta)", name)
-  if m is None or m.group(2) not in _HF_BLOCK_SUFFIXES:
-    raise KeyError(f"No Hugging Face name for {name}.")
-  key = f"encoder.layer.{m.group(1)}.{_HF_BLOCK_SUFFIXES[m.group(2)]}.{_HF_PARAMS[m.group(3)]}"
-  return key, m.group(3) == "kernel"
-
-
 # --- Reading ---------------------------------------------------------------
 
 _TF2_PREFIX = "model/by_name/"
@@ -194,7 +143,12 @@ class Checkpoint:
 
 
 def resolve_checkpoint(path):
-  """(format, concrete path) for a checkpoint prefix, directory or safetensors file."""
+  """(format, concrete path) for a checkpoint prefix, directory or safetensors file.
+
+  Raises:
+    ValueError: one line saying the path does not exist, holds no checkpoint,
+      or names a checkpoint file that is truncated or corrupt.
+  """
   if not path:
     raise ValueError("No checkpoint path given.")
   if tf.io.gfile.isdir(path):
@@ -211,13 +165,37 @@ def resolve_checkpoint(path):
     if not tf.io.gfile.exists(path):
       raise ValueError(f"Checkpoint file {path} does not exist.")
     return "hf", path
-  if path.endswith(".index"):
-    path = path[:-len(".index")]
+  # Any file of a TF bundle stands for its prefix.
+  path = re.sub(r"\.(index|data-\d+-of-\d+)$", "", path)
   if not tf.io.gfile.exists(path + ".index"):
-    raise ValueError(f"No checkpoint at {path}: expected {path}.index, a directory "
-                     "with a checkpoint, or a .safetensors file.")
-  reader = tf.train.load_checkpoint(path)
+    if _data_files(path):
+      raise ValueError(f"Checkpoint {path} is incomplete: {path}.index is missing.")
+    if tf.io.gfile.exists(path):
+      raise ValueError(f"{path} is not a checkpoint: expected a checkpoint prefix (with "
+                       f"{path}.index), a directory holding a checkpoint, or a "
+                       ".safetensors file.")
+    raise ValueError(f"Checkpoint {path} does not exist (no {path}.index, no directory "
+                     "or .safetensors file of that name).")
+  reader = _open_bundle(path)
   return ("tf2" if reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH") else "tf1"), path
+
+
+def _data_files(prefix):
+  return tf.io.gfile.glob(prefix + ".data-*")
+
+
+def _first_line(error):
+  text = str(getattr(error, "message", error)).strip()
+  return text.splitlines()[0] if text else type(error).__name__
+
+
+def _open_bundle(prefix):
+  """tf.train.load_checkpoint, with an unreadable index reported as one line."""
+  try:
+    return tf.train.load_checkpoint(prefix)
+  except tf.errors.OpError as e:
+    raise ValueError(f"Checkpoint file {prefix}.index is truncated or corrupt "
+                     f"({_first_line(e)}).") from e
 
 
 def _unescape(name):
@@ -225,44 +203,29 @@ def _unescape(name):
   return re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), name)
 
 
-def _read_hf(path):
-  """Hugging Face safetensors -> {original name: array}; unknown keys kept as `<hf>key`."""
-  from safetensors.numpy import load_file
-  tensors = {}
-  for key, value in load_file(path).items():
-    key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))  # old exports
-    key = key[len("bert."):] if key.startswith("bert.") else key
-    if key not in _HF_SKIPPED:
-      tensors[key] = value
-  layers = [int(m.group(1)) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, tensors) if m]
-  names = list(_HF_FIXED)
-  for i in range(max(layers, default=-1) + 1):
-    for suffix in _HF_BLOCK_SUFFIXES:
-      params = ("gamma", "beta") if suffix.endswith("LayerNorm") else ("kernel", "bias")
-      names += [f"bert/encoder/layer_{i}/{suffix}/{p}" for p in params]
-  weights = {}
-  for name in names:
-    key, transpose = hf_name(name)
-    if key in tensors:
-      value = tensors.pop(key)
-      weights[name] = value.T if transpose else value
-  weights.update({f"<hf>{key}": value for key, value in tensors.items()})
-  return weights
-
-
 def read_checkpoint(path):
-  """Reads any supported checkpoint into a `Checkpoint` of original names -> arrays."""
+  """Reads any supported checkpoint into a `Checkpoint` of original names -> arrays.
+
+  Raises:
+    ValueError: one line naming a missing, truncated or corrupt file.
+  """
   fmt, path = resolve_checkpoint(path)
   if fmt == "hf":
-    return Checkpoint(path, fmt, _read_hf(path))
-  reader = tf.train.load_checkpoint(path)
+    return Checkpoint(path, fmt, hf_checkpoints.read_safetensors(path))
+  reader = _open_bundle(path)
   weights = {}
-  for key in reader.get_variable_to_shape_map():
-    if fmt == "tf1":
-      if not _TF1_SKIPPED.fullmatch(key):
-        weights[key] = reader.get_tensor(key)
-    elif key.startswith(_TF2_PREFIX) and key.endswith(_TF2_SUFFIX):
-      weights[_unescape(key[len(_TF2_PREFIX):-len(_TF2_SUFFIX)])] = reader.get_tensor(key)
+  try:
+    for key in reader.get_variable_to_shape_map():
+      if fmt == "tf1":
+        if not _TF1_SKIPPED.fullmatch(key):
+          weights[key] = reader.get_tensor(key)
+      elif key.startswith(_TF2_PREFIX) and key.endswith(_TF2_SUFFIX):
+        weights[_unescape(key[len(_TF2_PREFIX):-len(_TF2_SUFFIX)])] = reader.get_tensor(key)
+  except (tf.errors.OpError, IndexError) as e:
+    # A data file cut short raises IndexError ("Read less bytes than requested").
+    data = ", ".join(_data_files(path)) or f"{path}.data-*"
+    raise ValueError(f"Checkpoint file {data} is truncated or corrupt "
+                     f"({_first_line(e)}).") from e
   if not weights:
     raise ValueError(f"Checkpoint {path} holds no BERT variables.")
   return Checkpoint(path, fmt, weights)
@@ -401,9 +364,17 @@ def save_tf2_checkpoint(model, prefix):
 
 # --- Config and vocab next to a checkpoint ---------------------------------
 
+def _checkpoint_dir(checkpoint_path):
+  """The directory of a checkpoint that exists; a missing one is reported as such."""
+  resolve_checkpoint(checkpoint_path)
+  if tf.io.gfile.isdir(checkpoint_path):
+    return checkpoint_path
+  return os.path.dirname(checkpoint_path)
+
+
 def find_config(checkpoint_path):
   """The BertConfig stored beside a checkpoint (bert_config.json or config.json)."""
-  directory = checkpoint_path if tf.io.gfile.isdir(checkpoint_path) else os.path.dirname(checkpoint_path)
+  directory = _checkpoint_dir(checkpoint_path)
   for name in ("bert_config.json", "config.json"):
     candidate = os.path.join(directory, name)
     if tf.io.gfile.exists(candidate):
@@ -414,8 +385,7 @@ def find_config(checkpoint_path):
 
 def find_vocab(checkpoint_path):
   """The vocab.txt stored beside a checkpoint."""
-  directory = checkpoint_path if tf.io.gfile.isdir(checkpoint_path) else os.path.dirname(checkpoint_path)
-  candidate = os.path.join(directory, "vocab.txt")
+  candidate = os.path.join(_checkpoint_dir(checkpoint_path), "vocab.txt")
   if tf.io.gfile.exists(candidate):
     return candidate
   raise ValueError(f"No vocab.txt beside {checkpoint_path}; pass --vocab_file.")

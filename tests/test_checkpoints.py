@@ -2,12 +2,13 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import checkpoints
+from modeling import checkpoints, hf_checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
@@ -105,7 +106,7 @@ def _write_hugging_face(weights, directory, with_prefix):
   from safetensors.numpy import save_file
   tensors = {}
   for name, value in weights.items():
-    key, transpose = checkpoints.hf_name(name)
+    key, transpose = hf_checkpoints.hf_name(name)
     if with_prefix and name.startswith("bert/"):
       key = "bert." + key
     tensors[key] = np.ascontiguousarray(value.T if transpose else value)
@@ -181,15 +182,278 @@ def test_pretraining_heads_are_skipped_when_fine_tuning(tmp_path):
 
 
 def test_bad_paths_have_clear_errors(tmp_path):
-  with pytest.raises(ValueError, match="No checkpoint at .*nothing: expected .*nothing.index"):
-    checkpoints.load_checkpoint(BertEncoder(SMALL), str(tmp_path / "nothing"))
   with pytest.raises(ValueError, match="holds no checkpoint"):
     checkpoints.load_checkpoint(BertEncoder(SMALL), str(tmp_path))
+  prefix = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(BertEncoder(SMALL)),
+                                           str(tmp_path / "ckpt"))
   with pytest.raises(ValueError, match="No bert_config.json or config.json beside"):
-    checkpoints.find_config(str(tmp_path))
+    checkpoints.find_config(prefix)
+  (tmp_path / "notes.txt").write_text("not a checkpoint")
+  with pytest.raises(ValueError, match=r"notes.txt is not a checkpoint: expected"):
+    checkpoints.read_checkpoint(str(tmp_path / "notes.txt"))
+  os.remove(prefix + ".index")
+  with pytest.raises(ValueError, match=r"ckpt/bert_model.ckpt is incomplete: .*\.index is missing"):
+    checkpoints.read_checkpoint(prefix)
+
+
+@pytest.mark.parametrize("path", ["nothing", "nothing.safetensors", "no_dir/bert_model.ckpt"])
+def test_a_missing_checkpoint_is_reported_as_missing(tmp_path, path):
+  """Not as a missing bert_config.json or vocab.txt, as before."""
+  missing = str(tmp_path / path)
+  for read in (checkpoints.find_config, checkpoints.find_vocab, checkpoints.read_checkpoint):
+    with pytest.raises(ValueError, match=f"^Checkpoint (file )?{re.escape(missing)} does not exist"):
+      read(missing)
+
+
+def _cut(path, keep=0.5):
+  data = open(path, "rb").read()
+  with open(path, "wb") as f:
+    f.write(data[:int(len(data) * keep)])
+
+
+@pytest.mark.parametrize("fmt,part", [("tf1", ".index"), ("tf1", ".data-00000-of-00001"),
+                                      ("tf2", ".index"), ("tf2", ".data-00000-of-00001"),
+                                      ("hf", "model.safetensors")])
+def test_truncated_checkpoint_files_are_named(tmp_path, fmt, part):
+  model = BertEncoder(SMALL)
+  if fmt == "tf1":
+    prefix = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(tmp_path))
+  elif fmt == "tf2":
+    prefix = checkpoints.save_tf2_checkpoint(model, str(tmp_path / "model.ckpt"))
+  else:
+    prefix = str(tmp_path) + os.sep
+    hf_checkpoints.save_hf_checkpoint(checkpoints.model_weights(model), str(tmp_path), SMALL)
+  _cut(prefix + part)
+  with pytest.raises(ValueError) as err:
+    checkpoints.load_checkpoint(BertEncoder(SMALL), str(tmp_path))
+  message = str(err.value)
+  assert "\n" not in message
+  assert message.startswith(f"Checkpoint file {prefix + part} is truncated"), message
 
 
 def test_minilm_is_read_from_its_package(minilm_dir):
   ckpt = checkpoints.read_checkpoint(minilm_dir)
   assert ckpt.format == "hf" and len(ckpt.weights) == 6 * 16 + 5 + 2
   assert ckpt.weights["bert/encoder/layer_0/intermediate/dense/kernel"].shape == (384, 1536)
+
+
+# --- The real MiniLM checkpoint, checked without our name table ------------
+
+def _minilm_expected(encoder):
+  """Every key of all-MiniLM-L6-v2's model.safetensors -> (our Keras variable, transposed?).
+
+  Written out from transformers' BertModel, independently of hf_checkpoints'
+  table: torch Linear weights are [out, in], Keras kernels [in, out].
+  """
+  emb = encoder.embeddings
+  expected = {
+      "embeddings.word_embeddings.weight": (emb.word_embeddings, False),
+      "embeddings.position_embeddings.weight": (emb.position_embeddings, False),
+      "embeddings.token_type_embeddings.weight": (emb.token_type_embeddings, False),
+      "embeddings.LayerNorm.weight": (emb.layer_norm.gamma, False),
+      "embeddings.LayerNorm.bias": (emb.layer_norm.beta, False),
+      "pooler.dense.weight": (encoder.pooler.kernel, True),
+      "pooler.dense.bias": (encoder.pooler.bias, False),
+  }
+  for i, block in enumerate(encoder.blocks):
+    linears = {"attention.self.query": block.attention.query,
+               "attention.self.key": block.attention.key,
+               "attention.self.value": block.attention.value,
+               "attention.output.dense": block.attention.output_dense,
+               "intermediate.dense": block.intermediate,
+               "output.dense": block.output_dense}
+    for key, layer in linears.items():
+      expected[f"encoder.layer.{i}.{key}.weight"] = (layer.kernel, True)
+      expected[f"encoder.layer.{i}.{key}.bias"] = (layer.bias, False)
+    norms = {"attention.output.LayerNorm": block.attention_layer_norm,
+             "output.LayerNorm": block.output_layer_norm}
+    for key, layer in norms.items():
+      expected[f"encoder.layer.{i}.{key}.weight"] = (layer.gamma, False)
+      expected[f"encoder.layer.{i}.{key}.bias"] = (layer.beta, False)
+  return expected
+
+
+@pytest.fixture(scope="module")
+def minilm_loaded(minilm_dir):
+  """(encoder loaded through our reader, {key: array} read by safetensors itself)."""
+  from safetensors.numpy import load_file
+  encoder = BertEncoder(checkpoints.find_config(minilm_dir))
+  checkpoints.load_checkpoint(encoder, minilm_dir)
+  return encoder, load_file(os.path.join(minilm_dir, "model.safetensors"))
+
+
+def test_every_minilm_tensor_lands_in_its_keras_variable(minilm_loaded):
+  encoder, tensors = minilm_loaded
+  expected = _minilm_expected(encoder)
+  assert len(expected) == 6 * 16 + 7
+  # The file holds exactly these, plus the position index buffer.
+  assert set(tensors) == set(expected) | {"embeddings.position_ids"}
+  # Each of our variables is filled by exactly one tensor.
+  assert len({id(var) for var, _ in expected.values()}) == len(encoder.weights)
+  for key, (var, transposed) in expected.items():
+    value = tensors[key].T if transposed else tensors[key]
+    assert tuple(var.shape) == value.shape, key
+    np.testing.assert_array_equal(var.numpy(), value, err_msg=key)
+
+
+def _numpy_bert(t, ids, segments, mask, num_heads, eps=1e-12):
+  """Reference forward pass in float64 from Hugging Face keys; returns (states, pooled).
+
+  states[0] is the embedding output, states[i] block i's output, as in the paper.
+  """
+  from scipy.special import erf, softmax
+  t = {k: v.astype(np.float64) for k, v in t.items()}
+
+  def layer_norm(x, key):
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * t[key + ".weight"] + t[key + ".bias"]
+
+  def linear(x, key):
+    return x @ t[key + ".weight"].T + t[key + ".bias"]
+
+  batch, seq = ids.shape
+  x = (t["embeddings.word_embeddings.weight"][ids]
+       + t["embeddings.position_embeddings.weight"][np.arange(seq)][None]
+       + t["embeddings.token_type_embeddings.weight"][segments])
+  x = layer_norm(x, "embeddings.LayerNorm")
+  hidden = x.shape[-1]
+  size = hidden // num_heads
+  blocked = (1.0 - mask[:, None, None, :]) * -10000.0  # [B, 1, 1, S], the original's bias
+  states = [x]
+  for i in range(len([k for k in t if k.endswith(".attention.self.query.weight")])):
+    p = f"encoder.layer.{i}."
+    split = lambda y: y.reshape(batch, seq, num_heads, size).transpose(0, 2, 1, 3)
+    q, k, v = (split(linear(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
+    probs = softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(size) + blocked, axis=-1)
+    context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
+    x = layer_norm(x + linear(context, p + "attention.output.dense"),
+                   p + "attention.output.LayerNorm")
+    h = linear(x, p + "intermediate.dense")
+    h = 0.5 * h * (1.0 + erf(h / np.sqrt(2.0)))  # exact (erf) GELU
+    x = layer_norm(x + linear(h, p + "output.dense"), p + "output.LayerNorm")
+    states.append(x)
+  pooled = np.tanh(linear(x[:, 0], "pooler.dense"))
+  return states, pooled
+
+
+def test_minilm_hidden_states_match_a_numpy_bert(minilm_loaded, minilm_vocab):
+  """Every layer's output on padded sentences and a pair, within 2e-5 of a float64 reference.
+
+  Measured: at most 2e-6 on values up to 10 (float32 against float64).
+  """
+  from data import tokenization
+  encoder, tensors = minilm_loaded
+  tokenizer = tokenization.FullTokenizer(minilm_vocab, do_lower_case=True)
+  pairs = [("A man is playing a guitar on the stage.", None),
+           ("Quarterly revenue rose by 12 percent.", None),
+           ("Where do penguins live?", "Most penguins live in the Southern Hemisphere."),
+           ("Colourless green ideas sleep furiously", None)]
+  seq = 24
+  ids, segments, mask = (np.zeros((len(pairs), seq), np.int32) for _ in range(3))
+  for row, (a, b) in enumerate(pairs):
+    tokens = ["[CLS]"] + tokenizer.tokenize(a) + ["[SEP]"]
+    second = tokenizer.tokenize(b) + ["[SEP]"] if b else []
+    n = len(tokens) + len(second)
+    ids[row, :n] = tokenizer.convert_tokens_to_ids(tokens + second)
+    segments[row, len(tokens):n] = 1
+    mask[row, :n] = 1
+  assert mask.sum(1).min() < seq and segments.max() == 1  # padding and a second segment
+  batch = {"input_ids": ids, "segment_ids": segments, "input_mask": mask}
+  out = encoder(batch, training=False)
+  ours = [out["embedding_output"]] + list(out["encoder_outputs"])
+  states, pooled = _numpy_bert(tensors, ids, segments, mask, num_heads=12)
+  assert len(ours) == len(states) == 7
+  real = mask.astype(bool)
+  for layer, (a, b) in enumerate(zip(ours, states)):
+    np.testing.assert_allclose(np.asarray(a)[real], b[real], rtol=0, atol=2e-5,
+                               err_msg=f"hidden state {layer}")
+  np.testing.assert_allclose(out["pooled_output"], pooled, rtol=0, atol=2e-5)
+
+
+# --- Writing Hugging Face checkpoints --------------------------------------
+
+def _safetensors_entries(path):
+  """{key: (dtype, shape, raw bytes)} read with safetensors itself."""
+  from safetensors import safe_open
+  with safe_open(path, "np") as f:
+    return {k: (str(v.dtype), v.shape, v.tobytes()) for k in f.keys() for v in [f.get_tensor(k)]}
+
+
+_CONFIG_FIELDS = ("architectures", "model_type", "vocab_size", "hidden_size",
+                  "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                  "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                  "max_position_embeddings", "type_vocab_size", "initializer_range",
+                  "layer_norm_eps", "pad_token_id", "position_embedding_type")
+
+
+def test_minilm_to_tf1_and_back_to_hugging_face_is_byte_identical(minilm_dir, tmp_path):
+  config = checkpoints.find_config(minilm_dir)
+  encoder = BertEncoder(config)
+  checkpoints.load_checkpoint(encoder, minilm_dir)
+  checkpoints.save_tf1_checkpoint(checkpoints.model_weights(encoder), str(tmp_path / "tf1"),
+                                  config)
+  back = BertEncoder(checkpoints.find_config(str(tmp_path / "tf1")))
+  assert checkpoints.load_checkpoint(back, str(tmp_path / "tf1")).format == "tf1"
+  path = hf_checkpoints.save_hf_checkpoint(checkpoints.model_weights(back),
+                                           str(tmp_path / "hf"), back.config)
+  assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]
+  original = _safetensors_entries(os.path.join(minilm_dir, "model.safetensors"))
+  written = _safetensors_entries(path)
+  assert sorted(written) == sorted(original)
+  for key, (dtype, shape, data) in original.items():
+    assert written[key][:2] == (dtype, shape), key
+    assert written[key][2] == data, key
+  with open(os.path.join(minilm_dir, "config.json")) as f:
+    want = json.load(f)
+  with open(tmp_path / "hf" / "config.json") as f:
+    got = json.load(f)
+  assert {k: got[k] for k in _CONFIG_FIELDS} == {k: want[k] for k in _CONFIG_FIELDS}
+
+
+_ENCODER_KEYS = ({f"bert.embeddings.{n}.weight" for n in (
+    "word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm")}
+    | {"bert.embeddings.LayerNorm.bias", "bert.embeddings.position_ids",
+       "bert.pooler.dense.weight", "bert.pooler.dense.bias"}
+    | {f"bert.encoder.layer.{i}.{n}.{p}" for i in range(SMALL.num_hidden_layers)
+       for n in ("attention.self.query", "attention.self.key", "attention.self.value",
+                 "attention.output.dense", "attention.output.LayerNorm",
+                 "intermediate.dense", "output.dense", "output.LayerNorm")
+       for p in ("weight", "bias")})
+
+
+@pytest.mark.parametrize("make,architecture,head_keys", [
+    (lambda: BertPretrainer(SMALL), "BertForPreTraining",
+     {"cls.predictions.bias", "cls.predictions.transform.dense.weight",
+      "cls.predictions.transform.dense.bias", "cls.predictions.transform.LayerNorm.weight",
+      "cls.predictions.transform.LayerNorm.bias", "cls.seq_relationship.weight",
+      "cls.seq_relationship.bias"}),
+    (lambda: BertClassifier(SMALL, num_labels=3), "BertForSequenceClassification",
+     {"classifier.weight", "classifier.bias"}),
+    (lambda: BertSpanLabeler(SMALL), "BertForQuestionAnswering",
+     {"qa_outputs.weight", "qa_outputs.bias"})])
+def test_task_models_write_transformers_layouts(tmp_path, make, architecture, head_keys):
+  model = make()
+  weights = randomize(model, 6)
+  hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path), SMALL)
+  entries = _safetensors_entries(str(tmp_path / "model.safetensors"))
+  assert set(entries) == _ENCODER_KEYS | head_keys
+  # torch Linear weights are [out, in]: the intermediate kernel [H, I] is stored [I, H].
+  assert entries["bert.encoder.layer.1.intermediate.dense.weight"][1] == (24, 16)
+  with open(tmp_path / "config.json") as f:
+    config = json.load(f)
+  assert config["architectures"] == [architecture]
+  if architecture == "BertForSequenceClassification":
+    assert config["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
+    assert entries["classifier.weight"][1] == (3, 16)
+  clone = make()
+  checkpoints.load_checkpoint(clone, str(tmp_path))
+  for name, var in checkpoints.variable_map(clone).items():
+    np.testing.assert_array_equal(var.numpy(), weights[name], err_msg=name)
+
+
+def test_heads_without_a_transformers_layout_are_refused(tmp_path):
+  from modeling.multiple_choice import BertMultipleChoice
+  weights = randomize(BertMultipleChoice(SMALL), 7)
+  with pytest.raises(ValueError, match="head variable cls/multiple_choice/output_bias"):
+    hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path / "out"), SMALL)
+  assert not (tmp_path / "out").exists()

@@ -1,22 +1,50 @@
-"""convert_checkpoint.py: Hugging Face -> TF1 -> TF2 keeps every value and writes the original layout."""
+"""convert_checkpoint.py: Hugging Face -> TF1 -> HF / TF2 keeps every value; bad inputs are one line."""
+
+import json
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from modeling import checkpoints
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from scripts import last_error_line, run_script
+
+
+def _tensors(path):
+  """{key: (dtype, shape, raw bytes)} of a safetensors file, read by safetensors itself."""
+  from safetensors import safe_open
+  with safe_open(path, "np") as f:
+    return {k: (str(v.dtype), v.shape, v.tobytes()) for k in f.keys() for v in [f.get_tensor(k)]}
 
 
 @pytest.mark.slow
 def test_minilm_through_all_formats(minilm_dir, tmp_path):
   run_script("convert_checkpoint.py", f"--input_checkpoint={minilm_dir}",
-             f"--output_dir={tmp_path / 'tf1'}", "--output_format=tf1")
+             f"--output_dir={tmp_path / 'tf1'}")  # tf1 is the default
   names = dict(tf.train.list_variables(str(tmp_path / "tf1" / "bert_model.ckpt")))
   assert names["bert/encoder/layer_5/attention/self/query/kernel"] == [384, 384]
   assert len(names) == 6 * 16 + 5 + 2
   assert (tmp_path / "tf1" / "vocab.txt").read_text() == open(f"{minilm_dir}/vocab.txt").read()
   assert (tmp_path / "tf1" / "bert_config.json").exists()
+  # Back to Hugging Face: the same file, tensor for tensor, byte for byte.
+  run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'tf1'}",
+             f"--output_dir={tmp_path / 'hf'}", "--output_format=hf")
+  assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors", "vocab.txt"]
+  original = _tensors(os.path.join(minilm_dir, "model.safetensors"))
+  written = _tensors(str(tmp_path / "hf" / "model.safetensors"))
+  assert list(sorted(written)) == list(sorted(original)) and len(original) == 104
+  for key, entry in original.items():
+    assert written[key] == entry, key
+  with open(os.path.join(minilm_dir, "config.json")) as f:
+    want = json.load(f)
+  with open(tmp_path / "hf" / "config.json") as f:
+    got = json.load(f)
+  assert {k: got[k] for k in want if k in got} == {
+      k: want[k] for k in want if k not in ("_name_or_path", "gradient_checkpointing",
+                                             "transformers_version", "use_cache")}
   run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'tf1'}",
              f"--output_dir={tmp_path / 'tf2'}", "--output_format=tf2")
   original = checkpoints.read_checkpoint(minilm_dir).weights
@@ -26,8 +54,49 @@ def test_minilm_through_all_formats(minilm_dir, tmp_path):
     np.testing.assert_array_equal(converted.weights[name], value)
 
 
-def test_missing_input_is_one_line(tmp_path):
+def _assert_one_line_error(proc, *parts):
+  line = last_error_line(proc)
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+  assert line.startswith("error: "), line
+  for part in parts:
+    assert part in line, line
+
+
+def test_missing_input_is_reported_as_missing(tmp_path):
   proc = run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'x'}",
                     f"--output_dir={tmp_path / 'out'}", expect_ok=False)
-  assert proc.returncode != 0
-  assert last_error_line(proc).startswith("error: No bert_config.json or config.json beside")
+  _assert_one_line_error(proc, f"Checkpoint {tmp_path / 'x'} does not exist")
+  assert not (tmp_path / "out").exists()
+
+
+def test_extract_features_reports_a_missing_checkpoint(tmp_path):
+  (tmp_path / "input.txt").write_text("hello world\n")
+  proc = run_script("extract_features.py", f"--input_file={tmp_path / 'input.txt'}",
+                    f"--output_file={tmp_path / 'out.jsonl'}",
+                    f"--init_checkpoint={tmp_path / 'nowhere' / 'bert_model.ckpt'}",
+                    expect_ok=False)
+  _assert_one_line_error(proc, f"Checkpoint {tmp_path / 'nowhere' / 'bert_model.ckpt'} "
+                         "does not exist")
+  assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("fmt,part", [("tf1", "bert_model.ckpt.index"),
+                                      ("tf1", "bert_model.ckpt.data-00000-of-00001"),
+                                      ("hf", "model.safetensors")])
+def test_truncated_input_is_one_line_naming_the_file(tmp_path, fmt, part):
+  from modeling import hf_checkpoints
+  config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+  weights = checkpoints.model_weights(BertEncoder(config))
+  source = tmp_path / "in"
+  if fmt == "tf1":
+    checkpoints.save_tf1_checkpoint(weights, str(source), config)
+  else:
+    hf_checkpoints.save_hf_checkpoint(weights, str(source), config)
+  data = (source / part).read_bytes()
+  (source / part).write_bytes(data[:len(data) // 2])
+  proc = run_script("convert_checkpoint.py", f"--input_checkpoint={source}",
+                    f"--output_dir={tmp_path / 'out'}", "--output_format=hf", expect_ok=False)
+  _assert_one_line_error(proc, f"Checkpoint file {source / part} is truncated")
+  assert not (tmp_path / "out").exists()

@@ -1,0 +1,215 @@
+"""Hugging Face BERT checkpoints: the name table, and safetensors reading and writing.
+
+One table (`hf_name`) maps each original (TF1) variable name to its Hugging
+Face key and says whether the array is transposed; reading and writing both
+use it. Layouts follow transformers' BertModel (encoder keys without a prefix)
+and its task models (`bert.` before encoder keys, then the head):
+BertForPreTraining, BertForSequenceClassification and BertForQuestionAnswering.
+Only numpy and safetensors are needed; no torch.
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+
+from data import files
+from modeling.config import LAYER_NORM_EPSILON
+
+# --- The name table --------------------------------------------------------
+
+_HF_FIXED = {
+    "bert/embeddings/word_embeddings": "embeddings.word_embeddings.weight",
+    "bert/embeddings/token_type_embeddings": "embeddings.token_type_embeddings.weight",
+    "bert/embeddings/position_embeddings": "embeddings.position_embeddings.weight",
+    "bert/embeddings/LayerNorm/gamma": "embeddings.LayerNorm.weight",
+    "bert/embeddings/LayerNorm/beta": "embeddings.LayerNorm.bias",
+    "bert/pooler/dense/kernel": "pooler.dense.weight",
+    "bert/pooler/dense/bias": "pooler.dense.bias",
+    "cls/predictions/transform/dense/kernel": "cls.predictions.transform.dense.weight",
+    "cls/predictions/transform/dense/bias": "cls.predictions.transform.dense.bias",
+    "cls/predictions/transform/LayerNorm/gamma": "cls.predictions.transform.LayerNorm.weight",
+    "cls/predictions/transform/LayerNorm/beta": "cls.predictions.transform.LayerNorm.bias",
+    "cls/predictions/output_bias": "cls.predictions.bias",
+    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+    "output_weights": "classifier.weight",
+    "output_bias": "classifier.bias",
+    "cls/squad/output_weights": "qa_outputs.weight",
+    "cls/squad/output_bias": "qa_outputs.bias",
+}
+_HF_BLOCK_SUFFIXES = {
+    "attention/self/query": "attention.self.query",
+    "attention/self/key": "attention.self.key",
+    "attention/self/value": "attention.self.value",
+    "attention/output/dense": "attention.output.dense",
+    "attention/output/LayerNorm": "attention.output.LayerNorm",
+    "intermediate/dense": "intermediate.dense",
+    "output/dense": "output.dense",
+    "output/LayerNorm": "output.LayerNorm",
+}
+_HF_PARAMS = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
+# Entries with no variable of their own: a buffer of position indices, and the
+# masked-LM decoder, tied to the word embeddings and to cls.predictions.bias.
+_POSITION_IDS = "embeddings.position_ids"
+_HF_SKIPPED = (_POSITION_IDS, "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+# The head variable that identifies each task model, and its transformers class.
+_ARCHITECTURES = (("cls/predictions/output_bias", "BertForPreTraining"),
+                  ("output_weights", "BertForSequenceClassification"),
+                  ("cls/squad/output_weights", "BertForQuestionAnswering"))
+# Our activation names -> transformers' (gelu_new is the tanh approximation).
+_TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu",
+                     "tanh": "tanh", "linear": "linear"}
+
+
+def hf_name(name):
+  """(Hugging Face key, transpose?) for an original variable name.
+
+  Encoder keys are given without the `bert.` prefix that task models add.
+  torch Linear weights are stored [out, in], ours [in, out]: kernels transpose.
+  Raises KeyError for a name with no Hugging Face counterpart.
+  """
+  if name in _HF_FIXED:
+    return _HF_FIXED[name], name.endswith("/kernel")
+  m = re.fullmatch(r"bert/encoder/layer_(\d+)/(.+)/(kernel|bias|gamma|beta)", name)
+  if m is None or m.group(2) not in _HF_BLOCK_SUFFIXES:
+    raise KeyError(f"No Hugging Face name for {name}.")
+  key = f"encoder.layer.{m.group(1)}.{_HF_BLOCK_SUFFIXES[m.group(2)]}.{_HF_PARAMS[m.group(3)]}"
+  return key, m.group(3) == "kernel"
+
+
+def _original_names(num_layers):
+  """Every original name the table knows, for a model of `num_layers` blocks."""
+  names = list(_HF_FIXED)
+  for i in range(num_layers):
+    for suffix in _HF_BLOCK_SUFFIXES:
+      params = ("gamma", "beta") if suffix.endswith("LayerNorm") else ("kernel", "bias")
+      names += [f"bert/encoder/layer_{i}/{suffix}/{p}" for p in params]
+  return names
+
+
+# --- Reading ---------------------------------------------------------------
+
+def _load_tensors(path):
+  """{key: array} of a safetensors file; ValueError naming it if unreadable."""
+  import safetensors
+  from safetensors import numpy as st_numpy
+  try:
+    if files.is_remote(path):
+      with files.open_file(path, "rb") as f:
+        return st_numpy.load(f.read())
+    return st_numpy.load_file(path)
+  except (safetensors.SafetensorError, OSError) as e:
+    raise ValueError(f"Checkpoint file {path} is truncated or not a safetensors file "
+                     f"({e}).") from e
+
+
+def read_safetensors(path):
+  """Hugging Face safetensors -> {original name: array}; unknown keys kept as `<hf>key`."""
+  tensors = {}
+  for key, value in _load_tensors(path).items():
+    key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))  # old exports
+    key = key[len("bert."):] if key.startswith("bert.") else key
+    if key not in _HF_SKIPPED:
+      tensors[key] = value
+  layers = [int(m.group(1)) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, tensors) if m]
+  weights = {}
+  for name in _original_names(max(layers, default=-1) + 1):
+    key, transpose = hf_name(name)
+    if key in tensors:
+      value = tensors.pop(key)
+      weights[name] = value.T if transpose else value
+  weights.update({f"<hf>{key}": value for key, value in tensors.items()})
+  return weights
+
+
+# --- Writing ---------------------------------------------------------------
+
+def _architecture(weights):
+  """The transformers class whose layout `weights` (original names) fill."""
+  heads = sorted(n for n in weights if not n.startswith("bert/"))
+  if not heads:
+    return "BertModel"
+  for marker, architecture in _ARCHITECTURES:
+    if marker in weights:
+      return architecture
+  raise ValueError(f"No Hugging Face model has the head variable {heads[0]}; the "
+                   "Hugging Face format holds the encoder alone or with the pretraining, "
+                   "classifier or SQuAD head.")
+
+
+def to_hf_tensors(weights, max_position_embeddings):
+  """{original name: array} -> ({Hugging Face key: array}, architecture name)."""
+  architecture = _architecture(weights)
+  prefix = "" if architecture == "BertModel" else "bert."
+  tensors = {}
+  for name, value in weights.items():
+    try:
+      key, transpose = hf_name(name)
+    except KeyError as e:
+      raise ValueError(f"{e.args[0]} ({architecture} has no such variable).") from e
+    key = prefix + key if name.startswith("bert/") else key
+    tensors[key] = np.ascontiguousarray(value.T if transpose else value)
+  # transformers' BertModel once saved this buffer; files that carry it (as
+  # the released MiniLM does) still load, so writing it keeps round trips exact.
+  tensors[prefix + _POSITION_IDS] = np.arange(max_position_embeddings, dtype=np.int64)[None]
+  return tensors, architecture
+
+
+def hf_config(config, architecture, num_labels=None):
+  """Hugging Face config.json dict for a BertConfig and a transformers class name."""
+  if config.hidden_act not in _TO_HF_ACTIVATION:
+    raise ValueError(f"hidden_act {config.hidden_act!r} has no Hugging Face name.")
+  d = {k: v for k, v in config.to_dict().items() if k not in ("id2label", "label2id")}
+  d.setdefault("pad_token_id", 0)
+  d.update(architectures=[architecture], model_type="bert",
+           hidden_act=_TO_HF_ACTIVATION[config.hidden_act],
+           layer_norm_eps=LAYER_NORM_EPSILON, position_embedding_type="absolute")
+  if num_labels is not None:
+    d["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}
+    d["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
+  return d
+
+
+def _write_safetensors(tensors, path):
+  """Writes under a temporary name, renamed once complete."""
+  from safetensors import numpy as st_numpy
+  metadata = {"format": "pt"}  # transformers refuses safetensors files without it
+  if files.is_remote(path):
+    with files.atomic_output(path, "wb") as f:
+      f.write(st_numpy.save(tensors, metadata=metadata))
+    return
+  tmp = files.temporary_name(path)
+  try:
+    st_numpy.save_file(tensors, tmp, metadata=metadata)
+    files.rename(tmp, path)
+  finally:
+    if files.exists(tmp):
+      files.remove(tmp)
+
+
+def save_hf_checkpoint(weights, output_dir, config, vocab_file=None):
+  """Writes `weights` ({original name: array}) as a Hugging Face model directory.
+
+  output_dir receives `config.json`, `vocab.txt` (when given) and then
+  `model.safetensors`, each written under a temporary name and renamed; the
+  weights go last, so a directory with model.safetensors is complete.
+  Returns the path of model.safetensors.
+  Raises:
+    ValueError: a head with no Hugging Face layout, or an unwritable output_dir.
+  """
+  tensors, architecture = to_hf_tensors(weights, config.max_position_embeddings)
+  num_labels = (weights["output_weights"].shape[0]
+                if architecture == "BertForSequenceClassification" else None)
+  files.ensure_writable_dir(output_dir, "output directory")
+  with files.atomic_output(os.path.join(output_dir, "config.json")) as f:
+    json.dump(hf_config(config, architecture, num_labels), f, indent=2, sort_keys=True)
+    f.write("\n")
+  if vocab_file:
+    with files.open_file(vocab_file, "rb") as src, \
+        files.atomic_output(os.path.join(output_dir, "vocab.txt"), "wb") as f:
+      f.write(src.read())
+  path = os.path.join(output_dir, "model.safetensors")
+  _write_safetensors(tensors, path)
+  return path
