@@ -366,11 +366,14 @@ def test_training_answers_must_be_one_and_found(tmp_path, caplog):
   assert f"{mixed}: skipped 2 of 3 training questions" in text
 
 
-@pytest.mark.parametrize("content", ['{"data": []}', '{"data": {"title": "t"}}',
-                                     '{"data": [{"paragraphs": [{"context": "", '
-                                     '"qas": [{"id": "q1", "question": "x"}]}]}]}'])
+@pytest.mark.parametrize("content", [
+    '{"data": []}',
+    '{"data": [{"paragraphs": [{"context": "", "qas": [{"id": "q1", "question": "x"}]}]}]}',
+    # A word of format characters only: the tokenizer leaves no token, so no feature.
+    '{"data": [{"paragraphs": [{"context": "\\u200b", "qas": [{"id": "q1", "question": "x"}]}]}]}',
+])
 def test_run_squad_stops_on_a_bad_predict_file(tmp_path, content):
-  """Each of these gave a traceback (KeyError 'unique_ids', AttributeError) before."""
+  """Each of these gave a traceback (KeyError 'unique_ids') before."""
   predict = tmp_path / "dev.json"
   predict.write_text(content)
   config = tmp_path / "bert_config.json"
