@@ -10,6 +10,7 @@ with values rounded to 6 decimals, for every real token including [CLS]/[SEP].
 """
 
 import json
+import os
 import time
 
 import script_utils
@@ -24,16 +25,16 @@ flags.DEFINE_string("bert_config_file", None,
                     "beside --init_checkpoint.")
 flags.DEFINE_integer("max_seq_length", 128,
                      "Maximum tokens per example after WordPiece, [CLS] and [SEP] included; "
-                     "longer input is truncated.")
+                     "longer input is truncated. Pairs need at least 3.", lower_bound=2)
 flags.DEFINE_string("init_checkpoint", None,
                     "Checkpoint to read: original TF1 prefix, Hugging Face directory or "
                     ".safetensors file, or one of ours.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.")
+flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.", lower_bound=1)
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; TPUs are not used by this script.")
 flags.DEFINE_string("master", None, "Accepted for compatibility; unused.")
-flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.", lower_bound=1)
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility; unused.")
 script_utils.define_batching_flags(bucketing=False)
 FLAGS = flags.FLAGS
@@ -66,17 +67,30 @@ def main(_):
   script_utils.log_flags()
   import numpy as np
   import tensorflow as tf
-  from data import features, files, tokenization
+  from data import features, files
   from modeling import checkpoints
   from modeling.encoder import BertEncoder
 
+  if tf.io.gfile.isdir(FLAGS.output_file):
+    raise ValueError(f"--output_file={FLAGS.output_file} is a directory; name a file.")
+  files.ensure_writable_dir(os.path.dirname(os.path.abspath(FLAGS.output_file))
+                            if not files.is_remote(FLAGS.output_file)
+                            else os.path.dirname(FLAGS.output_file),
+                            f"--output_file={FLAGS.output_file}:")
   pairs = features.read_text_pairs(FLAGS.input_file)
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
                                       FLAGS.init_checkpoint)
   layer_indexes = _layer_indexes(FLAGS.layers, config.num_hidden_layers)
-  tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
+  tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
+  line = next((i + 1 for i, (_, b) in enumerate(pairs) if b is not None), None)
+  if line is not None and FLAGS.max_seq_length < 3:
+    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for the pair on "
+                     f"line {line} of {FLAGS.input_file} ([CLS] a [SEP] b [SEP] needs 3 or "
+                     "more).")
+  if not pairs:
+    raise ValueError(f"--input_file={FLAGS.input_file} holds no lines.")
 
   encoder = BertEncoder(config)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)

@@ -32,7 +32,8 @@ flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.", lower_bound
 flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", lower_bound=1)
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training data.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.",
+                   lower_bound=0.0, upper_bound=1.0)
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", lower_bound=1)
 flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.", lower_bound=1)
 script_utils.define_tpu_flags()
@@ -43,6 +44,7 @@ flags.DEFINE_string("export_dir", None,
                     "Write a SavedModel here that takes raw text and returns probabilities "
                     "(a score for sts-b).")
 flags.DEFINE_string("xnli_language", "zh", "XNLI language (the original fixed zh).")
+script_utils.require_positive("learning_rate", "num_train_epochs")
 FLAGS = flags.FLAGS
 
 
@@ -72,7 +74,7 @@ def main(_):
     raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
   script_utils.log_flags()
   import numpy as np
-  from data import features, files, glue, pipeline, tokenization
+  from data import features, files, glue, pipeline
   from modeling import export, reports, tasks
 
   task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
@@ -81,9 +83,24 @@ def main(_):
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
                                       FLAGS.init_checkpoint)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
-  tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
-  tokenizer.require_tokens(["[CLS]", "[SEP]"])
+  tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
+  name = FLAGS.task_name.lower()
+  run = script_utils.run_record(FLAGS, task_name=name + (
+      f" ({FLAGS.xnli_language})" if name == "xnli" else ""), labels=task.labels)
+  script_utils.check_run(FLAGS.output_dir, run)
   train_examples = glue.examples(task, FLAGS.data_dir, "train") if FLAGS.do_train else []
+  # Held-out splits are read now, so an empty one stops the run before training.
+  held_out = {}
+  for wanted, splits in ((FLAGS.do_eval, ("dev", "dev_mismatched")),
+                         (FLAGS.do_predict, ("test", "test_mismatched"))):
+    present = [split for split in splits if split in task.splits] if wanted else []
+    if wanted and not present:
+      raise ValueError(f"--task_name={FLAGS.task_name} has no {splits[0]} set.")
+    for split in present:
+      held_out[split] = glue.examples(task, FLAGS.data_dir, split)
+      if not held_out[split]:
+        raise ValueError(f"{glue.split_file(FLAGS.data_dir, task.splits[split])} holds no "
+                         "examples.")
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
       f"the training set in {FLAGS.data_dir}")
@@ -101,6 +118,7 @@ def main(_):
     path = os.path.join(FLAGS.output_dir, "train.tf_record")
     glue.write_records(glue.feature_arrays(task, train_examples, tokenizer, FLAGS.max_seq_length),
                        path, task.is_regression)
+    script_utils.save_run(FLAGS.output_dir, run)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
         ctx, shuffle_buffer=10000, length_multiple=multiple,
@@ -110,7 +128,7 @@ def main(_):
 
   def prepared(split, batch, record_name):
     """Examples, features and the records file of a split, padded to whole batches."""
-    examples = glue.examples(task, FLAGS.data_dir, split)
+    examples = held_out[split]
     arrays = glue.feature_arrays(task, examples, tokenizer, FLAGS.max_seq_length, pad_to=batch)
     path = os.path.join(FLAGS.output_dir, record_name)
     glue.write_records(arrays, path, task.is_regression)

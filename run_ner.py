@@ -40,7 +40,8 @@ flags.DEFINE_float("learning_rate", None,
                    "Peak learning rate. Default: 5e-5 fine-tuning (the original's), 1e-3 "
                    "feature-based (a BiLSTM trained from scratch).")
 flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.",
+                   lower_bound=0.0, upper_bound=1.0)
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", lower_bound=1)
 flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.", lower_bound=1)
 script_utils.define_tpu_flags()
@@ -60,6 +61,7 @@ flags.DEFINE_list("feature_layers", ["-1"],
 flags.DEFINE_enum("feature_combine", "concat", ["concat", "sum", "weighted"],
                   "How the feature layers are combined; weighted: learned softmax weights.")
 flags.DEFINE_integer("lstm_units", 768, "BiLSTM units in each direction.", lower_bound=1)
+script_utils.require_positive("learning_rate", "num_train_epochs")
 FLAGS = flags.FLAGS
 
 
@@ -72,15 +74,23 @@ def _layers():
                      "such as -1,-2,-3,-4.") from None
 
 
-def _tag_split(trainer, tokenizer, labels, split, batch, multiple, record_name):
-  """(documents, flat words, predicted IOB2 tags) of a split's file."""
-  from data import conll, pipeline
+def _read_split(split):
+  """(documents, flat words) of a split's file; ValueError when it is missing or empty."""
+  from data import conll
   path = conll.find_split_file(FLAGS.data_dir, split)
   if path is None:
     raise ValueError(f"--data_dir={FLAGS.data_dir} has no {split} file "
                      f"({' or '.join(conll.SPLIT_FILES[split])}).")
   documents = conll.read_conll(path)
   flat = conll.flatten(documents, path, FLAGS.document_context)
+  if not flat.words:
+    raise ValueError(f"{path} holds no words to tag.")
+  return documents, flat
+
+
+def _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple, record_name):
+  """Predicted IOB2 tags of a split's words."""
+  from data import conll, pipeline
   arrays, _ = conll.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length,
                                   FLAGS.doc_stride, False, pad_to=batch)
   records = os.path.join(FLAGS.output_dir, record_name)
@@ -89,7 +99,7 @@ def _tag_split(trainer, tokenizer, labels, split, batch, multiple, record_name):
   out = trainer.predict(lambda ctx: pipeline.global_batches(records, spec, batch, ctx,
                                                            length_multiple=multiple))
   predicted = conll.word_predictions(out["logits"], arrays["word_positions"], len(flat.words))
-  return documents, flat, [labels[i] for i in predicted]
+  return [labels[i] for i in predicted]
 
 
 def _scores(documents, tags, prefix):
@@ -111,7 +121,7 @@ def main(_):
     FLAGS.learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
   script_utils.log_flags()
   import numpy as np
-  from data import conll, files, pipeline, tokenization
+  from data import conll, files, pipeline
   from modeling import export, reports, tagging
 
   config, vocab_file = script_utils.config_and_vocab(
@@ -124,16 +134,24 @@ def main(_):
   if FLAGS.feature_based:
     tagging.layer_indices(layers, config.num_hidden_layers)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
-  tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
-  tokenizer.require_tokens(["[CLS]", "[SEP]", "[UNK]"])
+  tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
+  # Held-out files are read now, so a missing or empty one stops the run before training.
+  held_out = {split: _read_split(split) for flag, split in
+              ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test")) if flag}
   labels_path = os.path.join(FLAGS.output_dir, "label_list.txt")
   num_train_steps = 0
+  model = {"feature_based": FLAGS.feature_based}
+  if FLAGS.feature_based:
+    model.update(feature_layers=layers, feature_combine=FLAGS.feature_combine,
+                 lstm_units=FLAGS.lstm_units)
   if FLAGS.do_train:
     train_path = conll.find_split_file(FLAGS.data_dir, "train")
     if train_path is None:
       raise ValueError(f"--data_dir={FLAGS.data_dir} has no train.txt.")
     train_docs = conll.read_conll(train_path)
     labels = conll.labels_of(train_docs, train_path)
+    run = script_utils.run_record(FLAGS, task="ner", labels=labels, **model)
+    script_utils.check_run(FLAGS.output_dir, run)
     conll.write_labels(labels_path, labels)
     flat = conll.flatten(train_docs, train_path, FLAGS.document_context)
     train_arrays, num_windows = conll.window_arrays(
@@ -142,6 +160,8 @@ def main(_):
                                                FLAGS.num_train_epochs, train_path)
   else:
     labels = conll.read_labels(labels_path)
+    script_utils.check_run(FLAGS.output_dir, script_utils.run_record(
+        FLAGS, task="ner", labels=labels, **model))
   logging.info("Labels: %s", " ".join(labels))
   strategy, _ = script_utils.runtime(FLAGS)
   replicas = strategy.num_replicas_in_sync
@@ -156,6 +176,7 @@ def main(_):
     logging.info("%d training windows, %d steps", num_windows, num_train_steps)
     path = os.path.join(FLAGS.output_dir, "train.tf_record")
     conll.write_records(train_arrays, path)
+    script_utils.save_run(FLAGS.output_dir, run)
     spec = conll.feature_spec(FLAGS.max_seq_length)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
@@ -171,8 +192,8 @@ def main(_):
       continue
     batch = batch_size * replicas // np.gcd(batch_size, replicas)
     record = "eval.tf_record" if split == "dev" else "predict.tf_record"
-    documents, flat, tags = _tag_split(trainer, tokenizer, labels, split, batch, multiple,
-                                       record)
+    documents, flat = held_out[split]
+    tags = _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple, record)
     if not trainer.chief:
       continue
     conll.write_predictions(os.path.join(FLAGS.output_dir, f"{stem}_predictions.txt"),

@@ -19,18 +19,21 @@ flags.DEFINE_string("output_dir", None, "Checkpoints, logs, summaries and result
 flags.DEFINE_string("init_checkpoint", None,
                     "Start from these weights (original TF1, Hugging Face or ours); "
                     "ignored when --output_dir already has a checkpoint to resume.")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per record (must match the records).")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record (must match).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per record (must match the records).",
+                     lower_bound=1)
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record (must match).",
+                     lower_bound=1)
 flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate and write eval_results.txt.")
-flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.", lower_bound=1)
+flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.", lower_bound=1)
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps.")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.")
-flags.DEFINE_integer("max_eval_steps", 100, "Most evaluation batches.")
+flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps (at least 1 with --do_train).")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.", lower_bound=0)
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", lower_bound=1)
+flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.",
+                     lower_bound=1)
+flags.DEFINE_integer("max_eval_steps", 100, "Most evaluation batches.", lower_bound=1)
 script_utils.define_tpu_flags()
 script_utils.define_runtime_flags()
 # Added.
@@ -41,6 +44,7 @@ flags.DEFINE_float("next_sentence_weight", 1.0,
                    "Weight of the next-sentence loss in the total (the original: 1). 0 trains "
                    "masked LM only (the paper's 'No NSP'): the next-sentence head and pooler "
                    "stay as initialized and no next-sentence metrics are reported.")
+script_utils.require_positive("learning_rate")
 FLAGS = flags.FLAGS
 
 
@@ -49,6 +53,8 @@ def main(_):
                        output_dir=FLAGS.output_dir)
   if not FLAGS.do_train and not FLAGS.do_eval:
     raise ValueError("At least one of --do_train and --do_eval must be set.")
+  if FLAGS.do_train and FLAGS.num_train_steps < 1:
+    raise ValueError(f"--num_train_steps={FLAGS.num_train_steps}: training needs at least 1.")
   if not FLAGS.next_sentence_weight >= 0:
     raise ValueError(f"--next_sentence_weight={FLAGS.next_sentence_weight} must be 0 or more.")
   script_utils.log_flags()
@@ -58,15 +64,25 @@ def main(_):
 
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, None, None)
+  if FLAGS.vocab_file:  # copied beside the export: checked now, not after training
+    script_utils.load_tokenizer(FLAGS.vocab_file, True, config,
+                                ("[UNK]", "[CLS]", "[SEP]", "[MASK]"))
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
   compression = "" if FLAGS.input_compression == "none" else "GZIP"
   spec = features.pretraining_feature_spec(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
   hints = {n: "--max_seq_length" for n in ("input_ids", "input_mask", "segment_ids")}
   hints.update({n: "--max_predictions_per_seq" for n in
                 ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")})
-  for pattern in filter(None, [FLAGS.input_file, FLAGS.eval_input_file]):
-    first = files.expand_file_patterns(pattern, "--input_file")[0]
-    pipeline.check_record_lengths(first, spec, hints, compression)
+  # Ids the embedding tables lack would fail deep in a step (or read zeros on GPUs).
+  limits = {"input_ids": (config.vocab_size, "the config's vocab_size"),
+            "masked_lm_ids": (config.vocab_size, "the config's vocab_size"),
+            "segment_ids": (config.type_vocab_size, "the config's type_vocab_size"),
+            "masked_lm_positions": (FLAGS.max_seq_length, "--max_seq_length")}
+  for flag, pattern in (("--input_file", FLAGS.input_file),
+                        ("--eval_input_file", FLAGS.eval_input_file)):
+    if pattern:
+      files.expand_file_patterns(pattern, flag)  # a pattern matching nothing names the flag
+      pipeline.check_records(pattern, spec, hints, compression, limits)
 
   strategy, policy = script_utils.runtime(FLAGS)
   task = tasks.PretrainingTask(config, FLAGS.next_sentence_weight)
@@ -88,14 +104,16 @@ def main(_):
       reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
                           os.path.join(FLAGS.output_dir, "training_curves.png"),
                           [("loss", "loss"), ("masked_lm_accuracy", "masked LM accuracy")])
-    trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
-                  FLAGS.init_checkpoint, on_finish=finish)
+    with pipeline.naming_bad_files(FLAGS.input_file, compression):
+      trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
+                    FLAGS.init_checkpoint, on_finish=finish)
   if FLAGS.do_eval:
     if not FLAGS.do_train:
       logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
-    results = trainer.evaluate(
-        dataset_fn(FLAGS.eval_input_file or FLAGS.input_file, FLAGS.eval_batch_size, False),
-        FLAGS.max_eval_steps)
+    pattern = FLAGS.eval_input_file or FLAGS.input_file
+    with pipeline.naming_bad_files(pattern, compression):
+      results = trainer.evaluate(dataset_fn(pattern, FLAGS.eval_batch_size, False),
+                                 FLAGS.max_eval_steps)
     reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
     for key in sorted(results):
       logging.info("eval %s = %s", key, results[key])

@@ -32,7 +32,8 @@ flags.DEFINE_integer("train_batch_size", 32, "Training batch size.", lower_bound
 flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", lower_bound=1)
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training data.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.",
+                   lower_bound=0.0, upper_bound=1.0)
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", lower_bound=1)
 flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.", lower_bound=1)
 flags.DEFINE_integer("n_best_size", 20, "Candidates kept per question in nbest_predictions.json.", lower_bound=1)
@@ -48,6 +49,7 @@ script_utils.define_batching_flags()
 flags.DEFINE_bool("tune_null_threshold", False,
                   "v2.0, when --predict_file has answers: predict with the threshold that "
                   "maximises F1 on it (reported as null_score_diff_threshold).")
+script_utils.require_positive("learning_rate", "num_train_epochs")
 FLAGS = flags.FLAGS
 
 
@@ -71,7 +73,7 @@ def main(_):
 
   import numpy as np
   from data import (features, files, pipeline, squad, squad_evaluation, squad_predictions,
-                    tfrecords, tokenization)
+                    tfrecords)
   from modeling import reports, tasks
 
   config, vocab_file = script_utils.config_and_vocab(
@@ -79,7 +81,10 @@ def main(_):
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
                                       FLAGS.init_checkpoint)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
-  tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
+  tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
+  run = script_utils.run_record(FLAGS, task="squad",
+                                version_2_with_negative=FLAGS.version_2_with_negative)
+  script_utils.check_run(FLAGS.output_dir, run)
   convert = lambda examples, training_: squad.convert_examples_to_features(
       examples, tokenizer, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
       training_)
@@ -89,6 +94,8 @@ def main(_):
     train_examples = squad.read_squad_examples(FLAGS.train_file, True,
                                                FLAGS.version_2_with_negative)
     random.Random(12345).shuffle(train_examples)
+  if FLAGS.do_predict:  # read now, so a bad file stops the run before training
+    examples = squad.read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs, FLAGS.train_file)
   strategy, _ = script_utils.runtime(FLAGS)
@@ -103,6 +110,7 @@ def main(_):
                  len(train_features), num_train_steps)
     path = os.path.join(FLAGS.output_dir, "train.tf_record")
     tfrecords.write_arrays(path, squad.feature_arrays(train_features, FLAGS.max_seq_length, True))
+    script_utils.save_run(FLAGS.output_dir, run)
     spec = features.squad_feature_spec(FLAGS.max_seq_length, True)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
@@ -112,7 +120,6 @@ def main(_):
     logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
 
   if FLAGS.do_predict:
-    examples = squad.read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)
     eval_features = convert(examples, False)
     if not eval_features:  # contexts whose words all tokenize to nothing
       raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict from.")

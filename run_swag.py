@@ -35,7 +35,8 @@ flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size, in questions.
 flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size, in questions.", lower_bound=1)
 flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate (paper: 2e-5).")
 flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training data (paper: 3).")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.",
+                   lower_bound=0.0, upper_bound=1.0)
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", lower_bound=1)
 flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.", lower_bound=1)
 script_utils.define_tpu_flags()
@@ -46,6 +47,7 @@ flags.DEFINE_integer("num_choices", 4, "Endings per question (columns ending0 ..
 flags.DEFINE_string("export_dir", None,
                     "Write a SavedModel here that takes raw strings (sent1 [N], sent2 [N], "
                     "endings [N, num_choices]) and returns a probability per ending.")
+script_utils.require_positive("learning_rate", "num_train_epochs")
 FLAGS = flags.FLAGS
 
 
@@ -56,7 +58,7 @@ def main(_):
   script_utils.log_flags()
   import numpy as np
   import scipy.special
-  from data import files, pipeline, swag, tokenization
+  from data import files, pipeline, swag
   from modeling import multiple_choice, reports
 
   config, vocab_file = script_utils.config_and_vocab(
@@ -64,11 +66,20 @@ def main(_):
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
                                       FLAGS.init_checkpoint)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
-  tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
-  tokenizer.require_tokens(["[CLS]", "[SEP]"])
-  read = lambda name, labelled: swag.read_examples(os.path.join(FLAGS.data_dir, name),
-                                                   FLAGS.num_choices, labelled)
+  tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
+  run = script_utils.run_record(FLAGS, task="multiple choice", num_choices=FLAGS.num_choices)
+  script_utils.check_run(FLAGS.output_dir, run)
+
+  def read(name, labelled):
+    path = os.path.join(FLAGS.data_dir, name)
+    examples = swag.read_examples(path, FLAGS.num_choices, labelled)
+    if not examples:
+      raise ValueError(f"{path} holds no questions.")
+    return examples
   train_examples = read("train.csv", True) if FLAGS.do_train else []
+  # Held-out files are read now, so an empty one stops the run before training.
+  held_out = {name: read(name, labelled) for flag, name, labelled in
+              ((FLAGS.do_eval, "val.csv", True), (FLAGS.do_predict, "test.csv", False)) if flag}
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
       os.path.join(FLAGS.data_dir, "train.csv"))
@@ -85,6 +96,7 @@ def main(_):
     path = os.path.join(FLAGS.output_dir, "train.tf_record")
     swag.write_records(swag.feature_arrays(train_examples, tokenizer, FLAGS.max_seq_length,
                                            FLAGS.num_choices), path)
+    script_utils.save_run(FLAGS.output_dir, run)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
         ctx, shuffle_buffer=10000, length_multiple=multiple,
@@ -92,10 +104,10 @@ def main(_):
   else:
     logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
 
-  def scored(name, labelled, batch_size, record_name):
+  def scored(name, batch_size, record_name):
     """(questions, label ids, logits [N, C]) of a csv file, run in whole padded batches."""
     batch = batch_size * replicas // np.gcd(batch_size, replicas)
-    examples = read(name, labelled)
+    examples = held_out[name]
     arrays = swag.feature_arrays(examples, tokenizer, FLAGS.max_seq_length, FLAGS.num_choices,
                                  pad_to=batch)
     path = os.path.join(FLAGS.output_dir, record_name)
@@ -106,9 +118,7 @@ def main(_):
     return examples, arrays["label_ids"][:len(examples)], logits
 
   if FLAGS.do_eval:
-    examples, labels, logits = scored("val.csv", True, FLAGS.eval_batch_size, "eval.tf_record")
-    if not len(examples):
-      raise ValueError(f"{os.path.join(FLAGS.data_dir, 'val.csv')} holds no questions.")
+    examples, labels, logits = scored("val.csv", FLAGS.eval_batch_size, "eval.tf_record")
     log_probs = scipy.special.log_softmax(logits, axis=-1)
     results = {"eval_accuracy": float(np.mean(logits.argmax(-1) == labels)),
                "eval_loss": float(-np.mean(log_probs[np.arange(len(labels)), labels])),
@@ -119,7 +129,7 @@ def main(_):
       logging.info("eval %s = %s", key, results[key])
 
   if FLAGS.do_predict:
-    examples, _, logits = scored("test.csv", False, FLAGS.predict_batch_size,
+    examples, _, logits = scored("test.csv", FLAGS.predict_batch_size,
                                  "predict.tf_record")
     if trainer.chief:
       probabilities = scipy.special.softmax(logits, axis=-1)

@@ -1,5 +1,6 @@
 """What every entry script shares: one-line errors, logging of the flags, config lookup."""
 
+import json
 import os
 import sys
 
@@ -34,7 +35,8 @@ def define_tpu_flags():
   flags.DEFINE_string("gcp_project", None, "GCP project of the TPU (else detected).")
   flags.DEFINE_string("master", None, "TPU master address; same role as --tpu_name.")
   flags.DEFINE_integer("num_tpu_cores", 8,
-                       "Accepted for compatibility: TPUStrategy uses every core it finds.")
+                       "Accepted for compatibility: TPUStrategy uses every core it finds.",
+                       lower_bound=1)
 
 
 def define_runtime_flags():
@@ -51,9 +53,11 @@ def define_runtime_flags():
                     "adamw: the original's AdamWeightDecay; lamb: LAMB, for large batches.")
   flags.DEFINE_integer("gradient_accumulation_steps", 1,
                        "Split each batch into this many micro-batches whose gradients add up "
-                       "to the full batch's (less memory, same update).")
-  flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
-  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
+                       "to the full batch's (less memory, same update).", lower_bound=1)
+  flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.",
+                       lower_bound=1)
+  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.",
+                       lower_bound=1)
   flags.DEFINE_integer("seed", None, "Seeds weights, dropout and data order; unset: random.")
 
 
@@ -71,6 +75,23 @@ def define_batching_flags(bucketing=True):
                     "Training: fill each batch with examples of similar length (buckets "
                     "--batch_length_multiple wide). Faster still, but it changes which "
                     "examples share a batch.")
+
+
+def require_positive(*names):
+  """Makes absl refuse a zero or negative value (None passes) of each named float flag."""
+  for name in names:
+    flags.register_validator(name, lambda value: value is None or value > 0,
+                             "must be greater than 0")
+
+
+def define_schedule_flags(learning_rate, epochs_help="Passes over the training data."):
+  """--learning_rate, --num_train_epochs and --warmup_proportion of the fine-tuning scripts."""
+  flags.DEFINE_float("learning_rate", learning_rate[0], learning_rate[1])
+  flags.DEFINE_float("num_train_epochs", 3.0, epochs_help)
+  flags.DEFINE_float("warmup_proportion", 0.1,
+                     "Share of the steps with a rising learning rate (0 to 1).",
+                     lower_bound=0.0, upper_bound=1.0)
+  require_positive("learning_rate", "num_train_epochs")
 
 
 def batch_length_multiple(values, strategy):
@@ -105,6 +126,12 @@ def config_and_vocab(bert_config_file, vocab_file, init_checkpoint):
   """The BertConfig and vocab path, defaulting to the files beside the checkpoint."""
   from modeling import checkpoints
   from modeling.config import BertConfig
+  if init_checkpoint:
+    # A missing checkpoint is named as such, not as a missing config beside it.
+    try:
+      checkpoints.resolve_checkpoint(init_checkpoint)
+    except ValueError as e:
+      raise ValueError(f"--init_checkpoint: {e}") from None
   if bert_config_file:
     config = BertConfig.from_json_file(bert_config_file)
   elif init_checkpoint:
@@ -128,10 +155,83 @@ def check_lengths_and_case(config, max_seq_length, do_lower_case, init_checkpoin
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
 
 
+def load_tokenizer(vocab_file, do_lower_case, config, tokens=("[UNK]", "[CLS]", "[SEP]")):
+  """A FullTokenizer; ValueError when the vocab lacks `tokens` or outgrows the model.
+
+  A vocab with more entries than the config's vocab_size would give ids the
+  embedding table does not have.
+  """
+  from data import tokenization
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  tokenizer.require_tokens(list(tokens))
+  size = max(tokenizer.vocab.values()) + 1
+  if size > config.vocab_size:
+    raise ValueError(f"--vocab_file={vocab_file} has {size} entries but the model's "
+                     f"vocab_size is {config.vocab_size}; pass the vocab the model was "
+                     "made with.")
+  return tokenizer
+
+
+RUN_FILE = "run.json"
+
+
+def check_run(output_dir, run):
+  """Raises ValueError when output_dir holds checkpoints of a run other than `run`.
+
+  The training scripts resume (or predict with) the latest checkpoint in
+  --output_dir, so a model trained for another task, label set or length
+  would be reused without a word. `run` is a dict of what defines the run;
+  it is compared with the one save_run wrote there.
+  """
+  import tensorflow as tf
+  from data import files
+  path = os.path.join(output_dir, RUN_FILE)
+  if not tf.train.latest_checkpoint(output_dir) or not files.exists(path):
+    return
+  try:
+    with files.open_file(path, "r") as f:
+      saved = json.load(f)
+  except (OSError, ValueError, tf.errors.OpError) as e:
+    raise ValueError(f"Cannot read {path}: {e}") from None
+  for key, value in json.loads(json.dumps(run)).items():  # tuples compare as JSON lists
+    if key in saved and saved[key] != value:
+      raise ValueError(f"--output_dir={output_dir} holds a model trained with {key} "
+                       f"{_shown(saved[key])}, not {_shown(value)}; it would be reused. "
+                       "Pass a new --output_dir to start afresh.")
+
+
+def run_record(values, **what):
+  """What defines a fine-tuning run (see check_run): `what`, the length, the start.
+
+  The starting checkpoint counts only when given from outside --output_dir
+  (predicting with --init_checkpoint=<output_dir> is the same run).
+  """
+  run = {**what, "max_seq_length": values.max_seq_length}
+  if values.init_checkpoint:
+    init, out = (p if "://" in p else os.path.abspath(p)
+                 for p in (values.init_checkpoint, values.output_dir))
+    if init.rstrip("/") != out.rstrip("/") and not init.startswith(out.rstrip("/") + "/"):
+      run["init_checkpoint"] = init
+  return run
+
+
+def _shown(value):
+  return ",".join(map(str, value)) if isinstance(value, list) else repr(value)
+
+
+def save_run(output_dir, run):
+  """Writes what defines the run (see check_run) to output_dir, atomically."""
+  from data import files
+  with files.atomic_output(os.path.join(output_dir, RUN_FILE)) as f:
+    json.dump(run, f, indent=1)
+
+
 def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, values):
   """A Trainer for `task` configured from the original's and the runtime flags."""
   from modeling import optimization, training
-  steps = max(num_train_steps, 1)
+  if values.do_train and num_train_steps < 1:
+    raise ValueError(f"Training needs at least one step, not {num_train_steps}.")
+  steps = max(num_train_steps, 1)  # not training: the optimizer is built but never stepped
   return training.Trainer(
       strategy, task,
       lambda names: optimization.create_optimizer(values.optimizer, values.learning_rate, steps,

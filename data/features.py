@@ -30,6 +30,11 @@ def pack_pair(tokenizer, text_a, text_b, max_seq_length):
   a single text by cutting its end, so the result has at most max_seq_length
   tokens.
   """
+  needed = 2 if text_b is None else 3
+  if max_seq_length < needed:
+    raise ValueError(f"A maximum of {max_seq_length} tokens leaves no room for "
+                     f"{'a pair' if text_b is not None else 'a text'}: [CLS] and [SEP]s "
+                     f"alone take {needed}.")
   ids_a = tokenizer.tokenize_to_ids(text_a)
   ids_b = tokenizer.tokenize_to_ids(text_b) if text_b is not None else None
   if ids_b is not None:

@@ -6,25 +6,50 @@ Each pipeline is built per input pipeline of a tf.distribute strategy
 the per-replica size.
 """
 
+import contextlib
+import re
+
 import tensorflow as tf
 
 from data import files
 
 
-def check_record_lengths(path, spec, flag_hint, compression=""):
-  """Raises ValueError when the first record of `path` does not fit `spec`'s lengths.
+def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits=None,
+                  source="records", count=64):
+  """Raises ValueError naming the file whose first records do not fit `spec`.
+
+  Every file is checked, so a second file written with another length or
+  other keys is named before training starts rather than failing mid-run.
 
   Args:
+    file_patterns: comma-separated paths or globs.
     spec: dict name -> tf.io.FixedLenFeature, the expected layout.
-    flag_hint: dict feature name -> the flag that sets its length, for the message.
+    flag_hint: dict feature name -> what sets its length (e.g. a flag), for the message.
+    id_limits: dict feature name -> (limit, what sets it): the first `count`
+      records of each file must hold values in [0, limit).
+    source: what the files are, for the message when a pattern matches nothing.
+  Returns:
+    the file names.
   """
+  names = files.expand_file_patterns(file_patterns, source)
+  for path in names:
+    _check_first_record(path, spec, flag_hint or {}, compression)
+    if id_limits:
+      _check_ids(path, spec, id_limits, compression, count)
+  return names
+
+
+def _check_first_record(path, spec, flag_hint, compression):
   try:
     first = next(iter(tf.data.TFRecordDataset(path, compression).take(1)), None)
   except tf.errors.OpError as e:
     raise ValueError(f"Cannot read records from {path}: {e.message}") from None
   if first is None:
     raise ValueError(f"{path} holds no records.")
-  example = tf.train.Example.FromString(first.numpy())
+  try:
+    example = tf.train.Example.FromString(first.numpy())
+  except Exception:  # protobuf's DecodeError: not tf.train.Example records
+    raise ValueError(f"{path}: the first record is not a tf.train.Example.") from None
   for name, feature in spec.items():
     if name not in example.features.feature:
       raise ValueError(f"{path}: records have no feature {name!r}; expected "
@@ -34,9 +59,49 @@ def check_record_lengths(path, spec, flag_hint, compression=""):
     length = len(getattr(entry, kind).value) if kind else 0
     want = feature.shape[0] if feature.shape else 1
     if length != want:
-      flag = flag_hint.get(name, "")
-      raise ValueError(f"{path}: {name} has {length} values per record but {flag or 'the spec'}"
+      hint = flag_hint.get(name, "")
+      raise ValueError(f"{path}: {name} has {length} values per record but {hint or 'the spec'}"
                        f" expects {want}; regenerate the data or pass the matching flag.")
+
+
+def _check_ids(path, spec, id_limits, compression, count):
+  dataset = tf.data.TFRecordDataset(path, compression).take(count).batch(count)
+  try:
+    batch = tf.io.parse_example(next(iter(dataset)), {k: spec[k] for k in id_limits})
+  except tf.errors.OpError as e:
+    raise ValueError(f"Cannot read records from {path}: {e.message}") from None
+  for name, (limit, what) in id_limits.items():
+    values = batch[name].numpy()
+    if values.size and (values.min() < 0 or values.max() >= limit):
+      bad = values.max() if values.max() >= limit else values.min()
+      raise ValueError(f"{path}: {name} holds {bad}, outside 0..{limit - 1} ({what}); "
+                       "were the records made with another vocab or model?")
+
+
+@contextlib.contextmanager
+def naming_bad_files(file_patterns, compression=""):
+  """Turns a corrupt or truncated TFRecord met while reading into one ValueError.
+
+  The error names the damaged file(s): the files are scanned for the first
+  one that cannot be read to its end (only on this error path).
+  """
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    names = files.expand_file_patterns(file_patterns, "records")
+    bad = [path for path in names if not _readable(path, compression)] or names
+    detail = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*", "", e.message.splitlines()[0]).strip()
+    raise ValueError(f"{', '.join(bad)}: corrupt or truncated TFRecord data "
+                     f"({detail}).") from None
+
+
+def _readable(path, compression):
+  try:
+    for _ in tf.data.TFRecordDataset(path, compression).batch(4096):
+      pass
+  except tf.errors.DataLossError:
+    return False
+  return True
 
 
 def sequence_features(spec, length_feature="input_mask"):
@@ -103,7 +168,7 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
       similar length (bucket edges at multiples of `length_multiple`, or 16),
       which changes which examples share a batch.
   """
-  names = files.expand_file_patterns(file_patterns, "--input_file")
+  names = files.expand_file_patterns(file_patterns, "records")
   dataset = tf.data.Dataset.from_tensor_slices(names)
   shards = input_context.num_input_pipelines if input_context else 1
   index = input_context.input_pipeline_id if input_context else 0
@@ -154,7 +219,7 @@ def global_batches(file_patterns, spec, global_batch_size, input_context=None, c
   each global batch is trimmed as a whole (see `trimmer`), so all replicas of
   a step see one shape.
   """
-  names = files.expand_file_patterns(file_patterns, "--input_file")
+  names = files.expand_file_patterns(file_patterns, "records")
   dataset = tf.data.TFRecordDataset(names, compression).batch(global_batch_size,
                                                                drop_remainder=True)
   dataset = dataset.map(_parse(spec))

@@ -1,5 +1,6 @@
 """run_classifier.py end to end on generated GLUE-layout data: learning, outputs, export."""
 
+import json
 import random
 
 import numpy as np
@@ -196,3 +197,31 @@ def test_trimmed_batches_train_and_predict_as_fixed_length_ones(model_files, tmp
                           if l)
   assert read(fixed_out)["eval_accuracy"] == read(trimmed_out)["eval_accuracy"]
   assert abs(float(read(fixed_out)["eval_loss"]) - float(read(trimmed_out)["eval_loss"])) < 1e-5
+
+
+@pytest.mark.slow
+def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
+  """A finished SST-2 run's --output_dir is not resumed for MRPC or another length."""
+  d, vocab = model_files
+  _sst2(tmp_path / "sst2", seed=8, n_train=16, n_dev=4, n_test=2)
+  (tmp_path / "mrpc").mkdir()
+  rows = "".join(f"{i % 2}\t1\t2\tThe film was good.\tIt was bad.\n" for i in range(4))
+  (tmp_path / "mrpc" / "dev.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                             + rows)
+  out = tmp_path / "out"
+  run_script("run_classifier.py", *_common(d, vocab, tmp_path / "sst2", out, "--task_name=SST-2",
+                                           "--do_train", "--train_batch_size=16",
+                                           "--num_train_epochs=1"))
+  record = json.loads((out / "run.json").read_text())
+  assert record == {"task_name": "sst-2", "labels": ["0", "1"], "max_seq_length": 24}
+  before = sorted(p.name for p in out.iterdir())
+  for data, extra, wrong in (
+      ("mrpc", ["--task_name=MRPC"], "task_name 'sst-2', not 'mrpc'"),
+      ("sst2", ["--task_name=sst-2", "--max_seq_length=32"], "max_seq_length 24, not 32")):
+    proc = run_script("run_classifier.py", *_common(d, vocab, tmp_path / data, out, "--do_eval"),
+                      *extra, expect_ok=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert last_error_line(proc) == (
+        f"error: --output_dir={out} holds a model trained with {wrong}; it would be reused. "
+        "Pass a new --output_dir to start afresh.")
+  assert sorted(p.name for p in out.iterdir()) == before  # nothing written or overwritten

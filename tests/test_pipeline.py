@@ -131,9 +131,29 @@ def test_two_replicas_predict_trimmed_batches_as_one_device(tmp_path):
     ("run_classifier.py", "--train_batch_size=0"), ("run_classifier.py", "--eval_batch_size=-1"),
     ("run_squad.py", "--doc_stride=0"), ("run_squad.py", "--predict_batch_size=0"),
     ("run_ner.py", "--lstm_units=0"), ("run_ner.py", "--batch_length_multiple=-16"),
-    ("run_swag.py", "--num_choices=1"), ("run_swag.py", "--max_seq_length=0")])
+    ("run_swag.py", "--num_choices=1"), ("run_swag.py", "--max_seq_length=0"),
+    # Learning rates, epochs and warmup shares of every training script.
+    ("run_classifier.py", "--learning_rate=-0.001"), ("run_classifier.py", "--learning_rate=0.0"),
+    ("run_classifier.py", "--num_train_epochs=0.0"), ("run_classifier.py", "--warmup_proportion=1.5"),
+    ("run_squad.py", "--learning_rate=-0.5"), ("run_squad.py", "--warmup_proportion=-0.1"),
+    ("run_ner.py", "--learning_rate=-0.001"), ("run_ner.py", "--num_train_epochs=-1.0"),
+    ("run_swag.py", "--learning_rate=0.0"), ("run_swag.py", "--num_train_epochs=0.0"),
+    ("run_pretraining.py", "--learning_rate=-0.0001"),
+    # Batch sizes, lengths and step counts of the scripts without bounds before.
+    ("extract_features.py", "--batch_size=-1"), ("extract_features.py", "--batch_size=0"),
+    ("extract_features.py", "--max_seq_length=1"),
+    ("run_pretraining.py", "--train_batch_size=0"), ("run_pretraining.py", "--eval_batch_size=-8"),
+    ("run_pretraining.py", "--max_seq_length=0"),
+    ("run_pretraining.py", "--max_predictions_per_seq=0"),
+    ("run_pretraining.py", "--num_warmup_steps=-1"), ("run_pretraining.py", "--max_eval_steps=0"),
+    ("run_pretraining.py", "--save_checkpoints_steps=0"),
+    # Runtime flags shared by the training scripts.
+    ("run_classifier.py", "--gradient_accumulation_steps=0"), ("run_squad.py", "--log_steps=0"),
+    ("run_pretraining.py", "--keep_checkpoint_max=0"), ("run_ner.py", "--num_tpu_cores=0")])
 def test_zero_or_negative_numbers_stop_at_start_naming_the_flag(script, flag):
-  from scripts import run_script
+  from scripts import last_error_line, run_script
   proc = run_script(script, flag, expect_ok=False)
-  assert proc.returncode != 0
+  assert proc.returncode == 1
   assert f"Flags parsing error: flag {flag}:" in proc.stderr
+  assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 2
+  assert last_error_line(proc).startswith("Pass --helpshort or --helpfull")
