@@ -1,6 +1,6 @@
 """CoNLL-2003-style named-entity files: reading, tag schemes, windows and predictions.
 
-Layouts read: one word per line with whitespace-separated columns, a blank
+Layouts read: one word per line with space- or tab-separated columns, a blank
 line between sentences and optional `-DOCSTART-` lines between documents.
 The word is the first column. The tag is the last column, unless no value
 of the last column looks like a tag (as in `word TAG 0` copies), in which
@@ -27,6 +27,10 @@ from absl import logging
 from data import files
 
 _TAG = re.compile(r"^(O|[BI]-\S+)$")
+# Columns are separated by spaces and tabs only: str.split() would also cut a
+# word at a no-break space, U+2028 or \x1c.
+_SEPARATORS = " \t"
+_COLUMNS = re.compile("[ \t]+")
 _DOCSTART = "-DOCSTART-"
 SPLIT_FILES = {"train": ("train.txt",),
                "dev": ("valid.txt", "dev.txt", "testa", "testa.txt", "eng.testa"),
@@ -75,11 +79,7 @@ def find_split_file(data_dir, split):
 
 def read_conll(path):
   """Documents of a CoNLL file; ValueError naming the file and line of a row that does not fit."""
-  try:
-    with files.open_file(path, "rb") as f:
-      text = f.read().decode("utf-8", "replace")
-  except Exception as e:  # OSError locally, tf.errors.OpError remotely
-    raise ValueError(f"Cannot read {path}: {e}") from None
+  text = files.read_text(path)
   documents, current, rows, first = [], Document([]), [], None
 
   def end_sentence():
@@ -87,12 +87,12 @@ def read_conll(path):
       current.sentences.append(rows[:])
       rows.clear()
 
-  for number, raw in enumerate(text.splitlines(), 1):
-    line = raw.strip().lstrip("\ufeff")
+  for number, raw in enumerate(files.text_lines(text), 1):
+    line = raw.strip(_SEPARATORS)
     if not line:
       end_sentence()
       continue
-    columns = line.split()
+    columns = _COLUMNS.split(line)
     if columns[0] == _DOCSTART:
       end_sentence()
       if current.sentences or current.header is not None:
@@ -162,8 +162,7 @@ def read_labels(path):
   """The label list saved by write_labels."""
   if not files.exists(path):
     raise ValueError(f"No label list at {path}: train first (--do_train) with this --output_dir.")
-  with files.open_file(path, "r") as f:
-    return [line.strip() for line in f if line.strip()]
+  return [line.strip() for line in files.text_lines(files.read_text(path)) if line.strip()]
 
 
 # --- Windows ---------------------------------------------------------------

@@ -50,6 +50,8 @@ def read_documents(paths, stats, separator=None):
     stats: a PrepareStats to update.
     separator: optional regex; a line matching it ends a document (and is
       dropped). Without one, every file is one document.
+  Raises:
+    ValueError: naming the file when it holds UTF-16 or UTF-32 text.
   """
   pattern = re.compile(separator) if separator else None
   for path in paths:
@@ -57,6 +59,7 @@ def read_documents(paths, stats, separator=None):
     with files.open_file(path, "rb") as f:
       data = f.read()
     stats.bytes_read += len(data)
+    files.check_not_wide(data, path)
     text = data.decode("utf-8", "ignore")
     stats.undecodable_bytes += len(data) - len(text.encode("utf-8"))
     document = []

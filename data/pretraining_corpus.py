@@ -1,10 +1,13 @@
 """Reading the generator's input: one sentence per line, a blank line between documents.
 
 Lines are split on "\\n" only, decoded as UTF-8 with undecodable bytes dropped
-(and counted), stripped, and tokenized in large batches with the graph
-tokenizer. As in the original, a blank line starts a new document, a line
-whose tokenization is empty is skipped, empty documents are dropped and a
-document may continue from one input file into the next.
+(and counted), stripped, and tokenized one by one with `FullTokenizer`
+(`tokenize_to_ids`, which caches each word's ids). As in the original, a blank
+line starts a new document, a line whose tokenization is empty is skipped,
+empty documents are dropped and a document may continue from one input file
+into the next. Unlike the original, UTF-16 or UTF-32 text (a byte order mark,
+or lines laced with NUL bytes) is refused: read as UTF-8 it would lose its
+line breaks' meaning and merge every document into one.
 """
 
 import dataclasses
@@ -28,10 +31,14 @@ class ReadStats:
 
 
 def read_lines(paths, stats):
-  """Yields (path, line number, stripped text) of every line of every file."""
+  """Yields (path, line number, stripped text) of every line of every file.
+
+  Raises ValueError naming file:line at UTF-16 or UTF-32 text.
+  """
   for path in paths:
     with files.open_file(path, "rb") as f:
       for number, raw in enumerate(f, start=1):
+        files.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
         stats.lines += 1
         stats.bytes_read += len(raw)
         try:

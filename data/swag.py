@@ -60,15 +60,11 @@ def read_examples(path, num_choices=4, require_labels=True):
     list of SwagExample. A question's id is the unnamed index column when
     present, else `fold-ind`, else its row number.
   Raises:
-    ValueError: naming the file and line of a short row or a bad label.
+    ValueError: naming the file and line of a short row, a bad label or bytes
+      that are not UTF-8.
   """
   csv.field_size_limit(sys.maxsize)
-  try:
-    with files.open_file(path, "rb") as f:
-      text = f.read().decode("utf-8-sig")
-  except (OSError, UnicodeDecodeError) as e:
-    raise ValueError(f"Cannot read {path}: {e}") from e
-  reader = csv.reader(io.StringIO(text, newline=""))
+  reader = csv.reader(io.StringIO(files.read_text(path), newline=""))
   header = next(reader, None)
   if header is None:
     raise ValueError(f"{path} is empty; expected a header line and one question per row.")

@@ -22,13 +22,14 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def count_words(paths, do_lower_case, progress=None):
-  """Counter of basic-tokenizer words over every line of `paths`."""
+  """Counter of basic-tokenizer words over every line of `paths` (UTF-16/32: ValueError)."""
   basic = tokenization.BasicTokenizer(do_lower_case)
   counts = collections.Counter()
   done = 0
   for path in paths:
     with files.open_file(path, "rb") as f:
-      for raw in f:
+      for number, raw in enumerate(f, start=1):
+        files.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
         counts.update(basic.tokenize(raw.decode("utf-8", "ignore")))
         done += len(raw)
         if progress is not None:

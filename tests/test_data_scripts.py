@@ -68,7 +68,8 @@ def test_generator_reports_and_writes(small, tmp_path):
   assert not _leftovers(tmp_path)
 
 
-@pytest.mark.parametrize("case", ["empty", "vocab", "length", "output", "input", "probability"])
+@pytest.mark.parametrize("case", ["empty", "vocab", "length", "output", "input", "probability",
+                                  "utf-16", "utf-16-no-bom"])
 def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
   vocab, corpus = small
   out = tmp_path / "out.tfrecord"
@@ -81,7 +82,7 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
   elif case == "vocab":
     (tmp_path / "v2.txt").write_text("[UNK]\n[CLS]\n[SEP]\ncat\n")
     args["vocab_file"] = str(tmp_path / "v2.txt")
-    expected = f"error: --vocab_file={tmp_path}/v2.txt lacks required token(s) [MASK]."
+    expected = f"error: Vocab file {tmp_path}/v2.txt lacks required token(s) [MASK]."
   elif case == "length":
     extra = ["--max_seq_length=4"]
     expected = ("error: --max_seq_length=4 is too small: [CLS], two [SEP]s and a token of "
@@ -94,6 +95,14 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
   elif case == "input":
     args["input_file"] = str(tmp_path / "missing*.txt")
     expected = f"error: --input_file: no file matches '{tmp_path}/missing*.txt'."
+  elif case.startswith("utf-16"):  # before, every document merged into one
+    text = open(corpus, encoding="utf-8").read()
+    (tmp_path / "wide.txt").write_bytes(text.encode("utf-16" if case == "utf-16" else "utf-16-le"))
+    args["input_file"] = str(tmp_path / "wide.txt")
+    expected = (f"error: {tmp_path}/wide.txt:1: starts with a UTF-16 byte order mark; expected "
+                "UTF-8 text (convert it, e.g. iconv -f UTF-16 -t UTF-8)." if case == "utf-16" else
+                f"error: {tmp_path}/wide.txt:1: NUL bytes all through the text, as in UTF-16 or "
+                "UTF-32; expected UTF-8 text (convert it, e.g. with iconv).")
   else:
     extra = ["--masked_lm_prob=1.5"]
     expected = "error: --masked_lm_prob=1.5 must be between 0 and 1."

@@ -1,0 +1,77 @@
+"""data/files.py's text reading, and every reader that uses it, on files that are not UTF-8."""
+
+import pytest
+
+from data import conll, corpus, files, pretraining_corpus, swag, tokenization, wordpiece_vocab
+
+# Bytes that are not UTF-8 text, each with the start of the one-line error it must give.
+NOT_UTF8 = {
+    "latin-1": (lambda text: text.encode("latin-1"), r":3: byte 0xe9 is not UTF-8"),
+    "utf-16-bom": (lambda text: text.encode("utf-16"), r": starts with a UTF-16 byte order mark"),
+    "utf-16-be-bom": (lambda text: b"\xfe\xff" + text.encode("utf-16-be"),
+                      r": starts with a UTF-16 byte order mark"),
+    "utf-32-bom": (lambda text: text.encode("utf-32"), r": starts with a UTF-32 byte order mark"),
+    "utf-16-no-bom": (lambda text: text.encode("utf-16-le"), r": NUL bytes all through the text"),
+}
+
+
+def test_text_lines_end_only_at_line_breaks():
+  text = "a\u2028b\u2029c\x85d\x1ce\x1df\x1eg\vh\fi\r\nj\rk\nl"
+  assert files.text_lines(text) == ["a\u2028b\u2029c\x85d\x1ce\x1df\x1eg\vh\fi", "j", "k", "l"]
+  assert files.text_lines("x\n") == ["x"] and files.text_lines("") == []
+
+
+def test_decode_utf8_drops_a_bom_and_names_the_line():
+  assert files.decode_utf8(b"\xef\xbb\xbfa\nb", "f") == "a\nb"
+  with pytest.raises(ValueError, match=r"^f:2: byte 0xff is not UTF-8"):
+    files.decode_utf8(b"\xef\xbb\xbfa\nb\xff", "f")
+  assert files.decode_utf8(b"a stray\x00 NUL\n", "f") == "a stray\x00 NUL\n"  # still text
+
+
+@pytest.mark.parametrize("encoding", NOT_UTF8)
+def test_conll_swag_tsv_and_vocab_readers_fail_in_one_line(tmp_path, encoding):
+  encode, message = NOT_UTF8[encoding]
+  readers = {
+      "train.txt": ("EU B-ORG\nrejects O\ncaf\u00e9 O\n", conll.read_conll),
+      "labels.txt": ("O\nB-ORG\ncaf\u00e9\n", conll.read_labels),
+      "train.csv": ("sent1,sent2,ending0,ending1,label\nA,b,c,d,0\ncaf\u00e9,b,c,d,1\n",
+                    lambda p: swag.read_examples(p, num_choices=2)),
+      "vocab.txt": ("[UNK]\na\ncaf\u00e9\n", tokenization.load_vocab),
+  }
+  for name, (text, read) in readers.items():
+    path = tmp_path / name
+    path.write_bytes(encode(text))
+    with pytest.raises(ValueError, match=f"{path}{message}") as e:
+      read(str(path))
+    assert "\n" not in str(e.value), name
+
+
+def test_conll_rows_end_only_at_line_breaks_and_columns_at_spaces_and_tabs(tmp_path):
+  path = tmp_path / "train.txt"
+  path.write_bytes("EU B-ORG\r\nsays\u2028so O\n\n5\xa0000\tO\n".encode("utf-8"))
+  (doc,) = conll.read_conll(str(path))
+  assert [(s.words, s.tags, s.line_numbers) for s in doc.sentences] == [
+      (["EU", "says\u2028so"], ["B-ORG", "O"], [1, 2]), (["5\xa0000"], ["O"], [4])]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-bom", "utf-32-bom", "utf-16-no-bom"])
+def test_corpus_readers_refuse_wide_text(tmp_path, encoding):
+  encode, message = NOT_UTF8[encoding]
+  path = tmp_path / "corpus.txt"
+  path.write_bytes(encode("One doc.\nTwo lines.\n\nAnother doc.\n"))
+  with pytest.raises(ValueError, match=f"{path}:1{message}"):
+    list(pretraining_corpus.read_lines([str(path)], pretraining_corpus.ReadStats()))
+  with pytest.raises(ValueError, match=f"{path}:1{message}"):
+    wordpiece_vocab.count_words([str(path)], True)
+  with pytest.raises(ValueError, match=f"{path}{message}"):
+    list(corpus.read_documents([str(path)], corpus.PrepareStats()))
+
+
+def test_corpus_reader_keeps_stray_bytes_and_utf8_bom(tmp_path):
+  path = tmp_path / "corpus.txt"
+  path.write_bytes(b"\xef\xbb\xbfOne\x00 doc.\nbad \xff byte\n")
+  stats = pretraining_corpus.ReadStats()
+  lines = list(pretraining_corpus.read_lines([str(path)], stats))
+  # The BOM stays, as in the original: the tokenizer drops it (a format character).
+  assert [text for _, _, text in lines] == ["\ufeffOne\x00 doc.", "bad  byte"]
+  assert stats.undecodable_bytes == 1 and stats.first_undecodable == f"{path}:2"
