@@ -1,4 +1,4 @@
-"""Task heads on top of BertEncoder outputs, and the original's losses.
+"""Task heads on top of BertEncoder outputs, and the per-position losses of every task.
 
 Heads return float32 logits whatever the compute dtype, so losses and
 metrics are always computed in float32.
@@ -86,34 +86,21 @@ class MaskedLMHead(keras.layers.Layer):
             "initializer_range": self.initializer_range}
 
 
-def masked_lm_loss(logits, label_ids, label_weights):
-  """The original's masked-LM loss: sum(w * nll) / (sum(w) + 1e-5).
+# The losses, per position. Tasks (modeling/tasks.py, tagging.py) sum them
+# over a batch and divide by counts of the whole global batch, so gradient
+# accumulation and replicas give exactly the large batch's loss.
 
-  Args:
-    logits: float32 [B, P, V].
-    label_ids: int [B, P] original token ids at the masked positions.
-    label_weights: float [B, P], 1.0 for real predictions, 0.0 for padding.
-  Returns:
-    float32 scalar.
-  """
-  log_probs = ops.log_softmax(logits, axis=-1)
-  nll = -ops.take_along_axis(log_probs, ops.cast(label_ids, "int32")[:, :, None], axis=-1)[..., 0]
-  weights = ops.cast(label_weights, "float32")
-  return ops.sum(weights * nll) / (ops.sum(weights) + 1e-5)
+def cross_entropy(logits, labels):
+  """Softmax cross entropy per position: float32 [..., C] logits, int [...] labels -> float32 [...]."""
+  return ops.sparse_categorical_crossentropy(ops.cast(labels, "int32"), logits, from_logits=True)
 
 
-def classification_loss(logits, labels):
-  """Mean softmax cross entropy: float32 [B, C] logits, int [B] labels -> scalar."""
-  return ops.mean(keras.losses.sparse_categorical_crossentropy(
-      ops.cast(labels, "int32"), logits, from_logits=True))
+def correct(logits, labels):
+  """1.0 where the highest logit is the label's (the first on ties), else 0.0: float32 [...]."""
+  predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
+  return ops.cast(ops.equal(predicted, ops.cast(labels, "int32")), "float32")
 
 
-def regression_loss(predictions, targets):
-  """Mean squared error: float32 [B] predictions and targets -> scalar."""
-  return ops.mean(ops.square(predictions - ops.cast(targets, "float32")))
-
-
-def span_loss(start_logits, end_logits, start_positions, end_positions):
-  """Mean of the start and end cross entropies over sequence positions [B, S]."""
-  return 0.5 * (classification_loss(start_logits, start_positions)
-                + classification_loss(end_logits, end_positions))
+def squared_error(predictions, targets):
+  """(predictions - targets)^2 per example: float [B] each -> float32 [B]."""
+  return ops.square(ops.cast(predictions, "float32") - ops.cast(targets, "float32"))

@@ -122,18 +122,20 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
       update = update * ratio
     self.assign_sub(variable, lr * update)
 
-  def apply_summed_gradients(self, strategy, grads, variables):
-    """Applies gradients already summed across replicas, in cross-replica context.
+  def _backend_update_step(self, grads, trainable_variables, learning_rate):
+    """Updates every copy of each variable with gradients already summed across replicas.
 
-    The training loop all-reduces and clips the gradients itself; this updates
-    every copy of each variable with them once, without a second reduction.
+    The training loop all-reduces, clips and checks the gradients itself
+    before `apply`; Keras' own step would all-reduce them a second time,
+    multiplying them by the number of replicas.
     """
-    learning_rate = self.learning_rate
-    for grad, variable in zip(grads, variables):
-      strategy.extended.update(
-          variable.value, lambda var, g: self.update_step(g, var, learning_rate),
-          args=(grad,), group=False)
-    self.iterations.assign_add(1)
+    def update(strategy, grads, variables, learning_rate):
+      for grad, variable in zip(grads, variables):
+        strategy.extended.update(variable, lambda var, g, lr: self.update_step(g, var, lr),
+                                 args=(grad, learning_rate), group=False)
+    variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        update, self._distribution_strategy, grads, variables, learning_rate)
 
   def get_config(self):
     return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,

@@ -166,10 +166,9 @@ class TaggingTask:
   def numerators(self, model, batch, training):
     logits = model(batch, training=training)["logits"]  # [B, S, C]
     weights = tf.cast(batch["label_weights"], tf.float32)
-    labels = tf.cast(batch["label_ids"], tf.int32)
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
-    return {"loss": tf.reduce_sum(weights * nll)}, {"correct": tf.reduce_sum(weights * correct)}
+    labels = batch["label_ids"]
+    return ({"loss": tf.reduce_sum(weights * heads.cross_entropy(logits, labels))},
+            {"correct": tf.reduce_sum(weights * heads.correct(logits, labels))})
 
   def losses(self, sums, denominators):
     return tf.math.divide_no_nan(sums["loss"], denominators["loss"]), {}

@@ -10,18 +10,8 @@ number of replicas give exactly the large-batch loss of the original.
 import tensorflow as tf
 from keras import ops
 
+from modeling import heads
 from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
-
-
-def _nll(logits, labels):
-  """Per-position negative log likelihood: float32 [..., C] logits, int [...] labels."""
-  return tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.cast(labels, tf.int32), logits=logits)
-
-
-def _correct(logits, labels):
-  return tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32)),
-                 tf.float32)
 
 
 class PretrainingTask:
@@ -61,10 +51,10 @@ class PretrainingTask:
     weights = ops.cast(batch["masked_lm_weights"], "float32")
     labels = ops.reshape(batch["next_sentence_labels"], [-1])
     mlm_logits, nsp_logits = out["masked_lm_logits"], out["next_sentence_logits"]
-    sums = {"masked_lm": ops.sum(weights * _nll(mlm_logits, batch["masked_lm_ids"])),
-            "next_sentence": ops.sum(_nll(nsp_logits, labels))}
-    metrics = {"masked_lm_correct": ops.sum(weights * _correct(mlm_logits, batch["masked_lm_ids"])),
-               "next_sentence_correct": ops.sum(_correct(nsp_logits, labels))}
+    sums = {"masked_lm": ops.sum(weights * heads.cross_entropy(mlm_logits, batch["masked_lm_ids"])),
+            "next_sentence": ops.sum(heads.cross_entropy(nsp_logits, labels))}
+    metrics = {"masked_lm_correct": ops.sum(weights * heads.correct(mlm_logits, batch["masked_lm_ids"])),
+               "next_sentence_correct": ops.sum(heads.correct(nsp_logits, labels))}
     return sums, metrics
 
   def losses(self, sums, denominators):
@@ -123,11 +113,11 @@ class ClassificationTask:
     logits = model(batch, training=training)["logits"]
     real = tf.cast(batch["is_real_example"], tf.float32)
     if self.regression:
-      error = tf.square(logits[:, 0] - tf.cast(batch["label_ids"], tf.float32))
+      error = heads.squared_error(logits[:, 0], batch["label_ids"])
       return {"loss": tf.reduce_sum(real * error)}, {}
     labels = batch["label_ids"]
-    return ({"loss": tf.reduce_sum(real * _nll(logits, labels))},
-            {"correct": tf.reduce_sum(real * _correct(logits, labels))})
+    return ({"loss": tf.reduce_sum(real * heads.cross_entropy(logits, labels))},
+            {"correct": tf.reduce_sum(real * heads.correct(logits, labels))})
 
   def losses(self, sums, denominators):
     loss = sums["loss"] / denominators["loss"]
@@ -156,10 +146,10 @@ class SpanTask:
   def numerators(self, model, batch, training):
     out = model(batch, training=training)
     start, end = batch["start_positions"], batch["end_positions"]
-    loss = 0.5 * (tf.reduce_sum(_nll(out["start_logits"], start))
-                  + tf.reduce_sum(_nll(out["end_logits"], end)))
-    return ({"loss": loss}, {"start_correct": tf.reduce_sum(_correct(out["start_logits"], start)),
-                             "end_correct": tf.reduce_sum(_correct(out["end_logits"], end))})
+    loss = 0.5 * (tf.reduce_sum(heads.cross_entropy(out["start_logits"], start))
+                  + tf.reduce_sum(heads.cross_entropy(out["end_logits"], end)))
+    return ({"loss": loss}, {"start_correct": tf.reduce_sum(heads.correct(out["start_logits"], start)),
+                             "end_correct": tf.reduce_sum(heads.correct(out["end_logits"], end))})
 
   def losses(self, sums, denominators):
     return sums["loss"] / denominators["loss"], {}

@@ -6,9 +6,10 @@ One optimizer step:
   2. each micro-batch's gradient of (its loss sums / those denominators) is
      computed (optionally XLA-compiled) and added up, then summed across
      replicas: exactly the gradient of the large batch's loss;
-  3. the summed gradient is clipped to global norm `clip_norm` and applied
-     once (float16: unscaled, and skipped with a smaller loss scale when not
-     finite).
+  3. the summed gradient is clipped to global norm `clip_norm` (measured
+     unscaled) and applied once. float16 uses Keras' LossScaleOptimizer: the
+     loss is multiplied by its dynamic scale, and a step whose gradients are
+     not finite is skipped and halves the scale.
 Host loops run `steps_per_loop` steps per call, save tf.train.Checkpoints
 (model, optimizer slots, step, dropout RNG state, input position), log
 progress, TensorBoard scalars and a CSV, and stop cleanly on SIGTERM.
@@ -19,6 +20,7 @@ import os
 import signal
 import time
 
+import keras
 import tensorflow as tf
 from absl import logging
 
@@ -42,6 +44,7 @@ class TrainConfig:
   clip_norm: float = 1.0
   jit_compile: bool = False
   loss_scaling: bool = False  # dynamic loss scaling, for float16
+  loss_scale_growth_steps: int = 2000  # finite steps before the loss scale doubles
 
 
 class _Bundle(tf.Module):
@@ -74,9 +77,11 @@ class Trainer:
       self.model = task.build_model()
       table = checkpoints.variable_map(self.model)
       self.optimizer = make_optimizer({v.path: n for n, v in table.items()})
-      self.optimizer.build(self.model.trainable_variables)
-      self.loss_scale = tf.Variable(2.0 ** 15, trainable=False, name="loss_scale")
-      self.good_steps = tf.Variable(0, trainable=False, dtype=tf.int64, name="good_steps")
+      # Built whatever the dtype, so every checkpoint holds the loss scale
+      # and a float32 run can resume in float16.
+      self.scaler = keras.optimizers.LossScaleOptimizer(
+          self.optimizer, dynamic_growth_steps=config.loss_scale_growth_steps)
+      self.scaler.build(self.model.trainable_variables)
     slots = {"global_step": self.optimizer.iterations}
     for name, var in table.items():
       if var.trainable:
@@ -86,7 +91,7 @@ class Trainer:
     # order across the process, so they are keyed by their order in the model.
     others = [v for v in self.model.variables if id(v) not in mapped]
     state = {f"model_state_{i}": v for i, v in enumerate(others)}
-    state.update(loss_scale=self.loss_scale, good_steps=self.good_steps)
+    state.update(loss_scale=self.scaler.dynamic_scale, good_steps=self.scaler.step_counter)
     self._objects = {"model": checkpoints.NamedVariables(self.model),
                      "optimizer": _Bundle(slots, "optimizer"), "state": _Bundle(state, "state")}
     self._micro_step = tf.function(self._micro_gradients, jit_compile=config.jit_compile)
@@ -96,6 +101,11 @@ class Trainer:
   @property
   def global_step(self):
     return int(self.optimizer.iterations.numpy())
+
+  @property
+  def loss_scale(self):
+    """The current dynamic loss scale (used only with loss_scaling)."""
+    return float(self.scaler.dynamic_scale.numpy())
 
   # --- Checkpoints ---------------------------------------------------------
 
@@ -145,13 +155,19 @@ class Trainer:
              for g, v in zip(grads, variables)]
     return grads, sums, metrics
 
-  def _replica_step(self, batch):
+  def _scale(self):
+    return (tf.convert_to_tensor(self.scaler.dynamic_scale) if self.config.loss_scaling
+            else tf.constant(1.0))
+
+  def _replica_gradients(self, batch):
+    """Replica: the gradients of the global batch's (scaled) loss, summed over
+    micro-batches and replicas; the summed loss and metric numerators; denominators."""
     context = tf.distribute.get_replica_context()
     denominators = context.all_reduce(SUM, self.task.denominators(batch))
     k = self.config.gradient_accumulation_steps
     micro = [{name: part[i] for name, part in
               ((n, tf.split(v, k, axis=0)) for n, v in batch.items())} for i in range(k)]
-    scale = self.loss_scale if self.config.loss_scaling else tf.constant(1.0)
+    scale = self._scale()
     grads, sums, metrics = self._micro_step(micro[0], denominators, scale)
     for i in range(1, k):
       g, s, m = self._micro_step(micro[i], denominators, scale)
@@ -159,38 +175,39 @@ class Trainer:
       sums = {n: sums[n] + s[n] for n in sums}
       metrics = {n: metrics[n] + m[n] for n in metrics}
     grads, sums, metrics = context.all_reduce(SUM, (grads, sums, metrics))
-    if self.config.loss_scaling:
-      grads = [g / scale for g in grads]
+    return grads, sums, metrics, denominators
+
+  def _replica_step(self, batch):
+    grads, sums, metrics, denominators = self._replica_gradients(batch)
+    scale = self._scale()
     loss, parts = self.task.losses(sums, denominators)
-    grad_norm = tf.linalg.global_norm(grads)
+    scaled_norm = tf.linalg.global_norm(grads)
+    grad_norm = scaled_norm / scale
     finite = tf.math.is_finite(grad_norm) & tf.math.is_finite(loss)
-    grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=grad_norm)
+    # The scale is a power of two, so clipping the scaled gradients to
+    # clip_norm * scale is exactly clipping the unscaled ones to clip_norm.
+    grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm * scale, use_norm=scaled_norm)
     learning_rate = self.optimizer.learning_rate  # the rate this update uses
-    context.merge_call(self._apply, args=(grads, finite))
+    variables = self.model.trainable_variables
+    if self.config.loss_scaling:
+      self.scaler.apply(grads, variables)  # unscales; skips non-finite steps
+    else:
+      self.optimizer.apply(grads, variables)
     values = {"loss": loss, **parts, **self.task.metric_values(metrics, denominators),
               "grad_norm": grad_norm, "learning_rate": tf.cast(learning_rate, tf.float32)}
     return values, finite
 
-  def _apply(self, strategy, grads, finite):
-    """Cross-replica: applies the (identical) summed gradients once."""
-    variables = self.model.trainable_variables
-    if not self.config.loss_scaling:
-      self.optimizer.apply_summed_gradients(strategy, grads, variables)
-      return
-    finite = strategy.experimental_local_results(finite)[0]
+  def summed_gradients(self, dataset_fn):
+    """{variable path: numpy gradient} of the first global batch's loss: summed over
+    micro-batches and replicas and unscaled, as the optimizer step would see it
+    before clipping. Changes no variable (for tests and debugging)."""
+    batch = next(iter(self.strategy.distribute_datasets_from_function(dataset_fn)))
 
-    def apply():
-      self.optimizer.apply_summed_gradients(strategy, grads, variables)
-      grown = self.good_steps + 1 >= 2000
-      self.loss_scale.assign(tf.where(grown, self.loss_scale * 2.0, self.loss_scale))
-      self.good_steps.assign(tf.where(grown, tf.constant(0, tf.int64), self.good_steps + 1))
-      return tf.constant(0)
-
-    def skip():
-      self.loss_scale.assign(tf.maximum(self.loss_scale / 2.0, 1.0))
-      self.good_steps.assign(0)
-      return tf.constant(0)
-    tf.cond(finite, apply, skip)
+    @tf.function
+    def run(batch):
+      grads = self.strategy.run(lambda b: self._replica_gradients(b)[0], args=(batch,))
+      return [self.strategy.experimental_local_results(g)[0] / self._scale() for g in grads]
+    return {v.path: g.numpy() for v, g in zip(self.model.trainable_variables, run(batch))}
 
   @tf.function
   def _train_loop(self, iterator, steps):

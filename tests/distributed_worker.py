@@ -4,6 +4,10 @@ Run as a script by the tests (devices and TF_CONFIG must be set before
 TensorFlow starts):
   python distributed_worker.py MODE RECORDS CONFIG INIT OUT_DIR STEPS BATCH ACCUMULATION
 MODE: single | mirrored (2 logical CPUs) | multi_worker (TF_CONFIG set by the caller).
+STEPS=0: for each k in ACCUMULATION (comma-separated), writes the first global
+batch's summed gradients to gradients_k.npz, then trains one step on it and
+writes Adam's first moments to adam_m_k.npz; keys are the original variable
+names ("/" written as "|").
 """
 
 import os
@@ -40,12 +44,29 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
       return ds.map(lambda b: {k: v[i * per:(i + 1) * per] for k, v in b.items()})
     return ds.unbatch().batch(per)
 
-  trainer = training.Trainer(
-      strategy, tasks.PretrainingTask(config),
-      lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
-      training.TrainConfig(output_dir=out_dir, num_train_steps=steps, global_batch_size=batch,
-                           steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps,
-                           gradient_accumulation_steps=accumulation))
+  def make_trainer(accumulation, out_dir=out_dir, steps=steps):
+    return training.Trainer(
+        strategy, tasks.PretrainingTask(config),
+        lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
+        training.TrainConfig(output_dir=out_dir, num_train_steps=steps, global_batch_size=batch,
+                             steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps,
+                             gradient_accumulation_steps=accumulation))
+
+  if steps == 0:
+    os.makedirs(out_dir, exist_ok=True)
+    for k in accumulation.split(","):
+      trainer = make_trainer(int(k), os.path.join(out_dir, f"k{k}"), 1)
+      trainer.restore(init)
+      names = {v.path: n for n, v in checkpoints.variable_map(trainer.model).items()}
+      grads = trainer.summed_gradients(dataset_fn)
+      trainer.train(dataset_fn)  # one step, for Adam's first moment (0.1 x the clipped gradient)
+      first_moments = {v.path: trainer.optimizer.slots(v)[0].numpy()
+                       for v in trainer.model.trainable_variables}
+      for what, values in (("gradients", grads), ("adam_m", first_moments)):
+        np.savez(os.path.join(out_dir, f"{what}_{k}.npz"),
+                 **{names[path].replace("/", "|"): g for path, g in values.items()})
+    return
+  trainer = make_trainer(int(accumulation))
   trainer.train(dataset_fn, init_checkpoint=init)
   if trainer.chief:
     weights = checkpoints.model_weights(trainer.model)
@@ -54,4 +75,4 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
 
 if __name__ == "__main__":
   mode, records, config_file, init, out_dir, steps, batch, accumulation = sys.argv[1:]
-  main(mode, records, config_file, init, out_dir, int(steps), int(batch), int(accumulation))
+  main(mode, records, config_file, init, out_dir, int(steps), int(batch), accumulation)

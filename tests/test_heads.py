@@ -1,10 +1,14 @@
-"""Heads and losses against direct numpy computations of the original's formulas."""
+"""Heads, their per-position losses and every task's loss, against hand computations."""
 
+import keras
 import numpy as np
 import pytest
 import scipy.special
+import tensorflow as tf
 
-from modeling import heads
+from modeling import checkpoints, heads, tasks
+from modeling.multiple_choice import MultipleChoiceTask
+from modeling.tagging import TaggingTask
 from modeling.config import BertConfig
 from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
 from helpers import randomize, random_features
@@ -13,29 +17,73 @@ CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_atte
                     intermediate_size=20, max_position_embeddings=12, type_vocab_size=2)
 
 
-def test_masked_lm_loss_is_weighted_mean_with_epsilon():
+def test_cross_entropy_and_correct_per_position():
+  # Logits [0, ln 3] give probabilities [1/4, 3/4].
+  logits = np.array([[0.0, np.log(3.0)], [0.0, np.log(3.0)], [2.0, 2.0]], "float32")
+  labels = np.array([1, 0, 1])
+  np.testing.assert_allclose(heads.cross_entropy(logits, labels),
+                             [-np.log(0.75), -np.log(0.25), np.log(2.0)], rtol=1e-6)
+  np.testing.assert_array_equal(heads.correct(logits, labels), [1.0, 0.0, 0.0])  # ties: first
   rng = np.random.default_rng(0)
-  logits = rng.normal(size=(2, 3, 7)).astype("float32")
-  ids = np.array([[1, 2, 0], [6, 0, 0]])
-  weights = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]], "float32")
-  nll = -np.take_along_axis(scipy.special.log_softmax(logits, -1), ids[..., None], -1)[..., 0]
-  want = (weights * nll).sum() / (weights.sum() + 1e-5)
-  np.testing.assert_allclose(heads.masked_lm_loss(logits, ids, weights), want, rtol=1e-6)
+  logits = rng.normal(size=(2, 3, 7)).astype("float32")  # [B, P, V], as the masked LM's
+  ids = rng.integers(0, 7, size=(2, 3))
+  keras_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+  np.testing.assert_allclose(heads.cross_entropy(logits, ids), keras_loss(ids, logits), rtol=1e-6)
+  np.testing.assert_array_equal(heads.correct(logits, ids), logits.argmax(-1) == ids)
+  np.testing.assert_allclose(heads.squared_error(np.array([1.0, 2.0]), np.array([0, 4])),
+                             [1.0, 4.0])
 
 
-def test_classification_regression_and_span_losses():
-  rng = np.random.default_rng(1)
-  logits = rng.normal(size=(4, 3)).astype("float32")
-  labels = np.array([0, 2, 1, 2])
-  want = -scipy.special.log_softmax(logits, -1)[np.arange(4), labels].mean()
-  np.testing.assert_allclose(heads.classification_loss(logits, labels), want, rtol=1e-6)
-  np.testing.assert_allclose(heads.regression_loss(np.array([1.0, 2.0]), np.array([0.0, 4.0])),
-                             2.5, rtol=1e-6)
-  start, end = rng.normal(size=(2, 5)).astype("float32"), rng.normal(size=(2, 5)).astype("float32")
-  sp, ep = np.array([1, 4]), np.array([2, 4])
-  want = 0.5 * (-scipy.special.log_softmax(start, -1)[[0, 1], sp].mean()
-                - scipy.special.log_softmax(end, -1)[[0, 1], ep].mean())
-  np.testing.assert_allclose(heads.span_loss(start, end, sp, ep), want, rtol=1e-6)
+def _fixed(**outputs):
+  """A stand-in model returning fixed outputs, so a task's loss can be computed by hand."""
+  return lambda batch, training: {k: tf.constant(v, tf.float32) for k, v in outputs.items()}
+
+
+def _loss(task, model, batch):
+  sums, metrics = task.numerators(model, batch, training=False)
+  denominators = task.denominators(batch)
+  loss, _ = task.losses(sums, denominators)
+  return float(loss), {k: float(v) for k, v in task.metric_values(metrics, denominators).items()}
+
+
+def test_task_losses_by_hand():
+  q = np.log(3.0)  # logits [0, q]: probabilities [1/4, 3/4]
+  # Classification: the padding example (is_real_example 0) weighs nothing.
+  batch = {"label_ids": np.array([1, 0, 1]), "is_real_example": np.array([1, 1, 0])}
+  loss, metrics = _loss(tasks.ClassificationTask(CONFIG, 2), _fixed(logits=[[0, q]] * 3), batch)
+  np.testing.assert_allclose(loss, -(np.log(0.75) + np.log(0.25)) / 2, rtol=1e-6)
+  assert metrics == {"accuracy": 0.5}
+  # Multiple choice: the same loss over each question's choices.
+  loss, _ = _loss(MultipleChoiceTask(CONFIG), _fixed(logits=[[0, q, 0], [q, 0, 0]]),
+                  {"label_ids": np.array([1, 2]), "is_real_example": np.array([1, 1])})
+  np.testing.assert_allclose(loss, -(np.log(3 / 5) + np.log(1 / 5)) / 2, rtol=1e-6)
+  # Regression: mean squared error over the real examples.
+  loss, metrics = _loss(tasks.ClassificationTask(CONFIG, 1, regression=True),
+                        _fixed(logits=[[1.0], [2.0], [9.0]]),
+                        {"label_ids": np.array([0.0, 4.0, 0.0]), "is_real_example": [1, 1, 0]})
+  assert loss == 2.5 and metrics == {}
+  # Span: the mean of the start and end cross entropies.
+  loss, metrics = _loss(tasks.SpanTask(CONFIG),
+                        _fixed(start_logits=[[0, q], [0, q]], end_logits=[[0, q], [q, 0]]),
+                        {"input_ids": np.zeros((2, 2)), "start_positions": np.array([1, 0]),
+                         "end_positions": np.array([1, 1])})
+  np.testing.assert_allclose(
+      loss, 0.5 * (-(np.log(0.75) + np.log(0.25)) / 2 - (np.log(0.75) + np.log(0.25)) / 2),
+      rtol=1e-6)
+  assert metrics == {"start_accuracy": 0.5, "end_accuracy": 0.5}
+  # Tagging: sum(w * nll) / sum(w) over the tokens.
+  loss, metrics = _loss(TaggingTask(CONFIG, 2), _fixed(logits=[[[0, q], [0, q], [0, q]]]),
+                        {"label_ids": np.array([[1, 0, 0]]), "label_weights": [[1.0, 1.0, 0.0]]})
+  np.testing.assert_allclose(loss, -(np.log(0.75) + np.log(0.25)) / 2, rtol=1e-6)
+  assert metrics == {"accuracy": 0.5}
+  # Pretraining: masked LM sum(w * nll) / (sum(w) + 1e-5), plus the next-sentence mean.
+  batch = {"masked_lm_weights": np.array([[1.0, 0.0]]), "masked_lm_ids": np.array([[1, 0]]),
+           "next_sentence_labels": np.array([[0]]), "input_ids": np.zeros((1, 4))}
+  loss, metrics = _loss(tasks.PretrainingTask(CONFIG),
+                        _fixed(masked_lm_logits=[[[0, q], [0, q]]], next_sentence_logits=[[0, q]]),
+                        batch)
+  np.testing.assert_allclose(loss, -np.log(0.75) / (1 + 1e-5) - np.log(0.25), rtol=1e-6)
+  assert metrics == {"masked_lm_accuracy": 1.0, "next_sentence_accuracy": 0.0}
 
 
 def _layer_norm(x, gamma, beta):
@@ -89,11 +137,20 @@ def test_task_models_round_trip_config(make):
   assert clone.get_config() == model.get_config()
 
 
-def test_mixed_precision_heads_return_float32():
-  model = BertPretrainer(CONFIG, dtype="mixed_bfloat16")
+def test_mixed_precision_heads_return_float32_close_to_float32():
+  full = BertPretrainer(CONFIG)
+  w = randomize(full, 8)
+  half = BertPretrainer(CONFIG, dtype="mixed_bfloat16")
+  half.build()
+  for name, var in checkpoints.variable_map(half).items():
+    var.assign(w[name])
   f = random_features(np.random.default_rng(7), 2, 6, CONFIG.vocab_size)
   f["masked_lm_positions"] = np.array([[1, 2], [3, 4]])
-  out = model(f)
-  assert out["masked_lm_logits"].dtype == "float32"
-  assert out["next_sentence_logits"].dtype == "float32"
-  assert model.masked_lm.output_bias.dtype == "float32"
+  got, want = half(f), full(f)
+  assert half.encoder.blocks[0].attention.query.compute_dtype == "bfloat16"
+  for key in ("masked_lm_logits", "next_sentence_logits"):
+    assert got[key].dtype == "float32"
+    # bfloat16 keeps 8 significant bits; logits here are O(1).
+    np.testing.assert_allclose(got[key], want[key], atol=0.1, err_msg=key)
+  assert not np.allclose(got["masked_lm_logits"], want["masked_lm_logits"], atol=1e-6, rtol=0)
+  assert half.masked_lm.output_bias.dtype == "float32"

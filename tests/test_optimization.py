@@ -94,5 +94,12 @@ def test_lamb_step_by_hand():
 def test_create_optimizer_names_its_choices():
   with pytest.raises(ValueError, match="--optimizer=sgd: expected adamw or lamb"):
     optimization.create_optimizer("sgd", 1e-4, 10, 1)
-  opt = optimization.create_optimizer("lamb", 1e-4, 10, 1)
-  assert opt.lamb and isinstance(opt.learning_rate, object)
+  lamb = optimization.create_optimizer("lamb", 1e-4, 10, 2)
+  adamw = optimization.create_optimizer("adamw", 1e-4, 10, 2, names={"x": "y"})
+  assert (lamb.lamb, lamb.name, adamw.lamb, adamw.name) == (True, "lamb", False,
+                                                            "adam_weight_decay")
+  assert adamw.names == {"x": "y"} and adamw.weight_decay_rate == 0.01
+  for opt in (lamb, adamw):  # the original's schedule, read at the optimizer's step
+    for step, want in ((0, 0.0), (1, 0.5e-4), (2, 0.8e-4), (5, 0.5e-4), (10, 0.0)):
+      opt.iterations.assign(step)
+      np.testing.assert_allclose(float(opt.learning_rate), want, rtol=1e-6, atol=1e-12)

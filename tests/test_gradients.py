@@ -1,0 +1,101 @@
+"""The gradients an optimizer step receives (summed, unscaled, before clipping and the
+optimizer) equal one device's gradient of the whole batch's loss, whatever the gradient
+accumulation and the number of replicas.
+
+Weights after Adam cannot show a constant error in the gradients (Adam divides it
+out), so these tests compare the gradients themselves, and their global norms.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data import features
+from modeling import checkpoints, optimization, tasks, training
+from test_training import L, P, _finish, _worker, setup  # noqa: F401  (setup: the fixture)
+
+BATCH = 8
+
+
+def _dataset_fn(records):
+  """The first global batches in file order, each input pipeline taking its replicas' rows."""
+  spec = features.pretraining_feature_spec(L, P)
+
+  def dataset_fn(ctx):
+    ds = tf.data.TFRecordDataset(records).batch(BATCH, drop_remainder=True)
+    return ds.map(lambda r: {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
+                             for k, v in tf.io.parse_example(r, spec).items()})
+  return dataset_fn
+
+
+@pytest.fixture(scope="module")
+def reference(setup):
+  """One device, no trainer: the tape gradient of the task's loss on the first 8 records."""
+  _, _, records, config, init = setup
+  task = tasks.PretrainingTask(config)
+  model = task.build_model()
+  checkpoints.load_checkpoint(model, init)
+  batch = next(iter(_dataset_fn(records)(None)))
+  with tf.GradientTape() as tape:
+    sums, _ = task.numerators(model, batch, training=True)
+    loss, _ = task.losses(sums, task.denominators(batch))
+  grads = tape.gradient(loss, model.trainable_variables)
+  names = {v.path: n for n, v in checkpoints.variable_map(model).items()}
+  return {names[v.path]: tf.convert_to_tensor(g).numpy()
+          for v, g in zip(model.trainable_variables, grads)}
+
+
+def _norm(grads):
+  return np.sqrt(sum(float(np.sum(g.astype("float64") ** 2)) for g in grads.values()))
+
+
+def _first_moments(reference, clip_norm=1.0):
+  """Adam's m after one step from zero: 0.1 x the gradient clipped to global norm 1."""
+  factor = min(1.0, clip_norm / _norm(reference))
+  return {name: 0.1 * factor * g for name, g in reference.items()}
+
+
+def _assert_equal_gradients(got, want, label):
+  assert sorted(got) == sorted(want)
+  norm = _norm
+  # A constant factor (e.g. dividing by the number of micro-batches) moves this ratio.
+  np.testing.assert_allclose(norm(got) / norm(want), 1.0, rtol=1e-5, err_msg=label)
+  for name in want:
+    # Summation order differs: agree to 1e-5 of each tensor's largest entry.
+    np.testing.assert_allclose(got[name], want[name], rtol=0,
+                               atol=1e-5 * np.abs(want[name]).max() + 1e-12,
+                               err_msg=f"{label}: {name}")
+
+
+@pytest.mark.parametrize("accumulation", [1, 2, 4])
+def test_accumulated_gradients_equal_the_full_batch(setup, reference, tmp_path, accumulation):
+  _, _, records, config, init = setup
+  trainer = training.Trainer(
+      tf.distribute.get_strategy(), tasks.PretrainingTask(config),
+      lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
+      training.TrainConfig(output_dir=str(tmp_path), num_train_steps=1, global_batch_size=BATCH,
+                           gradient_accumulation_steps=accumulation))
+  trainer.restore(init)
+  names = {v.path: n for n, v in checkpoints.variable_map(trainer.model).items()}
+  got = {names[p]: g for p, g in trainer.summed_gradients(_dataset_fn(records)).items()}
+  _assert_equal_gradients(got, reference, f"accumulation {accumulation}")
+  assert trainer.global_step == 0  # nothing was applied
+  # One step: the optimizer receives exactly these gradients, clipped.
+  trainer.train(_dataset_fn(records))
+  moments = {names[v.path]: trainer.optimizer.slots(v)[0].numpy()
+             for v in trainer.model.trainable_variables}
+  _assert_equal_gradients(moments, _first_moments(reference), f"Adam m, accumulation {accumulation}")
+
+
+@pytest.mark.slow
+def test_two_replicas_with_and_without_accumulation_equal_the_full_batch(setup, reference,
+                                                                         tmp_path):
+  """MirroredStrategy on 2 logical CPUs (a subprocess: devices are set before TF starts)."""
+  out = tmp_path / "mirrored"
+  _finish(_worker("mirrored", setup, out, batch=BATCH, steps=0, accumulation="1,2"))
+  load = lambda name: {key.replace("|", "/"): g for key, g in np.load(out / name).items()}
+  for k in (1, 2):
+    _assert_equal_gradients(load(f"gradients_{k}.npz"), reference, f"2 replicas x accumulation {k}")
+    # The optimizer step under the strategy adds no second all-reduce (x2 here).
+    _assert_equal_gradients(load(f"adam_m_{k}.npz"), _first_moments(reference),
+                            f"Adam m, 2 replicas x accumulation {k}")
