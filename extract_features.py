@@ -45,6 +45,8 @@ def _layer_indexes(text, num_layers):
     indexes = [int(x) for x in text.split(",") if x.strip()]
   except ValueError:
     raise ValueError(f"--layers={text} must be comma-separated integers.") from None
+  if not indexes:
+    raise ValueError("--layers is empty; name at least one layer, e.g. -1.")
   for i in indexes:
     if not -num_layers <= i < num_layers:
       raise ValueError(f"--layers: {i} is out of range for a model with {num_layers} layers.")

@@ -101,6 +101,7 @@ def main(_):
       if not held_out[split]:
         raise ValueError(f"{glue.split_file(FLAGS.data_dir, task.splits[split])} holds no "
                          "examples.")
+  script_utils.require_weights(FLAGS)
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
       f"the training set in {FLAGS.data_dir}")

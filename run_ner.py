@@ -135,9 +135,6 @@ def main(_):
     tagging.layer_indices(layers, config.num_hidden_layers)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
   tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
-  # Held-out files are read now, so a missing or empty one stops the run before training.
-  held_out = {split: _read_split(split) for flag, split in
-              ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test")) if flag}
   labels_path = os.path.join(FLAGS.output_dir, "label_list.txt")
   num_train_steps = 0
   model = {"feature_based": FLAGS.feature_based}
@@ -152,7 +149,6 @@ def main(_):
     labels = conll.labels_of(train_docs, train_path)
     run = script_utils.run_record(FLAGS, task="ner", labels=labels, **model)
     script_utils.check_run(FLAGS.output_dir, run)
-    conll.write_labels(labels_path, labels)
     flat = conll.flatten(train_docs, train_path, FLAGS.document_context)
     train_arrays, num_windows = conll.window_arrays(
         tokenizer, flat, labels, FLAGS.max_seq_length, FLAGS.doc_stride, True)
@@ -162,6 +158,10 @@ def main(_):
     labels = conll.read_labels(labels_path)
     script_utils.check_run(FLAGS.output_dir, script_utils.run_record(
         FLAGS, task="ner", labels=labels, **model))
+  # Held-out files are read now, so a missing or empty one stops the run before training.
+  held_out = {split: _read_split(split) for flag, split in
+              ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test")) if flag}
+  script_utils.require_weights(FLAGS)
   logging.info("Labels: %s", " ".join(labels))
   strategy, _ = script_utils.runtime(FLAGS)
   replicas = strategy.num_replicas_in_sync
@@ -176,6 +176,7 @@ def main(_):
     logging.info("%d training windows, %d steps", num_windows, num_train_steps)
     path = os.path.join(FLAGS.output_dir, "train.tf_record")
     conll.write_records(train_arrays, path)
+    conll.write_labels(labels_path, labels)
     script_utils.save_run(FLAGS.output_dir, run)
     spec = conll.feature_spec(FLAGS.max_seq_length)
     trainer.train(lambda ctx: pipeline.record_dataset(

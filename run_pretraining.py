@@ -22,7 +22,7 @@ flags.DEFINE_string("init_checkpoint", None,
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per record (must match the records).",
                      lower_bound=1)
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record (must match).",
-                     lower_bound=1)
+                     lower_bound=0)
 flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate and write eval_results.txt.")
 flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.", lower_bound=1)

@@ -96,6 +96,10 @@ def main(_):
     random.Random(12345).shuffle(train_examples)
   if FLAGS.do_predict:  # read now, so a bad file stops the run before training
     examples = squad.read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)
+    eval_features = convert(examples, False)
+    if not eval_features:  # contexts whose words all tokenize to nothing
+      raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict from.")
+  script_utils.require_weights(FLAGS)
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs, FLAGS.train_file)
   strategy, _ = script_utils.runtime(FLAGS)
@@ -120,9 +124,6 @@ def main(_):
     logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
 
   if FLAGS.do_predict:
-    eval_features = convert(examples, False)
-    if not eval_features:  # contexts whose words all tokenize to nothing
-      raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict from.")
     replicas = strategy.num_replicas_in_sync
     batch = FLAGS.predict_batch_size * replicas // np.gcd(FLAGS.predict_batch_size, replicas)
     path = os.path.join(FLAGS.output_dir, "eval.tf_record")

@@ -80,6 +80,7 @@ def main(_):
   # Held-out files are read now, so an empty one stops the run before training.
   held_out = {name: read(name, labelled) for flag, name, labelled in
               ((FLAGS.do_eval, "val.csv", True), (FLAGS.do_predict, "test.csv", False)) if flag}
+  script_utils.require_weights(FLAGS)
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
       os.path.join(FLAGS.data_dir, "train.csv"))

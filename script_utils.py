@@ -126,12 +126,8 @@ def config_and_vocab(bert_config_file, vocab_file, init_checkpoint):
   """The BertConfig and vocab path, defaulting to the files beside the checkpoint."""
   from modeling import checkpoints
   from modeling.config import BertConfig
-  if init_checkpoint:
-    # A missing checkpoint is named as such, not as a missing config beside it.
-    try:
-      checkpoints.resolve_checkpoint(init_checkpoint)
-    except ValueError as e:
-      raise ValueError(f"--init_checkpoint: {e}") from None
+  if init_checkpoint and not (bert_config_file and vocab_file):
+    _require_checkpoint(init_checkpoint)  # not reported as a missing config beside it
   if bert_config_file:
     config = BertConfig.from_json_file(bert_config_file)
   elif init_checkpoint:
@@ -153,6 +149,17 @@ def check_lengths_and_case(config, max_seq_length, do_lower_case, init_checkpoin
                      f"max_position_embeddings ({config.max_position_embeddings}).")
   if do_lower_case is not None:
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+  if init_checkpoint:
+    _require_checkpoint(init_checkpoint)
+
+
+def _require_checkpoint(path):
+  """Raises ValueError naming --init_checkpoint when `path` holds no readable checkpoint."""
+  from modeling import checkpoints
+  try:
+    checkpoints.resolve_checkpoint(path)
+  except ValueError as e:
+    raise ValueError(f"--init_checkpoint: {e}") from None
 
 
 def load_tokenizer(vocab_file, do_lower_case, config, tokens=("[UNK]", "[CLS]", "[SEP]")):
@@ -170,6 +177,15 @@ def load_tokenizer(vocab_file, do_lower_case, config, tokens=("[UNK]", "[CLS]", 
                      f"vocab_size is {config.vocab_size}; pass the vocab the model was "
                      "made with.")
   return tokenizer
+
+
+def require_weights(values):
+  """Raises ValueError when evaluation or prediction alone would run untrained weights."""
+  import tensorflow as tf
+  if values.do_train or values.init_checkpoint or tf.train.latest_checkpoint(values.output_dir):
+    return
+  raise ValueError("Evaluating or predicting without --do_train needs trained weights: pass "
+                   "--init_checkpoint, or an --output_dir holding a checkpoint.")
 
 
 RUN_FILE = "run.json"

@@ -49,6 +49,8 @@ def files(tmp_path_factory):
   (glue / "train.tsv").write_text("sentence\tlabel\n" + rows)
   (glue / "dev.tsv").write_text("")
   (glue / "test.tsv").write_text("index\tsentence\n")
+  (d / "sst2_test").mkdir()
+  (d / "sst2_test" / "test.tsv").write_text("index\tsentence\n0\tthe film\n")
   conll = d / "conll"
   conll.mkdir()
   (conll / "train.txt").write_text("john B-PER\nlives O\nin O\nparis B-LOC\n\n" * 4)
@@ -136,12 +138,23 @@ CASES = [
     ("extract output is a directory",
      lambda d, out: _extract(d, f"--output_file={d}"),
      "error: --output_file={d} is a directory; name a file."),
+    ("extract no layers",
+     lambda d, out: _extract(d, f"--output_file={out}", "--layers=,"),
+     "error: --layers is empty; name at least one layer, e.g. -1."),
+    ("extract input is a directory",
+     lambda d, out: _extract(d, f"--output_file={out}", f"--input_file={d}"),
+     None),
     ("classifier empty dev.tsv",
      lambda d, out: _classifier(d, f"--output_dir={out}", "--do_eval"),
      "error: {d}/sst2/dev.tsv holds no examples."),
     ("classifier header-only test.tsv",
      lambda d, out: _classifier(d, f"--output_dir={out}", "--do_train", "--do_predict"),
      "error: {d}/sst2/test.tsv holds no examples."),
+    ("classifier prediction with untrained weights",
+     lambda d, out: ("run_classifier.py", "--task_name=sst-2", f"--data_dir={d}/sst2_test",
+                     *_model(d), f"--max_seq_length={L}", f"--output_dir={out}", "--do_predict"),
+     "error: Evaluating or predicting without --do_train needs trained weights: pass "
+     "--init_checkpoint, or an --output_dir holding a checkpoint."),
     ("classifier vocab without [UNK]",
      lambda d, out: _classifier(d, f"--output_dir={out}", "--do_train", vocab="no_unk.txt"),
      "error: Vocab file {d}/no_unk.txt lacks required token(s) [UNK]."),
@@ -154,11 +167,11 @@ CASES = [
      None),  # the message is the OS's; checked for one line only
     ("ner empty valid.txt",
      lambda d, out: ("run_ner.py", f"--data_dir={d}/conll", *_model(d), f"--max_seq_length={L}",
-                     f"--output_dir={out}", "--do_train", "--do_eval"),
+                     f"--output_dir={out}", "--do_train", "--train_batch_size=2", "--do_eval"),
      "error: {d}/conll/valid.txt holds no words."),
     ("ner empty test.txt",
      lambda d, out: ("run_ner.py", f"--data_dir={d}/conll", *_model(d), f"--max_seq_length={L}",
-                     f"--output_dir={out}", "--do_train", "--do_predict"),
+                     f"--output_dir={out}", "--do_train", "--train_batch_size=2", "--do_predict"),
      "error: {d}/conll/test.txt holds no words."),
     ("ner vocab without [CLS]",
      lambda d, out: ("run_ner.py", f"--data_dir={d}/conll", *_model(d, "no_cls.txt"),
@@ -191,6 +204,10 @@ CASES = [
                      f"--max_seq_length={L}", "--max_query_length=4", f"--output_dir={out}",
                      "--do_predict", f"--predict_file={d}/squad.json"),
      None),
+    ("create_pretraining_data output is a directory",
+     lambda d, out: ("create_pretraining_data.py", f"--input_file={d}/pairs.txt",
+                     f"--vocab_file={d}/vocab.txt", f"--output_file={d}"),
+     "error: --output_file={d} is a directory; name a file."),
     ("pretraining zero steps",
      lambda d, out: _pretraining(d, f"{d}/good.tfrecord", f"--output_dir={out}", "--do_train",
                                  "--num_train_steps=0"),

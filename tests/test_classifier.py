@@ -12,6 +12,7 @@ from conftest import write_vocab
 from data import features, tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.models import BertClassifier
 from scripts import last_error_line, run_script
 
@@ -28,6 +29,9 @@ def model_files(tmp_path_factory):
                       num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                       max_position_embeddings=64, type_vocab_size=2)
   config.to_json_file(str(d / "bert_config.json"))
+  # Pretrained-like weights for the runs that only evaluate or predict.
+  checkpoints.save_tf1_checkpoint(checkpoints.model_weights(BertEncoder(config)),
+                                  str(d / "pretrained"), config=config, vocab_file=vocab)
   return d, vocab
 
 
@@ -129,7 +133,8 @@ def test_mnli_evaluates_matched_and_mismatched(model_files, tmp_path):
     (data / name).write_text(cols + "\n" + "\n".join(row(i) for i in range(4)) + "\n")
   out = tmp_path / "out"
   run_script("run_classifier.py", *_common(d, vocab, data, out, "--task_name=MNLI", "--do_eval",
-                                           "--do_predict", "--eval_batch_size=4"))
+                                           "--do_predict", "--eval_batch_size=4",
+                                           f"--init_checkpoint={d / 'pretrained'}"))
   keys = sorted(line.split(" = ")[0] for line in (out / "eval_results.txt").read_text().splitlines())
   assert keys == ["eval_accuracy", "eval_loss", "eval_mismatched_accuracy", "eval_mismatched_loss",
                   "global_step", "loss"]

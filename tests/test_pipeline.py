@@ -144,7 +144,7 @@ def test_two_replicas_predict_trimmed_batches_as_one_device(tmp_path):
     ("extract_features.py", "--max_seq_length=1"),
     ("run_pretraining.py", "--train_batch_size=0"), ("run_pretraining.py", "--eval_batch_size=-8"),
     ("run_pretraining.py", "--max_seq_length=0"),
-    ("run_pretraining.py", "--max_predictions_per_seq=0"),
+    ("run_pretraining.py", "--max_predictions_per_seq=-1"),
     ("run_pretraining.py", "--num_warmup_steps=-1"), ("run_pretraining.py", "--max_eval_steps=0"),
     ("run_pretraining.py", "--save_checkpoints_steps=0"),
     # Runtime flags shared by the training scripts.
