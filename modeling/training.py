@@ -199,8 +199,8 @@ class Trainer:
 
   def summed_gradients(self, dataset_fn):
     """{variable path: numpy gradient} of the first global batch's loss: summed over
-    micro-batches and replicas and unscaled, as the optimizer step would see it
-    before clipping. Changes no variable (for tests and debugging)."""
+    micro-batches and replicas and unscaled, as a step has them before clipping.
+    Applies no update (for tests and debugging)."""
     batch = next(iter(self.strategy.distribute_datasets_from_function(dataset_fn)))
 
     @tf.function
