@@ -175,18 +175,11 @@ def hf_config(config, architecture, num_labels=None):
 def _write_safetensors(tensors, path):
   """Writes under a temporary name, renamed once complete."""
   from safetensors import numpy as st_numpy
-  metadata = {"format": "pt"}  # transformers refuses safetensors files without it
-  if files.is_remote(path):
-    with files.atomic_output(path, "wb") as f:
-      f.write(st_numpy.save(tensors, metadata=metadata))
-    return
-  tmp = files.temporary_name(path)
-  try:
-    st_numpy.save_file(tensors, tmp, metadata=metadata)
-    files.rename(tmp, path)
-  finally:
-    if files.exists(tmp):
-      files.remove(tmp)
+  # Serialised in memory and written by Python, so the file gets the usual
+  # permissions (safetensors' own writer leaves it readable by its owner only).
+  data = st_numpy.save(tensors, metadata={"format": "pt"})  # transformers needs "format"
+  with files.atomic_output(path, "wb") as f:
+    f.write(data)
 
 
 def save_hf_checkpoint(weights, output_dir, config, vocab_file=None):

@@ -397,6 +397,8 @@ def test_minilm_to_tf1_and_back_to_hugging_face_is_byte_identical(minilm_dir, tm
   path = hf_checkpoints.save_hf_checkpoint(checkpoints.model_weights(back),
                                            str(tmp_path / "hf"), back.config)
   assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]
+  # Permissions as for any file we write (safetensors' own writer makes it owner-only).
+  assert os.stat(path).st_mode == os.stat(tmp_path / "hf" / "config.json").st_mode
   original = _safetensors_entries(os.path.join(minilm_dir, "model.safetensors"))
   written = _safetensors_entries(path)
   assert sorted(written) == sorted(original)

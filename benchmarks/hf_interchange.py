@@ -1,0 +1,108 @@
+"""Loads a `convert_checkpoint.py --output_format=hf` directory in Hugging Face transformers.
+
+Stand-alone: run it with a Python that has torch and transformers (not the project's venv;
+it imports neither TensorFlow nor project code). It checks that the converted directory
+loads into transformers' BertModel with no missing, unexpected or resized weights, that
+every tensor of its model.safetensors equals the original file's (name, dtype, shape and
+bytes), that the tokenizer built from its vocab.txt gives the original's ids, and that all
+hidden states (embeddings and every layer) and the pooled output on held-out sentences
+equal the original model's. Prints one JSON line; exits 1 if any check fails.
+
+  .venv/bin/python convert_checkpoint.py --input_checkpoint=$MINILM --output_dir=/tmp/tf1
+  .venv/bin/python convert_checkpoint.py --input_checkpoint=/tmp/tf1 \
+      --output_dir=/tmp/hf --output_format=hf
+  /work/hfvenv/bin/python benchmarks/hf_interchange.py --converted_dir=/tmp/hf
+"""
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("USE_TF", "0")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+
+from hf_peer import default_model_dir  # noqa: E402  (same folder)
+
+# Sentences that appear in no test: a batch with padding, and a pair with two segments.
+HELD_OUT = ["The ferry leaves the harbour at dawn, weather permitting.",
+            "Photosynthesis turns light into chemical energy.",
+            "Could you pass the salt?",
+            "In 1969 two astronauts walked on the Moon while a third stayed in orbit."]
+HELD_OUT_PAIR = ("Which gas do plants take in?",
+                 "Plants absorb carbon dioxide and release oxygen.")
+
+
+def file_entries(path):
+  """{key: (dtype, shape, raw bytes)} of a safetensors file."""
+  with safe_open(path, "np") as f:
+    return {k: (str(v.dtype), v.shape, v.tobytes()) for k in f.keys() for v in [f.get_tensor(k)]}
+
+
+def compare_files(original_dir, converted_dir):
+  want = file_entries(os.path.join(original_dir, "model.safetensors"))
+  got = file_entries(os.path.join(converted_dir, "model.safetensors"))
+  differing = sorted(k for k in want if k in got and got[k] != want[k])
+  return {"tensors": len(want), "missing": sorted(set(want) - set(got)),
+          "extra": sorted(set(got) - set(want)), "differing": differing}
+
+
+def hidden_states(model, batch):
+  with torch.no_grad():
+    out = model(**batch, output_hidden_states=True)
+  return [h.numpy() for h in out.hidden_states], out.pooler_output.numpy()
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--converted_dir", required=True,
+                      help="Directory written by convert_checkpoint.py --output_format=hf.")
+  parser.add_argument("--original_dir", default=default_model_dir(),
+                      help="The original Hugging Face directory (default: the MiniLM package).")
+  args = parser.parse_args()
+
+  report = {"transformers": transformers.__version__,
+            "files": compare_files(args.original_dir, args.converted_dir)}
+  original = transformers.BertModel.from_pretrained(args.original_dir).eval()
+  converted, info = transformers.BertModel.from_pretrained(args.converted_dir,
+                                                           output_loading_info=True)
+  converted.eval()
+  report["loading"] = {k: sorted(v) for k, v in info.items() if k != "error_msgs"}
+  state_a, state_b = original.state_dict(), converted.state_dict()
+  report["state_dict_equal"] = (state_a.keys() == state_b.keys() and all(
+      torch.equal(state_a[k], state_b[k]) for k in state_a))
+
+  reference = transformers.AutoTokenizer.from_pretrained(args.original_dir)
+  tokenizer = transformers.AutoTokenizer.from_pretrained(args.converted_dir)
+  max_diff, tokens_equal = [], True
+  for texts in (dict(text=HELD_OUT), dict(text=HELD_OUT_PAIR[0], text_pair=HELD_OUT_PAIR[1])):
+    batch = reference(**texts, padding=True, return_tensors="pt")
+    tokens_equal &= torch.equal(batch["input_ids"], tokenizer(
+        **texts, padding=True, return_tensors="pt")["input_ids"])
+    (states_a, pooled_a), (states_b, pooled_b) = (hidden_states(original, batch),
+                                                  hidden_states(converted, batch))
+    real = batch["attention_mask"].numpy().astype(bool)
+    max_diff.append(max([float(np.abs(a[real] - b[real]).max())
+                         for a, b in zip(states_a, states_b)]
+                        + [float(np.abs(pooled_a - pooled_b).max())]))
+    report["hidden_states_compared"] = len(states_a)
+  report["tokenizer_ids_equal"] = bool(tokens_equal)
+  report["max_abs_hidden_state_difference"] = max(max_diff)
+
+  files = report["files"]
+  ok = (not files["missing"] and not files["extra"] and not files["differing"]
+        and not any(report["loading"].values()) and report["state_dict_equal"]
+        and report["tokenizer_ids_equal"] and report["max_abs_hidden_state_difference"] == 0.0)
+  report["ok"] = ok
+  print(json.dumps(report))
+  sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+  main()
