@@ -18,8 +18,6 @@ import collections
 
 from data import files, tokenization
 
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
 
 def count_words(paths, do_lower_case, progress=None):
   """Counter of basic-tokenizer words over every line of `paths` (UTF-16/32: ValueError)."""
@@ -41,7 +39,7 @@ def learn(counts, vocab_size, num_unused=0, min_count=2, max_unique_chars=1000,
           max_token_length=50, iterations=4):
   """A vocabulary (list of tokens, specials first) of at most vocab_size tokens."""
   from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
-  reserved = SPECIAL_TOKENS + [f"[unused{i}]" for i in range(num_unused)]
+  reserved = list(tokenization.SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused)]
   if vocab_size <= len(reserved):
     raise ValueError(f"--vocab_size={vocab_size} leaves no room after {len(reserved)} "
                      "special and unused tokens.")

@@ -121,12 +121,12 @@ def test_learned_vocab_never_exceeds_its_size():
   import collections
   import random
 
-  from data import wordpiece_vocab
+  from data import tokenization, wordpiece_vocab
   rng = random.Random(0)
   counts = collections.Counter({"".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 8))):
                                 rng.randint(1, 50) for _ in range(3000)})
   for size in (60, 150):
     vocab = wordpiece_vocab.learn(counts, size)
-    assert len(vocab) == size and vocab[:5] == wordpiece_vocab.SPECIAL_TOKENS
+    assert len(vocab) == size and vocab[:5] == list(tokenization.SPECIAL_TOKENS)
     assert {"a", "##a", "j", "##j"} <= set(vocab)
     assert wordpiece_vocab.coverage(counts, vocab)[0] == 1.0
