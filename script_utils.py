@@ -84,16 +84,6 @@ def require_positive(*names):
                              "must be greater than 0")
 
 
-def define_schedule_flags(learning_rate, epochs_help="Passes over the training data."):
-  """--learning_rate, --num_train_epochs and --warmup_proportion of the fine-tuning scripts."""
-  flags.DEFINE_float("learning_rate", learning_rate[0], learning_rate[1])
-  flags.DEFINE_float("num_train_epochs", 3.0, epochs_help)
-  flags.DEFINE_float("warmup_proportion", 0.1,
-                     "Share of the steps with a rising learning rate (0 to 1).",
-                     lower_bound=0.0, upper_bound=1.0)
-  require_positive("learning_rate", "num_train_epochs")
-
-
 def batch_length_multiple(values, strategy):
   """The trimming multiple to use: the flag's, or 0 on TPUs, which need one static shape."""
   import tensorflow as tf
