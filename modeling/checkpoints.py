@@ -281,6 +281,10 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
         mismatched.append(f"{name} is {_shape(got)} in the checkpoint but "
                           f"{_shape(want)} in the model")
   missing = [n for n in targets if n not in ckpt.weights]
+  if isinstance(model, BertSpanLabeler):
+    # Hugging Face QA files have no pooler; SQuAD never uses it, so it stays fresh.
+    fresh += [n for n in missing if n.startswith("bert/pooler/")]
+    missing = [n for n in missing if not n.startswith("bert/pooler/")]
   if allow_new_heads:
     fresh += [n for n in missing if is_head_variable(n)]
     missing = [n for n in missing if not is_head_variable(n)]

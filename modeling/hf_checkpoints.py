@@ -145,6 +145,8 @@ def to_hf_tensors(weights, max_position_embeddings):
   prefix = "" if architecture == "BertModel" else "bert."
   tensors = {}
   for name, value in weights.items():
+    if architecture == "BertForQuestionAnswering" and name.startswith("bert/pooler/"):
+      continue  # transformers' QA model has no pooler (SQuAD never uses it)
     try:
       key, transpose = hf_name(name)
     except KeyError as e:
