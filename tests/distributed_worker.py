@@ -7,7 +7,8 @@ MODE: single | mirrored (2 logical CPUs) | multi_worker (TF_CONFIG set by the ca
 STEPS=0: for each k in ACCUMULATION (comma-separated), writes the first global
 batch's summed gradients to gradients_k.npz, then trains one step on it and
 writes Adam's first moments to adam_m_k.npz; keys are the original variable
-names ("/" written as "|").
+names ("/" written as "|"). WORKER_DTYPE=float16 in the environment trains in
+mixed float16 with dynamic loss scaling.
 """
 
 import os
@@ -22,6 +23,7 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
   if mode == "mirrored":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  import keras
   import numpy as np
   from data import features
   from modeling import checkpoints, optimization, tasks, training
@@ -31,6 +33,9 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
               "mirrored": lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]),
               "multi_worker": tf.distribute.MultiWorkerMirroredStrategy}[mode]()
   config = BertConfig.from_json_file(config_file)
+  float16 = os.environ.get("WORKER_DTYPE") == "float16"  # mixed float16 with loss scaling
+  if float16:
+    keras.mixed_precision.set_global_policy("mixed_float16")
   spec = features.pretraining_feature_spec(32, 5)
 
   def dataset_fn(ctx):
@@ -50,7 +55,7 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
         lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
         training.TrainConfig(output_dir=out_dir, num_train_steps=steps, global_batch_size=batch,
                              steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps,
-                             gradient_accumulation_steps=accumulation))
+                             gradient_accumulation_steps=accumulation, loss_scaling=float16))
 
   if steps == 0:
     os.makedirs(out_dir, exist_ok=True)

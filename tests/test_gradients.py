@@ -90,7 +90,8 @@ def test_accumulated_gradients_equal_the_full_batch(setup, reference, tmp_path, 
 @pytest.mark.slow
 def test_two_replicas_with_and_without_accumulation_equal_the_full_batch(setup, reference,
                                                                          tmp_path):
-  """MirroredStrategy on 2 logical CPUs (a subprocess: devices are set before TF starts)."""
+  """MirroredStrategy on 2 logical CPUs (a subprocess: devices are set before TF starts);
+  float32, and float16 with loss scaling."""
   out = tmp_path / "mirrored"
   _finish(_worker("mirrored", setup, out, batch=BATCH, steps=0, accumulation="1,2"))
   load = lambda name: {key.replace("|", "/"): g for key, g in np.load(out / name).items()}
@@ -99,3 +100,11 @@ def test_two_replicas_with_and_without_accumulation_equal_the_full_batch(setup, 
     # The optimizer step under the strategy adds no second all-reduce (x2 here).
     _assert_equal_gradients(load(f"adam_m_{k}.npz"), _first_moments(reference),
                             f"Adam m, 2 replicas x accumulation {k}")
+  # float16 through Keras' LossScaleOptimizer under the strategy: unscaled, and applied.
+  out = tmp_path / "float16"
+  _finish(_worker("mirrored", setup, out, batch=BATCH, steps=0, accumulation="2",
+                  env={"WORKER_DTYPE": "float16"}))
+  for name, want in (("gradients_2.npz", reference), ("adam_m_2.npz", _first_moments(reference))):
+    got = {key.replace("|", "/"): g for key, g in np.load(out / name).items()}
+    diff = {key: got[key] - want[key] for key in want}
+    assert _norm(diff) < 0.01 * _norm(want), (name, _norm(diff), _norm(want))
