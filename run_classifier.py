@@ -74,6 +74,7 @@ def main(_):
     raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
   script_utils.log_flags()
   import numpy as np
+  import scipy.special
   from data import features, files, glue, pipeline
   from modeling import export, reports, tasks
 
@@ -166,8 +167,7 @@ def main(_):
         predictions = logits[:, 0]
         glue.write_probabilities(os.path.join(FLAGS.output_dir, results_name), logits)
       else:
-        probabilities = np.exp(logits - logits.max(-1, keepdims=True))
-        probabilities /= probabilities.sum(-1, keepdims=True)
+        probabilities = scipy.special.softmax(logits, -1)
         predictions = probabilities.argmax(-1)
         glue.write_probabilities(os.path.join(FLAGS.output_dir, results_name), probabilities)
       if split in task.submissions:

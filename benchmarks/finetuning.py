@@ -28,6 +28,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # noqa: E402
 
+from benchmarks import timing  # noqa: E402
+
 flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds CoLA/ and RTE/ in GLUE layout.")
 flags.DEFINE_list("tasks", ["CoLA", "RTE"], "GLUE tasks under --glue_dir.")
 flags.DEFINE_string("conll_file", "../shared/data/conll2003/train.txt",
@@ -39,7 +41,8 @@ flags.DEFINE_integer("train_batch_size", 32, "As the scripts' flag.")
 flags.DEFINE_integer("predict_batch_size", 8, "As the scripts' flag.")
 flags.DEFINE_integer("batch_length_multiple", 16, "As the scripts' flag, for trimmed modes.")
 flags.DEFINE_float("seconds", 20.0, "Least training time measured per case.")
-flags.DEFINE_integer("predict_examples", 1024, "Dev examples predicted per case (at most).")
+flags.DEFINE_integer("predict_examples", 0,
+                     "Dev examples predicted per case (at most); 0: the whole dev file.")
 flags.DEFINE_bool("tf_models", True, "Also time tf-models-official at the fixed length.")
 flags.DEFINE_bool("train", True, "Time training (else prediction only).")
 flags.DEFINE_string("hf_python", None, "A Python with torch + transformers: also run hf_peer.py.")
@@ -72,27 +75,6 @@ def pieces_summary(arrays):
   return f"{lengths.mean():.1f} pieces on average (median {int(sorted(lengths)[len(lengths) // 2])}, max {lengths.max()})"
 
 
-def timed_training(trainer, iterator, seconds, batch_size):
-  """Sequences/s of the Trainer's compiled loop, 10 steps per call, after warm-up."""
-  import tensorflow as tf
-  trainer._train_loop(iterator, tf.constant(1))  # traces
-  float(trainer._train_loop(iterator, tf.constant(10))[0]["loss"])
-  steps, start = 0, time.perf_counter()
-  while time.perf_counter() - start < seconds or steps < 20:
-    float(trainer._train_loop(iterator, tf.constant(10))[0]["loss"])
-    steps += 10
-  return steps * batch_size / (time.perf_counter() - start)
-
-
-def timed_prediction(predict, count):
-  """Examples/s of predict() after one warm-up call (the timed call traces its step once,
-  as every prediction pass of the scripts does)."""
-  predict()
-  start = time.perf_counter()
-  predict()
-  return count / (time.perf_counter() - start)
-
-
 def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, predict_count):
   import keras
   import tensorflow as tf
@@ -115,11 +97,13 @@ def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, pr
   train = None
   if FLAGS.train:
     iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset))
-    train = timed_training(trainer, iterator, FLAGS.seconds, FLAGS.train_batch_size)
+    train = timing.training_sequences_per_second(trainer, iterator, FLAGS.seconds,
+                                                 FLAGS.train_batch_size)
   if mode == "bucketed":  # prediction never buckets: it equals "trimmed"
     return train, None
-  predict = timed_prediction(lambda: trainer.predict(lambda ctx: pipeline.global_batches(
-      predict_path, spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple)),
+  predict = timing.pass_items_per_second(
+      lambda: trainer.predict(lambda ctx: pipeline.global_batches(
+          predict_path, spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple)),
       predict_count)
   return train, predict
 
@@ -161,8 +145,9 @@ def run_tf_models(train_path, predict_path, spec, predict_count):
       steps += 1
     train = steps * FLAGS.train_batch_size / (time.perf_counter() - start)
   predict_fn = tf.function(lambda b: model(names(b), training=False))
-  predict = timed_prediction(lambda: [predict_fn(b).numpy() for b in pipeline.global_batches(
-      predict_path, spec, FLAGS.predict_batch_size)], predict_count)
+  predict = timing.pass_items_per_second(
+      lambda: [predict_fn(b).numpy() for b in pipeline.global_batches(
+          predict_path, spec, FLAGS.predict_batch_size)], predict_count)
   return train, predict
 
 
@@ -206,7 +191,7 @@ def main(_):
   for label, task_dir, task_name in datasets:
     task = glue.get_task(task_name)
     train_examples = glue.examples(task, task_dir, "train")
-    dev_examples = glue.examples(task, task_dir, "dev")[:FLAGS.predict_examples]
+    dev_examples = glue.examples(task, task_dir, "dev")[:FLAGS.predict_examples or None]
     count = len(dev_examples) // FLAGS.predict_batch_size * FLAGS.predict_batch_size
     dev_examples = dev_examples[:count]
     train_arrays = glue.feature_arrays(task, train_examples, tokenizer, FLAGS.max_seq_length)

