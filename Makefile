@@ -19,4 +19,4 @@ demo: setup
 	$(PY) demo.py
 
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests

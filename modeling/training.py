@@ -130,11 +130,18 @@ class Trainer:
     """
     latest = tf.train.latest_checkpoint(self.config.output_dir)
     if latest:
-      status = self._checkpoint(iterator).restore(latest)
-      if for_training:
-        status.assert_existing_objects_matched()
-      else:
-        status.expect_partial()
+      try:
+        status = self._checkpoint(iterator).restore(latest)
+        if for_training:
+          status.assert_existing_objects_matched()
+        else:
+          status.expect_partial()
+      # A cut .data file raises IndexError inside TensorFlow; a different model, AssertionError.
+      except (tf.errors.OpError, IndexError, AssertionError) as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"{latest}: the checkpoint to resume from cannot be read ({reason}). "
+                         "Remove its files to resume from an earlier one, or train into a "
+                         "new output directory.") from None
       return f"resumed from {latest} at step {self.global_step}"
     if init_checkpoint:
       ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint, allow_new_heads=True)

@@ -103,6 +103,15 @@ def test_one_replica_strategies_train_like_the_default(setup, tmp_path):
     np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-6, err_msg=a.path)
 
 
+def test_damaged_checkpoint_in_output_dir_is_one_line(setup, tmp_path):
+  """Resuming from a cut checkpoint names it instead of failing deep inside TensorFlow."""
+  _train_in_process(setup, tmp_path / "run", 1)
+  data = next((tmp_path / "run").glob("ckpt-3.data-*"))
+  data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+  with pytest.raises(ValueError, match=r"ckpt-3: the checkpoint to resume from cannot be read"):
+    _train_in_process(setup, tmp_path / "run", 1, steps=6)
+
+
 def test_gradient_accumulation_equals_the_large_batch(setup, tmp_path):
   one = _train_in_process(setup, tmp_path / "one", accumulation=1)
   four = _train_in_process(setup, tmp_path / "four", accumulation=4)
