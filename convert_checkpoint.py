@@ -38,7 +38,7 @@ FLAGS = flags.FLAGS
 def main(_):
   script_utils.require(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
   script_utils.log_flags()
-  from data import files
+  from data import files, tokenization
   from modeling import checkpoints, hf_checkpoints
   from modeling.config import BertConfig
 
@@ -52,6 +52,11 @@ def main(_):
       vocab_file = checkpoints.find_vocab(FLAGS.input_checkpoint)
     except ValueError:
       logging.warning("No vocab.txt beside the input; the output will have none.")
+  if vocab_file:  # checked before anything is written
+    size = max(tokenization.load_vocab(vocab_file).values()) + 1
+    if size > config.vocab_size:
+      raise ValueError(f"{vocab_file} has {size} entries but the model's vocab_size is "
+                       f"{config.vocab_size}; pass the checkpoint's own --vocab_file.")
   ckpt = checkpoints.read_checkpoint(FLAGS.input_checkpoint)
   model = checkpoints.model_for(ckpt, config)
   checkpoints.load_checkpoint(model, FLAGS.input_checkpoint, ckpt=ckpt)
@@ -67,8 +72,8 @@ def main(_):
     with files.atomic_output(os.path.join(FLAGS.output_dir, "bert_config.json")) as f:
       f.write(config.to_json_string())
     if vocab_file:
-      with files.atomic_output(os.path.join(FLAGS.output_dir, "vocab.txt")) as f:
-        with open(vocab_file, encoding="utf-8") as src:
+      with files.atomic_output(os.path.join(FLAGS.output_dir, "vocab.txt"), "wb") as f:
+        with files.open_file(vocab_file, "rb") as src:
           f.write(src.read())
   logging.info("Converted %s (%s, %s) to %s (%s).", ckpt.path, ckpt.format,
                type(model).__name__, path, FLAGS.output_format)

@@ -11,7 +11,6 @@ in the same process.
 
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -36,12 +35,11 @@ def timed(run):
 
 
 def main(_):
-  import keras
   import numpy as np
   import tensorflow as tf
   from official.nlp import optimization as mg_optimization
   from official.nlp.modeling import models as mg_models, networks
-  from modeling import optimization, tasks, training
+  from modeling import tasks
   from modeling.config import BertConfig
 
   rng = np.random.default_rng(0)
@@ -83,15 +81,7 @@ def main(_):
     print(f"{size:<7} {'tf-models-official fp32':<26} {mg_rates[0]:12.1f} {mg_rates[1]:14.1f} "
           f"{1.0:12.2f} {1.0:14.2f}", flush=True)
     for dtype in FLAGS.dtypes:
-      keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
-      try:
-        trainer = training.Trainer(
-            tf.distribute.get_strategy(), tasks.ClassificationTask(config, 2),
-            lambda names: optimization.create_optimizer("adamw", 2e-5, 10**6, 10, names),
-            training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
-                                 global_batch_size=B))
-      finally:
-        keras.mixed_precision.set_global_policy("float32")
+      trainer = timing.benchmark_trainer(tasks.ClassificationTask(config, 2), dtype, B, 2e-5)
       iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
       predict = tf.function(lambda: trainer.model(batch, training=False)["logits"])
       rates = (timed(lambda: float(trainer._train_loop(iterator, tf.constant(1))[0]["loss"])),

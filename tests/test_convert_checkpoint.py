@@ -100,3 +100,24 @@ def test_truncated_input_is_one_line_naming_the_file(tmp_path, fmt, part):
                     f"--output_dir={tmp_path / 'out'}", "--output_format=hf", expect_ok=False)
   _assert_one_line_error(proc, f"Checkpoint file {source / part} is truncated")
   assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("vocab", ["missing", "latin1", "too_large"])
+def test_bad_vocab_stops_before_anything_is_written(tmp_path, vocab):
+  config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+  source = tmp_path / "in"
+  checkpoints.save_tf1_checkpoint(checkpoints.model_weights(BertEncoder(config)), str(source),
+                                  config)
+  path = tmp_path / "vocab.txt"
+  if vocab == "latin1":
+    path.write_bytes(b"[PAD]\ncaf\xe9\n")
+  elif vocab == "too_large":
+    path.write_text("".join(f"w{i}\n" for i in range(31)))
+  proc = run_script("convert_checkpoint.py", f"--input_checkpoint={source}",
+                    f"--output_dir={tmp_path / 'out'}", "--output_format=tf2",
+                    f"--vocab_file={path}", expect_ok=False)
+  _assert_one_line_error(proc, {"missing": "Cannot read vocab file", "latin1": "not UTF-8",
+                                "too_large": "has 31 entries but the model's vocab_size is 30"
+                                }[vocab])
+  assert not (tmp_path / "out").exists()
