@@ -76,7 +76,7 @@ def main(_):
   import numpy as np
   import scipy.special
   from data import features, files, glue, pipeline
-  from modeling import export, reports, tasks
+  from modeling import export, heads, reports
 
   task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
   config, vocab_file = script_utils.config_and_vocab(
@@ -111,7 +111,7 @@ def main(_):
   multiple = script_utils.batch_length_multiple(FLAGS, strategy)
   spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)
   trainer = script_utils.make_trainer(
-      strategy, tasks.ClassificationTask(config, len(task.labels or [0]), task.is_regression),
+      strategy, heads.ClassificationTask(config, len(task.labels or [0]), task.is_regression),
       num_train_steps, int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size,
       FLAGS)
 

@@ -59,7 +59,7 @@ def main(_):
     raise ValueError(f"--next_sentence_weight={FLAGS.next_sentence_weight} must be 0 or more.")
   script_utils.log_flags()
   from data import features, files, pipeline
-  from modeling import checkpoints, reports, tasks
+  from modeling import checkpoints, heads, reports
   from modeling.config import BertConfig
 
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
@@ -85,7 +85,7 @@ def main(_):
       pipeline.check_records(pattern, spec, hints, compression, limits)
 
   strategy, policy = script_utils.runtime(FLAGS)
-  task = tasks.PretrainingTask(config, FLAGS.next_sentence_weight)
+  task = heads.PretrainingTask(config, FLAGS.next_sentence_weight)
   logging.info("Objectives trained: %s", ", ".join(task.objectives))
   trainer = script_utils.make_trainer(strategy, task, FLAGS.num_train_steps,
                                      FLAGS.num_warmup_steps, FLAGS.train_batch_size, FLAGS)

@@ -74,7 +74,7 @@ def main(_):
   import numpy as np
   from data import (features, files, pipeline, squad, squad_evaluation, squad_predictions,
                     tfrecords)
-  from modeling import reports, tasks
+  from modeling import heads, reports
 
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
@@ -105,7 +105,7 @@ def main(_):
   strategy, _ = script_utils.runtime(FLAGS)
   multiple = script_utils.batch_length_multiple(FLAGS, strategy)
   trainer = script_utils.make_trainer(
-      strategy, tasks.SpanTask(config), num_train_steps,
+      strategy, heads.SpanTask(config), num_train_steps,
       int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size, FLAGS)
 
   if FLAGS.do_train:

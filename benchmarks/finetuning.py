@@ -35,7 +35,10 @@ flags.DEFINE_list("tasks", ["CoLA", "RTE"], "GLUE tasks under --glue_dir.")
 flags.DEFINE_string("conll_file", "../shared/data/conll2003/train.txt",
                     "CoNLL file whose sentences give a third length distribution ('' to skip).")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
-flags.DEFINE_list("modes", ["fixed", "trimmed", "bucketed"], "Batching modes to run.")
+flags.DEFINE_list("modes", ["fixed", "trimmed", "bucketed"],
+                  "Batching modes to run: fixed, trimmed, bucketed; a number after trimmed or "
+                  "bucketed sets that case's multiple (trimmed8: multiple 8), else "
+                  "--batch_length_multiple.")
 flags.DEFINE_integer("max_seq_length", 128, "As the scripts' flag.")
 flags.DEFINE_integer("train_batch_size", 32, "As the scripts' flag.")
 flags.DEFINE_integer("predict_batch_size", 8, "As the scripts' flag.")
@@ -77,8 +80,8 @@ def pieces_summary(arrays):
 
 def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, predict_count):
   from data import pipeline
-  from modeling import checkpoints, tasks
-  trainer = timing.benchmark_trainer(tasks.ClassificationTask(config, 2), dtype,
+  from modeling import checkpoints, heads
+  trainer = timing.benchmark_trainer(heads.ClassificationTask(config, 2), dtype,
                                      FLAGS.train_batch_size, 5e-5)
   checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
   multiple = 0 if mode == "fixed" else FLAGS.batch_length_multiple

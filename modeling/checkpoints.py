@@ -27,7 +27,7 @@ from data import files
 from modeling import hf_checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.heads import BertClassifier, BertPretrainer, BertSpanLabeler
 from modeling.multiple_choice import BertMultipleChoice
 
 # --- The name table --------------------------------------------------------

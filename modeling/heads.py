@@ -1,14 +1,28 @@
-"""Task heads on top of BertEncoder outputs, and the per-position losses of every task.
+"""The heads, the models they make with the encoder, and their losses.
 
-Heads return float32 logits whatever the compute dtype, so losses and
-metrics are always computed in float32.
+A batch's path from its records to its loss: data/pipeline.py gives a feature
+dict; a task here (PretrainingTask, ClassificationTask, SpanTask) calls its
+model (BertPretrainer, BertClassifier, BertSpanLabeler: modeling/encoder.py's
+BertEncoder plus the heads below) and turns the logits into loss sums.
+
+Heads return float32 logits whatever the compute dtype, so losses and metrics
+are always computed in float32. A task splits each loss into a numerator (a
+sum over the batch) and a denominator that depends on the inputs only (a count
+or a weight sum). modeling/training.py's Trainer sums denominators over the
+whole global batch (all micro-batches on all replicas) before computing any
+gradient, so gradient accumulation and any number of replicas give exactly
+the large-batch loss of the original.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from modeling import layers
+from modeling.encoder import BertEncoder, ConfiguredModel
 
+
+# --- Heads -------------------------------------------------------------------
 
 class OutputLogits(keras.layers.Layer):
   """logits = x . output_weights^T + output_bias, weights stored [num_outputs, H].
@@ -86,9 +100,9 @@ class MaskedLMHead(keras.layers.Layer):
             "initializer_range": self.initializer_range}
 
 
-# The losses, per position. Tasks (modeling/tasks.py, tagging.py) sum them
-# over a batch and divide by counts of the whole global batch, so gradient
-# accumulation and replicas give exactly the large batch's loss.
+# --- Losses per position ----------------------------------------------------
+# The tasks below (and tagging.py's, multiple_choice.py's) sum them over a
+# batch and divide by counts of the whole global batch.
 
 def cross_entropy(logits, labels):
   """Softmax cross entropy per position: float32 [..., C] logits, int [...] labels -> float32 [...]."""
@@ -104,3 +118,247 @@ def correct(logits, labels):
 def squared_error(predictions, targets):
   """(predictions - targets)^2 per example: float [B] each -> float32 [B]."""
   return ops.square(ops.cast(predictions, "float32") - ops.cast(targets, "float32"))
+
+
+# --- Task models: the encoder plus heads ----------------------------------
+
+class _TaskModel(ConfiguredModel):
+  """Holds a BertEncoder built from `config`; subclasses add heads."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, **kwargs)
+    self.encoder = BertEncoder(self.config, dtype=self.dtype_policy)
+
+
+class BertPretrainer(_TaskModel):
+  """Encoder + masked-LM head + next-sentence head.
+
+  Call with the pretraining features (input_ids, input_mask, segment_ids,
+  masked_lm_positions); returns masked_lm_logits float32 [B, P, V] and
+  next_sentence_logits float32 [B, 2] (class 1 = random next sentence).
+  """
+
+  def __init__(self, config, **kwargs):
+    kwargs.setdefault("name", "bert_pretrainer")
+    super().__init__(config, **kwargs)
+    c = self.config
+    self.masked_lm = MaskedLMHead(
+        c.vocab_size, c.hidden_size, c.hidden_act, c.initializer_range,
+        name="predictions", dtype=self.dtype_policy)
+    self.next_sentence = OutputLogits(2, c.initializer_range, name="seq_relationship")
+
+  def build(self, input_shape=None):
+    self.encoder.build()
+    self.masked_lm.build(None)
+    self.next_sentence.build((None, self.config.hidden_size))
+    self.built = True
+
+  def call(self, features, training=False):
+    outputs = self.encoder(features, training=training)
+    return {
+        "masked_lm_logits": self.masked_lm(
+            outputs["sequence_output"], features["masked_lm_positions"],
+            self.encoder.embedding_table),
+        "next_sentence_logits": self.next_sentence(outputs["pooled_output"]),
+    }
+
+
+class BertClassifier(_TaskModel):
+  """Encoder + dropout(0.1) + dense on the pooled output.
+
+  Returns logits float32 [B, num_labels]; with num_labels=1 (regression) the
+  single column is the predicted score.
+  """
+
+  def __init__(self, config, num_labels, **kwargs):
+    kwargs.setdefault("name", "bert_classifier")
+    super().__init__(config, **kwargs)
+    self.num_labels = num_labels
+    self.dropout = keras.layers.Dropout(0.1, dtype="float32")
+    self.classifier = OutputLogits(num_labels, self.config.initializer_range, name="classifier")
+
+  def build(self, input_shape=None):
+    self.encoder.build()
+    self.classifier.build((None, self.config.hidden_size))
+    self.built = True
+
+  def call(self, features, training=False):
+    pooled = self.encoder(features, training=training)["pooled_output"]
+    return {"logits": self.classifier(self.dropout(pooled, training=training))}
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels}
+
+
+class BertSpanLabeler(_TaskModel):
+  """Encoder + two logits per token (answer start and end), as for SQuAD.
+
+  Returns start_logits and end_logits, float32 [B, S] each. Padded positions
+  (input_mask 0) get -10000 added, the attention mask's bias: the original let
+  padding compete in the softmax and the n-best search, so its loss and
+  candidate lists depended on how far a batch was padded; masked, a batch
+  trimmed to its longest sequence gives the same loss and answers as one
+  padded to max_seq_length.
+  """
+
+  def __init__(self, config, **kwargs):
+    kwargs.setdefault("name", "bert_span_labeler")
+    super().__init__(config, **kwargs)
+    self.span = OutputLogits(2, self.config.initializer_range, name="squad")
+
+  def build(self, input_shape=None):
+    self.encoder.build()
+    self.span.build((None, None, self.config.hidden_size))
+    self.built = True
+
+  def call(self, features, training=False):
+    logits = self.span(self.encoder(features, training=training)["sequence_output"])
+    bias = (1.0 - ops.cast(features["input_mask"], "float32")) * -10000.0  # [B, S]
+    return {"start_logits": logits[..., 0] + bias, "end_logits": logits[..., 1] + bias}
+
+
+# --- Tasks: a model, its loss as sums over examples, and its metrics -------
+
+class PretrainingTask:
+  """Masked LM + next sentence, with the original's losses.
+
+  masked_lm_loss = sum(w * nll) / (sum(w) + 1e-5); next_sentence_loss = mean
+  cross entropy; loss = masked_lm_loss + next_sentence_weight * next_sentence_loss
+  (the original's sum at the default weight 1). Weight 0 trains masked LM only
+  (the paper's "No NSP"): the next-sentence head and the pooler, which feed
+  only it, are frozen, so weight decay cannot move them either, and no
+  next-sentence figures are reported.
+  """
+
+  def __init__(self, config, next_sentence_weight=1.0):
+    if next_sentence_weight < 0:
+      raise ValueError(f"--next_sentence_weight={next_sentence_weight} must not be negative.")
+    self.config = config
+    self.next_sentence_weight = next_sentence_weight
+    self.objectives = ("masked_lm", "next_sentence") if next_sentence_weight else ("masked_lm",)
+
+  def build_model(self):
+    model = BertPretrainer(self.config)
+    model.build()
+    if not self.next_sentence_weight:  # no gradient reaches them: keep them out of training
+      model.next_sentence.trainable = False
+      model.encoder.pooler.trainable = False
+    return model
+
+  def denominators(self, batch):
+    weights = ops.cast(batch["masked_lm_weights"], "float32")
+    return {"masked_lm": ops.sum(weights),
+            "next_sentence": ops.cast(ops.shape(batch["input_ids"])[0], "float32")}
+
+  def numerators(self, model, batch, training):
+    """(loss sums, metric sums) of a batch."""
+    out = model(batch, training=training)
+    weights = ops.cast(batch["masked_lm_weights"], "float32")
+    labels = ops.reshape(batch["next_sentence_labels"], [-1])
+    mlm_logits, nsp_logits = out["masked_lm_logits"], out["next_sentence_logits"]
+    sums = {"masked_lm": ops.sum(weights * cross_entropy(mlm_logits, batch["masked_lm_ids"])),
+            "next_sentence": ops.sum(cross_entropy(nsp_logits, labels))}
+    metrics = {"masked_lm_correct": ops.sum(weights * correct(mlm_logits, batch["masked_lm_ids"])),
+               "next_sentence_correct": ops.sum(correct(nsp_logits, labels))}
+    return sums, metrics
+
+  def losses(self, sums, denominators):
+    """(total loss, dict of component losses) from global sums and denominators."""
+    mlm = sums["masked_lm"] / (denominators["masked_lm"] + 1e-5)
+    if not self.next_sentence_weight:
+      return mlm, {"masked_lm_loss": mlm}
+    nsp = sums["next_sentence"] / denominators["next_sentence"]
+    # Weight 1 multiplies exactly, so the default loss and gradients are the original's.
+    loss = mlm + self.next_sentence_weight * nsp
+    return loss, {"masked_lm_loss": mlm, "next_sentence_loss": nsp}
+
+  def metric_values(self, metrics, denominators):
+    """Accuracies from summed metrics and denominators (of the trained objectives)."""
+    values = {"masked_lm_accuracy": ops.divide_no_nan(metrics["masked_lm_correct"],
+                                                      denominators["masked_lm"])}
+    if self.next_sentence_weight:
+      values["next_sentence_accuracy"] = ops.divide_no_nan(metrics["next_sentence_correct"],
+                                                           denominators["next_sentence"])
+    return values
+
+  def eval_results(self, sums, metrics, denominators, batch_losses):
+    """The original's eval metrics: weighted means over all positions and examples."""
+    values = self.metric_values(metrics, denominators)
+    values["masked_lm_loss"] = ops.divide_no_nan(sums["masked_lm"], denominators["masked_lm"])
+    if self.next_sentence_weight:
+      values["next_sentence_loss"] = ops.divide_no_nan(sums["next_sentence"],
+                                                       denominators["next_sentence"])
+    values = {k: float(v) for k, v in values.items()}
+    values["loss"] = sum(batch_losses) / max(len(batch_losses), 1)
+    values["objectives"] = ",".join(self.objectives)
+    return values
+
+
+class ClassificationTask:
+  """Sentence (pair) classification, or regression with one output, on the pooled output.
+
+  Loss: mean softmax cross entropy (mean squared error for regression) over
+  the real examples (is_real_example = 1; padding examples weigh nothing).
+  """
+
+  def __init__(self, config, num_labels, regression=False):
+    self.config = config
+    self.num_labels = 1 if regression else num_labels
+    self.regression = regression
+
+  def build_model(self):
+    model = BertClassifier(self.config, self.num_labels)
+    model.build()
+    return model
+
+  def denominators(self, batch):
+    return {"loss": tf.reduce_sum(tf.cast(batch["is_real_example"], tf.float32))}
+
+  def numerators(self, model, batch, training):
+    logits = model(batch, training=training)["logits"]
+    real = tf.cast(batch["is_real_example"], tf.float32)
+    if self.regression:
+      error = squared_error(logits[:, 0], batch["label_ids"])
+      return {"loss": tf.reduce_sum(real * error)}, {}
+    labels = batch["label_ids"]
+    return ({"loss": tf.reduce_sum(real * cross_entropy(logits, labels))},
+            {"correct": tf.reduce_sum(real * correct(logits, labels))})
+
+  def losses(self, sums, denominators):
+    loss = sums["loss"] / denominators["loss"]
+    return loss, {}
+
+  def metric_values(self, metrics, denominators):
+    if self.regression:
+      return {}
+    return {"accuracy": ops.divide_no_nan(metrics["correct"], denominators["loss"])}
+
+
+class SpanTask:
+  """SQuAD: start and end logits per token; loss = mean of the two cross entropies."""
+
+  def __init__(self, config):
+    self.config = config
+
+  def build_model(self):
+    model = BertSpanLabeler(self.config)
+    model.build()
+    return model
+
+  def denominators(self, batch):
+    return {"loss": tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)}
+
+  def numerators(self, model, batch, training):
+    out = model(batch, training=training)
+    start, end = batch["start_positions"], batch["end_positions"]
+    loss = 0.5 * (tf.reduce_sum(cross_entropy(out["start_logits"], start))
+                  + tf.reduce_sum(cross_entropy(out["end_logits"], end)))
+    return ({"loss": loss}, {"start_correct": tf.reduce_sum(correct(out["start_logits"], start)),
+                             "end_correct": tf.reduce_sum(correct(out["end_logits"], end))})
+
+  def losses(self, sums, denominators):
+    return sums["loss"] / denominators["loss"], {}
+
+  def metric_values(self, metrics, denominators):
+    return {"start_accuracy": ops.divide_no_nan(metrics["start_correct"], denominators["loss"]),
+            "end_accuracy": ops.divide_no_nan(metrics["end_correct"], denominators["loss"])}

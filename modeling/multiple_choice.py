@@ -11,8 +11,7 @@ import tensorflow as tf
 from keras import ops
 
 from modeling import heads
-from modeling.models import _TaskModel
-from modeling.tasks import ClassificationTask
+from modeling.heads import ClassificationTask, _TaskModel
 
 
 class BertMultipleChoice(_TaskModel):

@@ -11,7 +11,7 @@ import tensorflow as tf
 from keras import ops
 
 from modeling import heads
-from modeling.models import _TaskModel
+from modeling.heads import _TaskModel
 
 COMBINES = ("concat", "sum", "weighted")
 

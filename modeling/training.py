@@ -1,5 +1,9 @@
 """The training loop of the scripts, under any tf.distribute strategy.
 
+The Trainer only runs steps: the entry script gives it batches
+(data/pipeline.py) and a task (modeling/heads.py) that builds the model and
+turns a batch into its loss; no loss or model is defined here.
+
 One optimizer step:
   1. the task's loss denominators (mask weights, example counts) are summed
      over the global batch: all micro-batches, all replicas;
@@ -60,7 +64,7 @@ class Trainer:
 
   Args:
     strategy: a tf.distribute strategy.
-    task: e.g. tasks.PretrainingTask.
+    task: e.g. heads.PretrainingTask.
     make_optimizer: callable(names: dict variable path -> original name) -> optimizer.
     config: TrainConfig.
   """

@@ -17,7 +17,7 @@ from conftest import write_vocab
 from data import glue, squad, tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
-from modeling.models import BertClassifier, BertSpanLabeler
+from modeling.heads import BertClassifier, BertSpanLabeler
 from helpers import randomize
 from scripts import run_script
 
