@@ -1,4 +1,4 @@
-"""Runtime set-up shared by the training scripts: strategy, precision, seeds.
+"""Runtime set-up shared by the training scripts: strategy, precision, seeds, preemption.
 
 Strategies are TensorFlow's own: the default (one device), MirroredStrategy
 (the GPUs of one machine), MultiWorkerMirroredStrategy (several machines,
@@ -66,6 +66,14 @@ def is_chief(strategy):
     return True
   return resolver.task_type == "chief" or (resolver.task_type == "worker"
                                            and resolver.task_id == 0)
+
+
+def preemption_handler(strategy, checkpoint_manager):
+  """TF's coordinated preemption handling where it applies (multi-worker, TPU), else None."""
+  if isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
+    return tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, checkpoint_manager)
+  return None
 
 
 def describe(strategy):

@@ -1,8 +1,14 @@
-"""What training leaves for people to read: the CSV log, eval_results.txt, the curves PNG."""
+"""What training leaves for people to read: the step log, the CSV log, eval_results.txt, the curves PNG."""
 
 import csv
+import os
+import time
+
+import tensorflow as tf
+from absl import logging
 
 from data import files
+from data.progress import format_duration
 
 
 class CsvLog:
@@ -18,6 +24,45 @@ class CsvLog:
       if new:
         w.writerow(["step", *values])
       w.writerow([step, *(f"{v:.6g}" for v in values.values())])
+
+
+class StepLog:
+  """Averages training values between log points and reports them: the log line, TensorBoard
+  scalars under output_dir/train and train_log.csv (files on the chief only)."""
+
+  def __init__(self, output_dir, num_train_steps, global_batch_size, step, chief):
+    self.num_train_steps, self.global_batch_size = num_train_steps, global_batch_size
+    self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+                   if chief else tf.summary.create_noop_writer())
+    self.csv = CsvLog(os.path.join(output_dir, "train_log.csv")) if chief else None
+    self.mark_step, self.mark_time = step, time.time()
+    self.pending, self.pending_steps = {}, 0
+
+  def add(self, totals, steps):
+    """Adds {name: value summed over `steps` steps}."""
+    self.pending = {k: self.pending.get(k, 0.0) + float(v) for k, v in totals.items()}
+    self.pending_steps += steps
+
+  def write(self, step):
+    """Reports the means of the values added since the last report, with rates and ETA."""
+    now = time.time()
+    values = {k: v / self.pending_steps for k, v in self.pending.items()}
+    rate = (step - self.mark_step) / max(now - self.mark_time, 1e-9)
+    values["steps_per_second"] = rate
+    values["sequences_per_second"] = rate * self.global_batch_size
+    remaining = (self.num_train_steps - step) / max(rate, 1e-9)
+    parts = " ".join(f"{k} {v:.4g}" for k, v in values.items()
+                     if k not in ("steps_per_second", "sequences_per_second"))
+    logging.info("step %d/%d %s | %.2f steps/s, %.1f sequences/s | ETA %s", step,
+                 self.num_train_steps, parts, rate, values["sequences_per_second"],
+                 format_duration(remaining))
+    with self.writer.as_default(step=step):
+      for k, v in values.items():
+        tf.summary.scalar(k, v)
+    if self.csv is not None:
+      self.csv.append(step, values)
+    self.mark_step, self.mark_time = step, now
+    self.pending, self.pending_steps = {}, 0
 
 
 def write_eval_results(path, results):

@@ -28,7 +28,6 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from data.progress import format_duration
 from modeling import checkpoints, distribution, reports
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -251,36 +250,25 @@ class Trainer:
     logging.info("Model %s.", description)
     checkpoint = self._checkpoint(iterator if isinstance(iterator, tf.data.Iterator) else None)
     manager = self._manager(checkpoint)
-    preemption = self._preemption_handler(manager)
-    writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
-              if self.chief else tf.summary.create_noop_writer())
-    log = reports.CsvLog(os.path.join(config.output_dir, "train_log.csv")) if self.chief else None
+    preemption = distribution.preemption_handler(self.strategy, manager)
+    step, seconds_per_step = self.global_step, None
+    log = reports.StepLog(config.output_dir, config.num_train_steps, config.global_batch_size,
+                          step, self.chief)
     previous = signal.signal(signal.SIGTERM, self._on_sigterm) if preemption is None else None
-    step, start_step, start = self.global_step, self.global_step, time.time()
-    mark_step, mark_time = step, start
-    pending, pending_steps, seconds_per_step = {}, 0, None
     try:
       while step < config.num_train_steps:
         n = self._steps_until_boundary(step, seconds_per_step)
         call_start = time.time()
         totals, first_bad = self._train_loop(iterator, tf.constant(n))
         step = self.global_step
-        if pending_steps or n > 1:  # the first call includes tracing: not a rate
+        if log.pending_steps or n > 1:  # the first call includes tracing: not a rate
           seconds_per_step = (time.time() - call_start) / n
         if int(first_bad) >= 0 and not config.loss_scaling:
           raise ValueError(f"The loss became NaN or infinite at step {int(first_bad)}; "
                            "stopping. Try a lower --learning_rate or --dtype=float32.")
-        pending = {k: pending.get(k, 0.0) + float(v) for k, v in totals.items()}
-        pending_steps += n
+        log.add(totals, n)
         if step % config.log_steps == 0 or step == config.num_train_steps:
-          now = time.time()
-          values = {k: v / pending_steps for k, v in pending.items()}
-          rate = (step - mark_step) / max(now - mark_time, 1e-9)
-          values["steps_per_second"] = rate
-          values["sequences_per_second"] = rate * config.global_batch_size
-          self._log(step, values, start_step, start, writer, log)
-          mark_step, mark_time = step, now
-          pending, pending_steps = {}, 0
+          log.write(step)
         if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
           manager.save(checkpoint_number=step)
         if preemption is not None:
@@ -292,7 +280,7 @@ class Trainer:
     finally:
       if previous is not None:
         signal.signal(signal.SIGTERM, previous)
-      writer.flush()
+      log.writer.flush()
     if on_finish is not None and self.chief:
       on_finish()
     return step
@@ -331,27 +319,6 @@ class Trainer:
   def _on_sigterm(self, signum, frame):
     logging.warning("SIGTERM received: the run will save a checkpoint and stop.")
     self._stop_requested = True
-
-  def _preemption_handler(self, manager):
-    """TF's coordinated preemption handling where it applies (multi-worker, TPU)."""
-    if isinstance(self.strategy, (tf.distribute.MultiWorkerMirroredStrategy,
-                                  tf.distribute.TPUStrategy)):
-      return tf.distribute.experimental.PreemptionCheckpointHandler(
-          self.strategy.cluster_resolver, manager)
-    return None
-
-  def _log(self, step, values, start_step, start, writer, log):
-    remaining = (self.config.num_train_steps - step) / max(values["steps_per_second"], 1e-9)
-    parts = " ".join(f"{k} {v:.4g}" for k, v in values.items()
-                     if k not in ("steps_per_second", "sequences_per_second"))
-    logging.info("step %d/%d %s | %.2f steps/s, %.1f sequences/s | ETA %s", step,
-                 self.config.num_train_steps, parts, values["steps_per_second"],
-                 values["sequences_per_second"], format_duration(remaining))
-    with writer.as_default(step=step):
-      for k, v in values.items():
-        tf.summary.scalar(k, v)
-    if log is not None:
-      log.append(step, values)
 
   # --- Evaluation --------------------------------------------------------------
 
