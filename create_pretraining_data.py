@@ -58,7 +58,7 @@ FLAGS = flags.FLAGS
 
 def _masking_mix():
   """The --masking_mix shares as three floats; ValueError naming the flag if malformed."""
-  from data import pretraining_data
+  from data.pretraining import instances
   try:
     mix = tuple(float(part) for part in FLAGS.masking_mix.split(","))
   except ValueError:
@@ -66,7 +66,7 @@ def _masking_mix():
   source = f"--masking_mix={FLAGS.masking_mix}"
   if not mix:
     raise ValueError(f"{source}: expected three numbers MASK,SAME,RANDOM such as 0.8,0.1,0.1.")
-  pretraining_data.validate_masking_mix(mix, source)
+  instances.validate_masking_mix(mix, source)
   return mix
 
 
@@ -91,7 +91,8 @@ def main(_):
   masking_mix = _validate()
   script_utils.log_flags()
   import os
-  from data import files, pretraining_data, pretraining_generation, pretraining_streaming
+  from data import files
+  from data.pretraining import generation, instances, streaming
   from data import tokenization
 
   input_files = files.expand_file_patterns(FLAGS.input_file, "--input_file")
@@ -102,19 +103,19 @@ def main(_):
     files.ensure_writable_dir(os.path.dirname(os.path.abspath(path)), f"--output_file={path}:")
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   tokenizer.require_tokens(["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-  config = pretraining_data.GenerationConfig(
+  config = instances.GenerationConfig(
       FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
       FLAGS.short_seq_prob, FLAGS.do_whole_word_mask, FLAGS.dupe_factor, masking_mix,
       FLAGS.next_sentence)
   compression = "" if FLAGS.output_compression == "none" else "GZIP"
   logging.info("Reading %d input file(s): %s", len(input_files), ", ".join(input_files))
   if FLAGS.num_workers > 1 or FLAGS.streaming:
-    summary = pretraining_streaming.generate_streaming(
+    summary = streaming.generate_streaming(
         input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
         FLAGS.random_seed, FLAGS.num_workers, compression, FLAGS.streaming_block_tokens,
         FLAGS.shuffle_buffer_size)
   else:
-    summary = pretraining_generation.generate_exact(
+    summary = generation.generate_exact(
         input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
         FLAGS.random_seed, compression)
   for line in summary.examples:

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import features, pipeline, pretraining_corpus, pretraining_data
-from data import pretraining_generation, pretraining_streaming, tokenization
+from data import features, pipeline, tokenization
+from data.pretraining import documents, generation, instances
+from data.pretraining.streaming import generate_streaming
 from modeling import checkpoints, heads, optimization, training
 from modeling.config import BertConfig
 from scripts import last_error_line, run_script
@@ -35,9 +36,9 @@ def _expected_shares(mix, vocab_size):
 @pytest.mark.parametrize("mix", TABLE_8)
 def test_observed_shares_follow_the_masking_mix(corpus, mix):
   d, vocab_file, text = corpus
-  config = pretraining_data.GenerationConfig(64, 10, 0.15, 0.1, False, 8, mix)
+  config = instances.GenerationConfig(64, 10, 0.15, 0.1, False, 8, mix)
   out = str(d / f"mix_{'_'.join(map(str, mix))}")
-  summary = pretraining_generation.generate_exact([text], [out], vocab_file, True, config, 4)
+  summary = generation.generate_exact([text], [out], vocab_file, True, config, 4)
   assert summary.masked > 20_000
   observed = np.array([summary.masked_as_mask, summary.masked_kept, summary.masked_random])
   vocab = tokenization.FullTokenizer(vocab_file).vocab
@@ -58,31 +59,29 @@ def test_observed_shares_follow_the_masking_mix(corpus, mix):
 
 def test_default_mix_draws_exactly_the_original(corpus):
   d, vocab_file, text = corpus
-  base = pretraining_data.GenerationConfig(64, 10, 0.15, 0.1, False, 2)
+  base = instances.GenerationConfig(64, 10, 0.15, 0.1, False, 2)
   explicit = base._replace(masking_mix=tuple(float(s) for s in "0.8,0.1,0.1".split(",")),
                            next_sentence=True)
   a, b = str(d / "default"), str(d / "explicit")
-  pretraining_generation.generate_exact([text], [a], vocab_file, True, base, 9)
-  pretraining_generation.generate_exact([text], [b], vocab_file, True, explicit, 9)
+  generation.generate_exact([text], [a], vocab_file, True, base, 9)
+  generation.generate_exact([text], [b], vocab_file, True, explicit, 9)
   assert open(a, "rb").read() == open(b, "rb").read()
   assert 0.1 / (0.1 + 0.1) == 0.5  # the second draw's threshold is the original's exactly
   other = str(d / "other")  # and a different mix does change the records
-  pretraining_generation.generate_exact([text], [other], vocab_file, True,
-                                        base._replace(masking_mix=(0.8, 0.0, 0.2)), 9)
+  generation.generate_exact([text], [other], vocab_file, True,
+                            base._replace(masking_mix=(0.8, 0.0, 0.2)), 9)
   assert open(a, "rb").read() != open(other, "rb").read()
 
 
 def test_without_next_sentence_each_instance_is_contiguous_text_of_one_document(corpus):
   d, vocab_file, text = corpus
   tokenizer = tokenization.FullTokenizer(vocab_file)
-  vocab = pretraining_data.masking_vocab(tokenizer.vocab)
-  read = pretraining_corpus.ReadStats()
-  data = pretraining_corpus.read_corpus([text], tokenizer, read)
+  vocab = instances.masking_vocab(tokenizer.vocab)
+  read = documents.ReadStats()
+  data = documents.read_corpus([text], tokenizer, read)
   for short in (0.1, 0.9):
-    config = pretraining_data.GenerationConfig(64, 10, 0.15, short, False, 2,
-                                               next_sentence=False)
-    store, _, _ = pretraining_data.create_training_instances(data, config, vocab,
-                                                             random.Random(3))
+    config = instances.GenerationConfig(64, 10, 0.15, short, False, 2, next_sentence=False)
+    store, _, _ = instances.create_training_instances(data, config, vocab, random.Random(3))
     a0, a1, b0, b1, nsp = store.ranges.T
     assert len(store) > 500 and not nsp.any()
     first_token = data.segment_starts[data.documents[:, 0]]
@@ -98,15 +97,15 @@ def test_without_next_sentence_each_instance_is_contiguous_text_of_one_document(
 @pytest.mark.parametrize("streaming", [False, True])
 def test_without_next_sentence_labels_are_all_zero(corpus, streaming):
   d, vocab_file, text = corpus
-  config = pretraining_data.GenerationConfig(64, 10, 0.15, 0.1, False, 2,
-                                             masking_mix=(0.0, 0.2, 0.8), next_sentence=False)
+  config = instances.GenerationConfig(64, 10, 0.15, 0.1, False, 2,
+                                      masking_mix=(0.0, 0.2, 0.8), next_sentence=False)
   paths = [str(d / f"nonsp_{streaming}_{i}") for i in range(2)]
   if streaming:
-    summary = pretraining_streaming.generate_streaming(
+    summary = generate_streaming(
         [text], paths, vocab_file, True, config, 1, num_workers=2, block_tokens=5_000,
         shuffle_buffer_size=100)
   else:
-    summary = pretraining_generation.generate_exact([text], paths, vocab_file, True, config, 1)
+    summary = generation.generate_exact([text], paths, vocab_file, True, config, 1)
   records = read_records(paths, 64, 10)
   assert summary.instances == len(records["input_ids"]) > 500
   assert not records["next_sentence_labels"].any() and summary.random_next == 0
@@ -153,9 +152,9 @@ NEXT_SENTENCE_ONLY = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias",
 def model_setup(corpus):
   d, vocab_file, text = corpus
   records = str(d / "train.tfrecord")
-  pretraining_generation.generate_exact(
+  generation.generate_exact(
       [text], [records], vocab_file, True,
-      pretraining_data.GenerationConfig(L, P, 0.15, 0.1, False, 1), 1)
+      instances.GenerationConfig(L, P, 0.15, 0.1, False, 1), 1)
   size = len(open(vocab_file).read().split())
   config = BertConfig(vocab_size=size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=64)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from data import conll, corpus, files, pretraining_corpus, swag, tokenization, wordpiece_vocab
+from data import conll, corpus, files, swag, tokenization, wordpiece_vocab
+from data.pretraining import documents
 
 # Bytes that are not UTF-8 text, each with the start of the one-line error it must give.
 NOT_UTF8 = {
@@ -60,7 +61,7 @@ def test_corpus_readers_refuse_wide_text(tmp_path, encoding):
   path = tmp_path / "corpus.txt"
   path.write_bytes(encode("One doc.\nTwo lines.\n\nAnother doc.\n"))
   with pytest.raises(ValueError, match=f"{path}:1{message}"):
-    list(pretraining_corpus.read_lines([str(path)], pretraining_corpus.ReadStats()))
+    list(documents.read_lines([str(path)], documents.ReadStats()))
   with pytest.raises(ValueError, match=f"{path}:1{message}"):
     wordpiece_vocab.count_words([str(path)], True)
   with pytest.raises(ValueError, match=f"{path}{message}"):
@@ -70,8 +71,8 @@ def test_corpus_readers_refuse_wide_text(tmp_path, encoding):
 def test_corpus_reader_keeps_stray_bytes_and_utf8_bom(tmp_path):
   path = tmp_path / "corpus.txt"
   path.write_bytes(b"\xef\xbb\xbfOne\x00 doc.\nbad \xff byte\n")
-  stats = pretraining_corpus.ReadStats()
-  lines = list(pretraining_corpus.read_lines([str(path)], stats))
+  stats = documents.ReadStats()
+  lines = list(documents.read_lines([str(path)], stats))
   # The BOM stays, as in the original: the tokenizer drops it (a format character).
   assert [text for _, _, text in lines] == ["\ufeffOne\x00 doc.", "bad  byte"]
   assert stats.undecodable_bytes == 1 and stats.first_undecodable == f"{path}:2"

@@ -8,8 +8,8 @@ import tensorflow as tf
 
 import original_generator
 from conftest import write_vocab
-from data import features, mersenne, pretraining_data, pretraining_generation
-from data import pretraining_streaming, tokenization
+from data import features, tokenization
+from data.pretraining import generation, instances, mersenne, streaming
 
 STEMS = ["the", "a", "cat", "dog", "sat", "on", "mat", "ran", "far", "big", "small", "red",
          "blue", "house", "tree", "bird", "sang", "song", "day", "night", "sun", "moon"]
@@ -73,9 +73,9 @@ def test_same_instances_as_the_original_algorithm(tmp_path, setting):
   L, P, prob, short, dupe, seed, wwm, lower = setting
   vocab_file = make_vocab(tmp_path / "vocab.txt")
   corpus = make_corpus(tmp_path / "corpus.txt", documents=25, seed=seed)
-  config = pretraining_data.GenerationConfig(L, P, prob, short, wwm, dupe)
+  config = instances.GenerationConfig(L, P, prob, short, wwm, dupe)
   out = str(tmp_path / "out.tfrecord")
-  summary = pretraining_generation.generate_exact([corpus], [out], vocab_file, lower, config, seed)
+  summary = generation.generate_exact([corpus], [out], vocab_file, lower, config, seed)
   got = read_records([out], L, P)
   tokenizer = tokenization.FullTokenizer(vocab_file, lower)
   want = original_generator.generate(corpus_documents(corpus, tokenizer), tokenizer.vocab, L, P,
@@ -95,18 +95,18 @@ def test_same_instances_as_the_original_algorithm(tmp_path, setting):
 def test_round_trip_of_output_files_and_determinism(tmp_path):
   vocab_file = make_vocab(tmp_path / "vocab.txt")
   corpus = make_corpus(tmp_path / "corpus.txt", documents=10, seed=3)
-  config = pretraining_data.GenerationConfig(64, 10, 0.15, 0.1, False, 2)
+  config = instances.GenerationConfig(64, 10, 0.15, 0.1, False, 2)
   outs = [str(tmp_path / f"part{i}") for i in range(3)]
-  pretraining_generation.generate_exact([corpus], outs, vocab_file, True, config, 5, "GZIP")
+  generation.generate_exact([corpus], outs, vocab_file, True, config, 5, "GZIP")
   one = str(tmp_path / "single")
-  pretraining_generation.generate_exact([corpus], [one], vocab_file, True, config, 5)
+  generation.generate_exact([corpus], [one], vocab_file, True, config, 5)
   parts = [read_records([p], 64, 10, "GZIP")["input_ids"] for p in outs]
   single = read_records([one], 64, 10)["input_ids"]
   # Round-robin: record i went to file i % 3.
   for k in range(3):
     np.testing.assert_array_equal(parts[k], single[k::3])
   other = str(tmp_path / "other")
-  pretraining_generation.generate_exact([corpus], [other], vocab_file, True, config, 6)
+  generation.generate_exact([corpus], [other], vocab_file, True, config, 6)
   assert not np.array_equal(read_records([other], 64, 10)["input_ids"][:5], single[:5])
 
 
@@ -175,9 +175,9 @@ def big_corpus(tmp_path_factory):
 
 def test_statistics_over_20000_instances(big_corpus):
   d, vocab_file, corpus = big_corpus
-  config = pretraining_data.GenerationConfig(64, 10, 0.15, 0.1, False, 20)
+  config = instances.GenerationConfig(64, 10, 0.15, 0.1, False, 20)
   out = str(d / "exact.tfrecord")
-  summary = pretraining_generation.generate_exact([corpus], [out], vocab_file, True, config, 1)
+  summary = generation.generate_exact([corpus], [out], vocab_file, True, config, 1)
   records = read_records([out], 64, 10)
   assert len(records["input_ids"]) >= 20_000
   tok = tokenization.FullTokenizer(vocab_file)
@@ -191,9 +191,9 @@ def test_statistics_over_20000_instances(big_corpus):
 
 def test_whole_word_masking_never_splits_words(big_corpus):
   d, vocab_file, corpus = big_corpus
-  config = pretraining_data.GenerationConfig(64, 10, 0.15, 0.1, True, 1)
+  config = instances.GenerationConfig(64, 10, 0.15, 0.1, True, 1)
   out = str(d / "wwm.tfrecord")
-  pretraining_generation.generate_exact([corpus], [out], vocab_file, True, config, 2)
+  generation.generate_exact([corpus], [out], vocab_file, True, config, 2)
   tok = tokenization.FullTokenizer(vocab_file)
   ratio, _, _ = check_statistics(read_records([out], 64, 10), tok.inv_vocab, 2, 3, 4,
                                  whole_word=True)
@@ -202,9 +202,9 @@ def test_whole_word_masking_never_splits_words(big_corpus):
 
 def test_streaming_mode_statistics_and_determinism(big_corpus):
   d, vocab_file, corpus = big_corpus
-  config = pretraining_data.GenerationConfig(64, 10, 0.15, 0.1, False, 20)
+  config = instances.GenerationConfig(64, 10, 0.15, 0.1, False, 20)
   paths = [str(d / "s1"), str(d / "s2")]
-  summary = pretraining_streaming.generate_streaming(
+  summary = streaming.generate_streaming(
       [corpus], paths, vocab_file, True, config, 1, num_workers=2, block_tokens=20_000,
       shuffle_buffer_size=1000)
   records = read_records(paths, 64, 10)
@@ -216,7 +216,7 @@ def test_streaming_mode_statistics_and_determinism(big_corpus):
   np.testing.assert_allclose(kinds, [0.8, 0.1, 0.1], atol=0.015)
   assert abs(random_next - 0.5) < 0.02
   again = [str(d / "t1"), str(d / "t2")]
-  pretraining_streaming.generate_streaming(
+  streaming.generate_streaming(
       [corpus], again, vocab_file, True, config, 1, num_workers=2, block_tokens=20_000,
       shuffle_buffer_size=1000)
   for a, b in zip(paths, again):

@@ -13,7 +13,8 @@ import pytest
 import scipy.special
 import tensorflow as tf
 
-from data import features, pipeline, pretraining_data, pretraining_generation
+from data import features, pipeline
+from data.pretraining import generation, instances
 from modeling import checkpoints, heads, optimization, training
 from modeling.config import BertConfig
 from modeling.heads import BertPretrainer
@@ -30,8 +31,8 @@ def setup(tmp_path_factory):
   vocab = make_vocab(d / "vocab.txt")
   corpus = make_corpus(d / "corpus.txt", documents=20, seed=5)
   records = str(d / "train.tfrecord")
-  pretraining_generation.generate_exact(
-      [corpus], [records], vocab, True, pretraining_data.GenerationConfig(L, P, 0.15, 0.1, False, 2), 1)
+  generation.generate_exact(
+      [corpus], [records], vocab, True, instances.GenerationConfig(L, P, 0.15, 0.1, False, 2), 1)
   size = len(open(vocab).read().split())
   config = BertConfig(vocab_size=size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,

@@ -3,7 +3,7 @@
 The corpus is integer token ids in one flat array: a segment (sentence) is a
 [start, end) range of it and a document a run of consecutive segments. Every
 random decision is the original's draw from Python's Mersenne Twister, in the
-original's order (see `data/mersenne.py`), so the same corpus, vocab, flags
+original's order (see `mersenne.py`), so the same corpus, vocab, flags
 and seed give the original's instances. The loops are compiled with numba;
 they read as the Python they are.
 
@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from data import mersenne
+from data.pretraining import mersenne
 
 KEEP = -1  # replacement code: the masked position keeps its original token
 
@@ -55,19 +55,6 @@ def masking_vocab(vocab):
     is_continuation[index] = token.startswith("##")
   return MaskingVocab(vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"],
                       np.array(list(vocab.values()), np.int64), is_continuation)
-
-
-@dataclasses.dataclass
-class Corpus:
-  """Tokenized documents.
-
-  tokens: int32 [T] all token ids; segment_starts: int64 [S + 1], segment s is
-  tokens[starts[s]:starts[s + 1]]; documents: int64 [D, 2] (first segment,
-  end segment) of each non-empty document.
-  """
-  tokens: np.ndarray
-  segment_starts: np.ndarray
-  documents: np.ndarray
 
 
 @dataclasses.dataclass
@@ -269,7 +256,7 @@ def create_training_instances(corpus, config, vocab, rng, progress=None, chunk=2
   """The original's main loop: document shuffle, dupe_factor passes, instance shuffle.
 
   Args:
-    corpus: the Corpus.
+    corpus: a documents.Corpus.
     config: GenerationConfig; vocab: MaskingVocab.
     rng: a random.Random, seeded with --random_seed, advanced as the original's.
     progress: optional callable(document passes done, instances so far).

@@ -1,7 +1,8 @@
-"""Reading the generator's input: one sentence per line, a blank line between documents.
+"""The generator's input: text files read into tokenized documents and a `Corpus`.
 
-Lines are split on "\\n" only, decoded as UTF-8 with undecodable bytes dropped
-(and counted), stripped, and tokenized one by one with `FullTokenizer`
+The text has one sentence per line and a blank line between documents. Lines
+are split on "\\n" only, decoded as UTF-8 with undecodable bytes dropped (and
+counted), stripped, and tokenized one by one with `FullTokenizer`
 (`tokenize_to_ids`, which caches each word's ids). As in the original, a blank
 line starts a new document, a line whose tokenization is empty is skipped,
 empty documents are dropped and a document may continue from one input file
@@ -15,7 +16,19 @@ import dataclasses
 import numpy as np
 
 from data import files
-from data.pretraining_data import Corpus
+
+
+@dataclasses.dataclass
+class Corpus:
+  """Tokenized documents.
+
+  tokens: int32 [T] all token ids; segment_starts: int64 [S + 1], segment s is
+  tokens[starts[s]:starts[s + 1]]; documents: int64 [D, 2] (first segment,
+  end segment) of each non-empty document.
+  """
+  tokens: np.ndarray
+  segment_starts: np.ndarray
+  documents: np.ndarray
 
 
 @dataclasses.dataclass
@@ -82,17 +95,27 @@ def _finish(index, segments, stats):
 
 
 def read_corpus(paths, tokenizer, stats, progress=None):
-  """Reads and tokenizes every input file into one in-memory `Corpus`."""
-  arrays, starts, documents = [], [0], []
-  for _, segments in tokenized_documents(paths, tokenizer, stats):
+  """Reads and tokenizes every input file into one in-memory `Corpus`.
+
+  progress: optional callable(bytes read, documents read), called after each document.
+  """
+  def reported(documents):
+    for document in documents:
+      yield document
+      if progress is not None:
+        progress(stats.bytes_read, stats.documents)
+  return to_corpus(reported(tokenized_documents(paths, tokenizer, stats)))
+
+
+def to_corpus(documents):
+  """A Corpus of (index, [int32 id array per segment]) documents, in their order."""
+  arrays, starts, ranges = [], [0], []
+  for _, segments in documents:
     first = len(starts) - 1
     for segment in segments:
       arrays.append(segment)
       starts.append(starts[-1] + len(segment))
-    documents.append((first, len(starts) - 1))
-    if progress is not None:
-      progress(stats.bytes_read, stats.documents)
+    ranges.append((first, len(starts) - 1))
   tokens = np.concatenate(arrays) if arrays else np.zeros(0, np.int32)
-  return Corpus(tokens, np.array(starts, np.int64),
-                np.array(documents, np.int64).reshape(-1, 2))
+  return Corpus(tokens, np.array(starts, np.int64), np.array(ranges, np.int64).reshape(-1, 2))
 

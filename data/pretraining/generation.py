@@ -1,8 +1,11 @@
-"""Running the generator: the exact (original) mode, and writing records.
+"""The generator's exact mode, and what both modes share: record features and the summary.
 
-Exact mode reads the whole corpus, makes every instance and writes them in the
-original's shuffled order, round-robin across the output files. Memory holds
-the corpus as int32 ids and each instance as a few dozen bytes.
+Exact mode (`generate_exact`) reads the whole corpus, makes every instance and
+writes them in the original's shuffled order, round-robin across the output
+files. Memory holds the corpus as int32 ids and each instance in about 56
+bytes plus 6 per masked position. `instance_arrays` turns stored instances
+into the records' features and `Summary` is what a run reports; streaming.py
+uses both.
 """
 
 import collections
@@ -12,7 +15,8 @@ import time
 
 import numpy as np
 
-from data import files, pretraining_corpus, pretraining_data, tfrecords, tokenization
+from data import files, tfrecords, tokenization
+from data.pretraining import documents, instances
 from data.progress import Progress
 
 PRETRAINING_INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
@@ -23,7 +27,7 @@ PRETRAINING_FLOAT_FEATURES = ("masked_lm_weights",)
 @dataclasses.dataclass
 class Summary:
   """What a run read and wrote, for the closing report."""
-  read: pretraining_corpus.ReadStats
+  read: documents.ReadStats
   instances: int = 0
   instance_tokens: int = 0  # real tokens in instances, [CLS]/[SEP] excluded
   masked: int = 0
@@ -85,7 +89,7 @@ def instance_arrays(store, indices, tokens, vocab, config):
   replacements = store.replacements[flat].astype(np.int64)
   slot = flat - np.repeat(lo, counts)
   labels = ids[owner, positions]
-  ids[owner, positions] = np.where(replacements == pretraining_data.KEEP, labels, replacements)
+  ids[owner, positions] = np.where(replacements == instances.KEEP, labels, replacements)
   out = {"input_ids": ids, "input_mask": input_mask, "segment_ids": segment_ids,
          "masked_lm_positions": np.zeros((len(indices), P), np.int64),
          "masked_lm_ids": np.zeros((len(indices), P), np.int64),
@@ -114,11 +118,11 @@ def generate_exact(input_files, output_files, vocab_file, do_lower_case, config,
   """The original generator's output, made with integer ids; returns a Summary."""
   start = time.time()
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
-  vocab = pretraining_data.masking_vocab(tokenizer.vocab)
-  read = pretraining_corpus.ReadStats()
+  vocab = instances.masking_vocab(tokenizer.vocab)
+  read = documents.ReadStats()
   total_bytes = sum(files.size(f) for f in input_files)
   reading = Progress("reading", total_bytes)
-  corpus = pretraining_corpus.read_corpus(
+  corpus = documents.read_corpus(
       input_files, tokenizer, read,
       progress=lambda done, docs: reading.update(done, documents=docs, lines=read.lines))
   if not len(corpus.documents):
@@ -126,7 +130,7 @@ def generate_exact(input_files, output_files, vocab_file, do_lower_case, config,
   rng = random.Random(random_seed)
   passes = len(corpus.documents) * config.dupe_factor
   making = Progress("instances", passes)
-  store, order, short = pretraining_data.create_training_instances(
+  store, order, short = instances.create_training_instances(
       corpus, config, vocab, rng,
       progress=lambda done, count: making.update(done, documents=done, instances=count))
   summary = Summary(read, short_targets=short, document_passes=passes, config=config)
@@ -149,7 +153,7 @@ def masked_counts(replacements, vocab):
   """Counter of replacement kinds: mask, kept, random."""
   kinds = collections.Counter()
   kinds["mask"] = int((replacements == vocab.mask_id).sum())
-  kinds["kept"] = int((replacements == pretraining_data.KEEP).sum())
+  kinds["kept"] = int((replacements == instances.KEEP).sum())
   kinds["random"] = len(replacements) - kinds["mask"] - kinds["kept"]
   return kinds
 

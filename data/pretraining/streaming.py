@@ -5,7 +5,7 @@ index (count of blank lines before them) is w modulo N, and tokenizes only
 those. It gathers them into blocks of about `block_tokens` tokens and runs
 the original algorithm on each block as on a shard of its own (document
 shuffle, dupe_factor passes, random next sentences drawn from the block),
-with a seed derived from --random_seed, N and w. Instances pass through a
+with a seed derived from random_seed, N and w (`worker_seed`). Instances pass through a
 shuffle buffer of `shuffle_buffer_size` records and leave it serialized and
 framed, in chunks, for the parent to write round-robin. The parent takes chunks from
 the workers in turn, so a given seed and N always give the same files.
@@ -19,9 +19,8 @@ import random
 import time
 import traceback
 
-import numpy as np
-
-from data import files, pretraining_corpus, pretraining_data, pretraining_generation, tfrecords
+from data import files, tfrecords
+from data.pretraining import documents, generation, instances
 from data.progress import Progress
 
 _CHUNK_RECORDS = 512
@@ -32,19 +31,6 @@ def worker_seed(random_seed, num_workers, worker):
   return f"{random_seed}/{num_workers}/{worker}"
 
 
-def _block_corpus(documents):
-  """A Corpus of a list of (index, [segment arrays]) documents."""
-  arrays, starts, ranges = [], [0], []
-  for _, segments in documents:
-    first = len(starts) - 1
-    for segment in segments:
-      arrays.append(segment)
-      starts.append(starts[-1] + len(segment))
-    ranges.append((first, len(starts) - 1))
-  return pretraining_data.Corpus(np.concatenate(arrays), np.array(starts, np.int64),
-                                 np.array(ranges, np.int64).reshape(-1, 2))
-
-
 def _run_worker(worker, args, out):
   """Worker process body: generate, shuffle-buffer, serialize, send chunks to `out`."""
   try:
@@ -52,12 +38,12 @@ def _run_worker(worker, args, out):
     (input_files, vocab_file, do_lower_case, config, random_seed, num_workers,
      block_tokens, shuffle_buffer_size) = args
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
-    vocab = pretraining_data.masking_vocab(tokenizer.vocab)
-    encoder = tfrecords.ExampleEncoder(pretraining_generation.PRETRAINING_INT_FEATURES,
-                                       pretraining_generation.PRETRAINING_FLOAT_FEATURES)
+    vocab = instances.masking_vocab(tokenizer.vocab)
+    encoder = tfrecords.ExampleEncoder(generation.PRETRAINING_INT_FEATURES,
+                                       generation.PRETRAINING_FLOAT_FEATURES)
     rng = random.Random(worker_seed(random_seed, num_workers, worker))
-    read = pretraining_corpus.ReadStats()
-    summary = pretraining_generation.Summary(read)
+    read = documents.ReadStats()
+    summary = generation.Summary(read)
     buffer, outgoing = [], []
 
     def send(records, final=False):
@@ -79,21 +65,21 @@ def _run_worker(worker, args, out):
       send(emitted)
 
     def process(block):
-      corpus = _block_corpus(block)
-      store, order, short = pretraining_data.create_training_instances(corpus, config, vocab, rng)
+      corpus = documents.to_corpus(block)
+      store, order, short = instances.create_training_instances(corpus, config, vocab, rng)
       summary.short_targets += short
       summary.document_passes += len(corpus.documents) * config.dupe_factor
       for first in range(0, len(order), 4096):
-        arrays, replacements = pretraining_generation.instance_arrays(
+        arrays, replacements = generation.instance_arrays(
             store, order[first:first + 4096], corpus.tokens, vocab, config)
-        pretraining_generation.count_instances(summary, arrays, replacements, vocab)
+        generation.count_instances(summary, arrays, replacements, vocab)
         if not summary.examples:
-          summary.examples = pretraining_generation.example_lines(arrays, tokenizer)
+          summary.examples = generation.example_lines(arrays, tokenizer)
         add(encoder.encode(arrays))
 
     block, block_size = [], 0
     keep = lambda index: index % num_workers == worker
-    for document in pretraining_corpus.tokenized_documents(input_files, tokenizer, read, keep):
+    for document in documents.tokenized_documents(input_files, tokenizer, read, keep):
       block.append(document)
       block_size += sum(len(s) for s in document[1])
       if block_size >= block_tokens:
@@ -134,7 +120,7 @@ def generate_streaming(input_files, output_files, vocab_file, do_lower_case, con
              for w in range(num_workers)]
   for w in workers:
     w.start()
-  summary = pretraining_generation.Summary(pretraining_corpus.ReadStats(), config=config)
+  summary = generation.Summary(documents.ReadStats(), config=config)
   # Every worker reads every file, so the slowest one's position is the progress.
   progress = Progress("generating", total_bytes * num_workers)
   positions = [0] * num_workers
