@@ -12,6 +12,12 @@ equal the original model's. Prints one JSON line; exits 1 if any check fails.
   .venv/bin/python convert_checkpoint.py --input_checkpoint=/tmp/tf1 \
       --output_dir=/tmp/hf --output_format=hf
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --converted_dir=/tmp/hf
+
+With --head_dir (a directory made by hf_head_reference.py: a converted task-head
+checkpoint and our logits in reference.npz) it loads the class named in config.json
+(BertForQuestionAnswering, BertForSequenceClassification) instead, checks that nothing is
+missing or unexpected and that every encoder tensor equals the original's, and compares
+its logits on the reference inputs with ours (real positions only; tolerance 1e-4).
 """
 
 import argparse
@@ -59,13 +65,58 @@ def hidden_states(model, batch):
   return [h.numpy() for h in out.hidden_states], out.pooler_output.numpy()
 
 
+def check_head(head_dir, original_dir):
+  """Report of a converted task-head checkpoint against our logits in reference.npz."""
+  with open(os.path.join(head_dir, "config.json")) as f:
+    architecture = json.load(f)["architectures"][0]
+  model, info = getattr(transformers, architecture).from_pretrained(
+      head_dir, output_loading_info=True)
+  model.eval()
+  want = file_entries(os.path.join(original_dir, "model.safetensors"))
+  # The task layouts prefix the encoder's names with "bert."; BertModel's file does not.
+  got = {k.removeprefix("bert."): v
+         for k, v in file_entries(os.path.join(head_dir, "model.safetensors")).items()}
+  shared = [k for k in got if k in want]
+  reference = np.load(os.path.join(head_dir, "reference.npz"))
+  batch = {"input_ids": torch.tensor(reference["input_ids"], dtype=torch.long),
+           "attention_mask": torch.tensor(reference["input_mask"], dtype=torch.long),
+           "token_type_ids": torch.tensor(reference["segment_ids"], dtype=torch.long)}
+  with torch.no_grad():
+    out = model(**batch)
+  real = reference["input_mask"].astype(bool)
+  if architecture == "BertForQuestionAnswering":
+    pairs = [(out.start_logits.numpy()[real], reference["start_logits"][real]),
+             (out.end_logits.numpy()[real], reference["end_logits"][real])]
+  else:
+    pairs = [(out.logits.numpy(), reference["logits"])]
+  diff = max(float(np.abs(a - b).max()) for a, b in pairs)
+  report = {"transformers": transformers.__version__, "architecture": architecture,
+            "loading": {k: sorted(v) for k, v in info.items() if k != "error_msgs"},
+            "head_tensors": sorted(set(got) - set(want)),
+            "encoder_tensors_equal": f"{sum(got[k] == want[k] for k in shared)}/{len(shared)}",
+            "logits_compared": int(sum(a.size for a, _ in pairs)),
+            "max_abs_logit_difference": diff}
+  report["ok"] = (not any(report["loading"].values()) and bool(report["head_tensors"])
+                  and all(got[k] == want[k] for k in shared)
+                  and not set(want) - set(got) - {"pooler.dense.weight", "pooler.dense.bias"}
+                  and diff < 1e-4)
+  return report
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--converted_dir", required=True,
+  parser.add_argument("--converted_dir",
                       help="Directory written by convert_checkpoint.py --output_format=hf.")
+  parser.add_argument("--head_dir", help="A task-head directory from hf_head_reference.py.")
   parser.add_argument("--original_dir", default=default_model_dir(),
                       help="The original Hugging Face directory (default: the MiniLM package).")
   args = parser.parse_args()
+  if bool(args.converted_dir) == bool(args.head_dir):
+    parser.error("give one of --converted_dir and --head_dir")
+  if args.head_dir:
+    report = check_head(args.head_dir, args.original_dir)
+    print(json.dumps(report))
+    sys.exit(0 if report["ok"] else 1)
 
   report = {"transformers": transformers.__version__,
             "files": compare_files(args.original_dir, args.converted_dir)}
