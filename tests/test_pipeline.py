@@ -87,6 +87,18 @@ def test_global_batches_give_every_replica_of_a_step_one_shape(tmp_path):
   assert shapes == [[(32, [0, 1]), (16, [4, 5])], [(32, [2, 3]), (16, [6, 7])]]
 
 
+def test_prediction_pipeline_runs_without_the_autotuner(tmp_path):
+  # With the autotuner on, some prediction passes ran at half speed from start to end
+  # (benchmarks/predict_passes.py); training pipelines keep it.
+  _records(tmp_path / "r.tf_record", [3, 4, 5, 6])
+  spec = features.classifier_feature_spec(S)
+  predict = pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 2, length_multiple=8)
+  train = pipeline.record_dataset(str(tmp_path / "r.tf_record"), spec, 2, True, seed=1)
+  assert predict.options().autotune.enabled is False
+  assert train.options().autotune.enabled is not False
+  assert [b["label_ids"].numpy().tolist() for b in predict] == [[0, 1], [2, 3]]
+
+
 def test_buckets_group_similar_lengths_and_keep_every_example(tmp_path):
   rng = np.random.default_rng(1)
   lengths = rng.integers(1, S + 1, 400)
