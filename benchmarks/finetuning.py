@@ -18,6 +18,7 @@ with per-batch padding, on the same files and settings.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,9 @@ flags.DEFINE_integer("predict_examples", 0,
 flags.DEFINE_bool("tf_models", True, "Also time tf-models-official at the fixed length.")
 flags.DEFINE_bool("train", True, "Time training (else prediction only).")
 flags.DEFINE_string("hf_python", None, "A Python with torch + transformers: also run hf_peer.py.")
+MODE = re.compile(r"fixed|(trimmed|bucketed)[0-9]*")
+flags.register_validator("modes", lambda modes: all(MODE.fullmatch(m) for m in modes),
+                         "expected fixed, trimmed[N] or bucketed[N], e.g. trimmed8")
 FLAGS = flags.FLAGS
 
 
@@ -78,13 +82,19 @@ def pieces_summary(arrays):
   return f"{lengths.mean():.1f} pieces on average (median {int(sorted(lengths)[len(lengths) // 2])}, max {lengths.max()})"
 
 
+def parse_mode(mode):
+  """(kind, multiple) of a --modes entry: 'fixed' -> ('fixed', 0), 'trimmed8' -> ('trimmed', 8)."""
+  kind = mode.rstrip("0123456789")  # --modes' validator has checked the form
+  return kind, 0 if kind == "fixed" else int(mode[len(kind):] or FLAGS.batch_length_multiple)
+
+
 def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, predict_count):
   from data import pipeline
   from modeling import checkpoints, heads
   trainer = timing.benchmark_trainer(heads.ClassificationTask(config, 2), dtype,
                                      FLAGS.train_batch_size, 5e-5)
   checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
-  multiple = 0 if mode == "fixed" else FLAGS.batch_length_multiple
+  mode, multiple = parse_mode(mode)
   dataset = lambda ctx: pipeline.record_dataset(
       train_path, spec, FLAGS.train_batch_size, True, 1, ctx, shuffle_buffer=10000,
       length_multiple=multiple, bucket_by_length=mode == "bucketed")
