@@ -102,6 +102,8 @@ def main(_):
     outputs = encoder(batch, training=False)["encoder_outputs"]
     return [outputs[i] for i in layer_indexes]
 
+  multiple = (script_utils.batch_length_multiple(FLAGS.batch_length_multiple)
+              or FLAGS.max_seq_length)
   start = time.time()
   with files.atomic_output(FLAGS.output_file) as out:
     for first in range(0, len(pairs), FLAGS.batch_size):
@@ -109,7 +111,6 @@ def main(_):
                 for a, b in pairs[first:first + FLAGS.batch_size]]
       # Padding is masked, so a batch is padded only to its longest example, rounded up.
       longest = max(len(p.input_ids) for p in packed)
-      multiple = FLAGS.batch_length_multiple or FLAGS.max_seq_length
       length = min(FLAGS.max_seq_length, -(-longest // multiple) * multiple)
       values = [np.asarray(v) for v in layer_outputs(features.pad_batch(packed, length))]
       for k, p in enumerate(packed):

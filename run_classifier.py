@@ -108,7 +108,8 @@ def main(_):
       f"the training set in {FLAGS.data_dir}")
   strategy, _ = script_utils.runtime(FLAGS)
   replicas = strategy.num_replicas_in_sync
-  multiple = script_utils.batch_length_multiple(FLAGS, strategy)
+  multiple = script_utils.batch_length_multiple(
+      FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)
   trainer = script_utils.make_trainer(
       strategy, heads.ClassificationTask(config, len(task.labels or [0]), task.is_regression),

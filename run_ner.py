@@ -165,7 +165,8 @@ def main(_):
   logging.info("Labels: %s", " ".join(labels))
   strategy, _ = script_utils.runtime(FLAGS)
   replicas = strategy.num_replicas_in_sync
-  multiple = script_utils.batch_length_multiple(FLAGS, strategy)
+  multiple = script_utils.batch_length_multiple(
+      FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   task = tagging.TaggingTask(config, len(labels), FLAGS.feature_based, layers,
                              FLAGS.feature_combine, FLAGS.lstm_units)
   trainer = script_utils.make_trainer(strategy, task, num_train_steps,

@@ -103,7 +103,8 @@ def main(_):
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs, FLAGS.train_file)
   strategy, _ = script_utils.runtime(FLAGS)
-  multiple = script_utils.batch_length_multiple(FLAGS, strategy)
+  multiple = script_utils.batch_length_multiple(
+      FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   trainer = script_utils.make_trainer(
       strategy, heads.SpanTask(config), num_train_steps,
       int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size, FLAGS)

@@ -86,7 +86,8 @@ def main(_):
       os.path.join(FLAGS.data_dir, "train.csv"))
   strategy, _ = script_utils.runtime(FLAGS)
   replicas = strategy.num_replicas_in_sync
-  multiple = script_utils.batch_length_multiple(FLAGS, strategy)
+  multiple = script_utils.batch_length_multiple(
+      FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   spec = swag.feature_spec(FLAGS.num_choices, FLAGS.max_seq_length)
   trainer = script_utils.make_trainer(
       strategy, multiple_choice.MultipleChoiceTask(config), num_train_steps,

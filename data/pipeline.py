@@ -139,6 +139,11 @@ def trimmer(spec, multiple, length_feature="input_mask"):
   return trim
 
 
+# Bucket edges of --bucket_by_length, independent of the trimming multiple:
+# 16-wide buckets fill quickly and leave little padding once trimmed.
+BUCKET_WIDTH = 16
+
+
 def _parse(spec):
   def parse(records):
     parsed = tf.io.parse_example(records, spec)
@@ -165,8 +170,8 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
       longest sequence rounded up to this multiple (see `trimmer`); the
       examples and their order do not change.
     bucket_by_length: training only: batches are drawn from buckets of
-      similar length (bucket edges at multiples of `length_multiple`, or 16),
-      which changes which examples share a batch.
+      similar length (BUCKET_WIDTH positions wide), which changes which
+      examples share a batch.
   """
   names = files.expand_file_patterns(file_patterns, "records")
   dataset = tf.data.Dataset.from_tensor_slices(names)
@@ -188,7 +193,7 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   if is_training:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed)
   if bucket_by_length and is_training:
-    dataset = _bucketed(dataset, spec, batch_size, length_multiple or 16)
+    dataset = _bucketed(dataset, spec, batch_size, BUCKET_WIDTH)
   else:
     dataset = dataset.batch(batch_size, drop_remainder=is_training)
     dataset = dataset.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE)
@@ -198,11 +203,11 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _bucketed(records, spec, batch_size, multiple, length_feature="input_mask"):
-  """Full batches of parsed records grouped by length into buckets `multiple` wide."""
+def _bucketed(records, spec, batch_size, width, length_feature="input_mask"):
+  """Full batches of parsed records grouped by length into buckets `width` wide."""
   full = spec[length_feature].shape[-1]
   parsed = records.batch(256).map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-  boundaries = list(range(multiple + 1, full + 1, multiple))  # lengths 1..m, m+1..2m, ...
+  boundaries = list(range(width + 1, full + 1, width))  # lengths 1..w, w+1..2w, ...
   return parsed.bucket_by_sequence_length(
       lambda r: tf.reduce_max(tf.reduce_sum(r[length_feature], axis=-1)), boundaries,
       [batch_size] * (len(boundaries) + 1), drop_remainder=True, no_padding=True)

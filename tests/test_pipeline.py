@@ -99,25 +99,42 @@ def test_prediction_pipeline_runs_without_the_autotuner(tmp_path):
   assert [b["label_ids"].numpy().tolist() for b in predict] == [[0, 1], [2, 3]]
 
 
-def test_buckets_group_similar_lengths_and_keep_every_example(tmp_path):
+@pytest.mark.parametrize("multiple", [1, 8])
+def test_buckets_group_similar_lengths_and_keep_every_example(tmp_path, multiple):
   rng = np.random.default_rng(1)
   lengths = rng.integers(1, S + 1, 400)
   _records(tmp_path / "r.tf_record", lengths)
   spec = features.classifier_feature_spec(S)
   dataset = pipeline.record_dataset(str(tmp_path / "r.tf_record"), spec, 8, True, seed=2,
-                                    length_multiple=8, bucket_by_length=True)
+                                    length_multiple=multiple, bucket_by_length=True)
   seen = []
   for batch in dataset.take(200):
     real = batch["input_mask"].numpy().sum(1)
-    width = batch["input_ids"].shape[1]
     assert batch["input_ids"].shape[0] == 8
-    # Every example in the batch falls in the bucket (width - 8, width].
-    assert (real > width - 8).all() and (real <= width).all(), (real, width)
+    # Every example of a batch falls in one bucket, 16 positions wide whatever the
+    # multiple, and the batch is then trimmed to its longest rounded up to the multiple.
+    assert len(set((real - 1) // pipeline.BUCKET_WIDTH)) == 1, real
+    assert batch["input_ids"].shape[1] == min(S, -(-real.max() // multiple) * multiple)
     np.testing.assert_array_equal(real, lengths[batch["label_ids"].numpy()])
     seen.extend(batch["label_ids"].numpy().tolist())
   # 200 batches of 8 = four passes: every example comes back, none is stuck in a bucket.
   counts = np.bincount(seen, minlength=400)
   assert counts.min() >= 1 and counts.sum() == 1600
+
+
+def test_the_unset_multiple_is_chosen_for_the_hardware():
+  import script_utils
+  assert script_utils.batch_length_multiple(None) == 1  # CPU: exact lengths
+  assert script_utils.batch_length_multiple(None, jit_compile=True) == 16  # XLA: few shapes
+  assert script_utils.batch_length_multiple(0, jit_compile=True) == 0  # as the original
+  assert script_utils.batch_length_multiple(4) == 4
+  strategy = tf.distribute.get_strategy()
+  assert script_utils.batch_length_multiple(None, False, strategy) == 1
+  # TPUs need one static shape, whatever was asked (an uninitialised instance is enough
+  # for the isinstance check; no TPU is reached).
+  tpu = tf.distribute.TPUStrategy.__new__(tf.distribute.TPUStrategy)
+  assert script_utils.batch_length_multiple(None, False, tpu) == 0
+  assert script_utils.batch_length_multiple(8, True, tpu) == 0
 
 
 def test_two_replicas_predict_trimmed_batches_as_one_device(tmp_path):
