@@ -43,6 +43,11 @@ class BertEncoder(ConfiguredModel):
     embedding_output: float32 [B, S, H], the embedding layer's output.
 
   Dropout follows `training`; with training=False the outputs are deterministic.
+  With pooled_only=True the last block computes only the [CLS] row, all the
+  pooler reads, which saves nearly a whole layer's work (the classifier's and
+  multiple choice's heads use it): pooled_output is unchanged up to float
+  rounding, while sequence_output and the last encoder_outputs entry are
+  [B, 1, H].
   """
 
   def __init__(self, config, **kwargs):
@@ -80,7 +85,7 @@ class BertEncoder(ConfiguredModel):
     """The word embedding variable [V, H], shared with the masked-LM decoder."""
     return self.embeddings.word_embeddings
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, pooled_only=False):
     input_ids = inputs["input_ids"]
     input_mask = inputs.get("input_mask")
     segment_ids = inputs.get("segment_ids")
@@ -92,8 +97,9 @@ class BertEncoder(ConfiguredModel):
     embedding_output = x
     bias = layers.attention_bias_from_mask(input_mask)  # [B, 1, 1, S]
     encoder_outputs = []
-    for block in self.blocks:
-      x = block(x, bias, training=training)
+    for i, block in enumerate(self.blocks):
+      last = i == len(self.blocks) - 1
+      x = block(x, bias, training=training, first_rows=1 if pooled_only and last else None)
       encoder_outputs.append(x)
     pooled = ops.cast(self.pooler(x[:, 0]), "float32")  # [B, H]
     return {"sequence_output": x, "pooled_output": pooled,

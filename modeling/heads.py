@@ -183,7 +183,8 @@ class BertClassifier(_TaskModel):
     self.built = True
 
   def call(self, features, training=False):
-    pooled = self.encoder(features, training=training)["pooled_output"]
+    outputs = self.encoder(features, training=training, pooled_only=True)
+    pooled = outputs["pooled_output"]
     return {"logits": self.classifier(self.dropout(pooled, training=training))}
 
   def get_config(self):

@@ -125,17 +125,23 @@ class SelfAttention(keras.layers.Layer):
     for layer in (self.query, self.key, self.value, self.output_dense):
       layer.build(input_shape)
 
-  def call(self, x, attention_bias, training=False):
-    """x [B, S, H], float32 bias [B, 1, 1, S] -> [B, S, H] in compute dtype."""
-    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-    split = lambda t: ops.reshape(t, (batch, seq, self.num_attention_heads, self.head_size))
-    q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))  # [B, S, N, D]
-    scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, S, S]
+  def call(self, x, attention_bias, training=False, queries=None):
+    """x [B, S, H], float32 bias [B, 1, 1, S] -> [B, Q, H] in compute dtype.
+
+    queries: the rows [B, Q, H] whose outputs are wanted (default x itself,
+    Q = S); keys and values always come from all of x.
+    """
+    queries = x if queries is None else queries
+    batch, seq, rows = ops.shape(x)[0], ops.shape(x)[1], ops.shape(queries)[1]
+    split = lambda t, n: ops.reshape(t, (batch, n, self.num_attention_heads, self.head_size))
+    q = split(self.query(queries), rows)  # [B, Q, N, D]
+    k, v = split(self.key(x), seq), split(self.value(x), seq)  # [B, S, N, D]
+    scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, Q, S]
     scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
     probs = ops.softmax(scores + attention_bias, axis=-1)
     probs = ops.cast(self.dropout(probs, training=training), self.compute_dtype)
-    context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, S, N, D]
-    return self.output_dense(ops.reshape(context, (batch, seq, self.hidden_size)))
+    context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, Q, N, D]
+    return self.output_dense(ops.reshape(context, (batch, rows, self.hidden_size)))
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,
@@ -177,11 +183,17 @@ class TransformerBlock(keras.layers.Layer):
     self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
     self.output_layer_norm.build(input_shape)
 
-  def call(self, x, attention_bias, training=False):
-    """float32 [B, S, H] and bias [B, 1, 1, S] -> float32 [B, S, H]."""
-    attended = self.dropout(self.attention(x, attention_bias, training=training),
-                            training=training)
-    x = self.attention_layer_norm(ops.cast(attended, "float32") + x)
+  def call(self, x, attention_bias, training=False, first_rows=None):
+    """float32 [B, S, H] and bias [B, 1, 1, S] -> float32 [B, S, H].
+
+    first_rows: compute only the outputs of the first this many positions
+    ([B, first_rows, H]); every position still serves as key and value, so
+    those rows are what the full layer gives them.
+    """
+    queries = x if first_rows is None else x[:, :first_rows]
+    attended = self.attention(x, attention_bias, training=training, queries=queries)
+    attended = self.dropout(attended, training=training)
+    x = self.attention_layer_norm(ops.cast(attended, "float32") + queries)
     y = self.activation(self.intermediate(x))  # [B, S, I]
     y = self.dropout(self.output_dense(y), training=training)  # [B, S, H]
     return self.output_layer_norm(ops.cast(y, "float32") + x)

@@ -39,7 +39,7 @@ class BertMultipleChoice(_TaskModel):
     num_choices, length = shape[1], shape[2]
     flat = {k: ops.reshape(features[k], (-1, length))  # [B*C, S]
             for k in ("input_ids", "input_mask", "segment_ids") if k in features}
-    pooled = self.encoder(flat, training=training)["pooled_output"]  # [B*C, H]
+    pooled = self.encoder(flat, training=training, pooled_only=True)["pooled_output"]
     scores = self.choice(self.dropout(pooled, training=training))  # [B*C, 1]
     return {"logits": ops.reshape(scores, (-1, num_choices))}  # [B, C]
 

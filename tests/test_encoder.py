@@ -120,6 +120,39 @@ def test_minilm_padding_does_not_change_real_positions(minilm):
   np.testing.assert_allclose(a, b, atol=2e-5)
 
 
+def test_minilm_pooled_only_gives_the_full_pooled_output(minilm):
+  """The classifier's path (last layer on [CLS] only) against the whole last layer."""
+  encoder, tokenizer = minilm
+  f = _minilm_features(tokenizer, "Who jumps?", "The quick brown fox jumps.")
+  full, short = encoder(f), encoder(f, pooled_only=True)
+  assert short["sequence_output"].shape == (1, 1, 384)
+  np.testing.assert_allclose(short["pooled_output"], full["pooled_output"], atol=1e-6)
+  np.testing.assert_allclose(short["sequence_output"], full["sequence_output"][:, :1], atol=1e-6)
+  np.testing.assert_allclose(short["encoder_outputs"][4], full["encoder_outputs"][4], atol=0)
+
+
+def test_pooled_only_gives_the_same_gradients():
+  """Without dropout, a loss on the pooled output has the same gradient either way."""
+  config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                      intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0)
+  encoder = BertEncoder(config)
+  randomize(encoder, 5)
+  f = random_features(np.random.default_rng(1), 4, 12, 50)
+  weights = tf.constant(np.random.default_rng(2).normal(size=32), tf.float32)
+
+  def gradients(pooled_only):
+    with tf.GradientTape() as tape:
+      pooled = encoder(f, training=True, pooled_only=pooled_only)["pooled_output"]
+      loss = tf.reduce_sum(tf.sin(pooled) * weights)
+    return [tf.convert_to_tensor(g) for g in tape.gradient(loss, encoder.trainable_variables)]
+
+  full, short = gradients(False), gradients(True)
+  assert len(full) == len(short) == len(encoder.trainable_variables)
+  for variable, a, b in zip(encoder.trainable_variables, full, short):
+    np.testing.assert_allclose(b, a, atol=1e-5, err_msg=variable.path)
+
+
 def _small_encoder(dtype=None):
   config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=4, intermediate_size=64,

@@ -89,8 +89,17 @@ def test_glue_eval_and_predict_files_match_one_device(model_dir, tmp_path):
   probabilities = np.loadtxt(single / "test_results.tsv")
   assert probabilities.shape == (22, 2) and len(np.unique(probabilities[:, 0])) == 22
   assert 5 < probabilities.argmax(-1).sum() < 17  # both classes predicted
-  for name in ("test_results.tsv", "SST-2.tsv", "eval_results.txt"):
-    assert (mirrored / name).read_text() == (single / name).read_text(), name
+  # Equal up to float rounding: the last layer computes only [CLS] rows, so its
+  # matrix products have as many rows as a replica's batch, and oneDNN may sum
+  # a 2-row and a 3-row product in different orders.
+  np.testing.assert_allclose(np.loadtxt(mirrored / "test_results.tsv"), probabilities, atol=1e-6)
+  assert (mirrored / "SST-2.tsv").read_text() == (single / "SST-2.tsv").read_text()
+  results = [dict(line.split(" = ") for line in (run / "eval_results.txt").read_text().splitlines())
+             for run in (single, mirrored)]
+  assert sorted(results[0]) == sorted(results[1]) == ["eval_accuracy", "eval_loss", "global_step",
+                                                      "loss"]
+  for name in results[0]:
+    assert abs(float(results[0][name]) - float(results[1][name])) < 1e-6, name
   submission = (single / "SST-2.tsv").read_text().splitlines()
   assert submission[1:] == [f"{i}\t{p}" for i, p in enumerate(probabilities.argmax(-1))]
 
