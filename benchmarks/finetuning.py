@@ -6,11 +6,15 @@ batches; in-order global batches for prediction) and fed to the Trainer's
 compiled training loop and its predict, from the real all-MiniLM-L6-v2
 checkpoint. For each data set and dtype it measures batches padded to
 --max_seq_length (the original's way), trimmed to their longest sequence
-(--batch_length_multiple, the default), and trimmed with --bucket_by_length;
+(--batch_length_multiple; 1, exact lengths, is the scripts' default on CPUs),
+and trimmed with --bucket_by_length;
 tf-models-official's BertClassifier at the fixed length in the same run is
 the reference (float32). With --hf_python (a Python that has torch and
 transformers) it also runs benchmarks/hf_peer.py, Hugging Face's PyTorch loop
-with per-batch padding, on the same files and settings.
+with per-batch padding, on the same files and settings. Prediction figures
+are the second whole pass over the dev file (Hugging Face's are timed after
+one warm-up batch); the first pass, which traces the step once per script run,
+is printed too.
 
   python benchmarks/finetuning.py --glue_dir=../shared/data/glue \
     --conll_file=../shared/data/conll2003/train.txt --seconds=20
@@ -110,7 +114,7 @@ def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, pr
       lambda: trainer.predict(lambda ctx: pipeline.global_batches(
           predict_path, spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple)),
       predict_count)
-  return train, predict
+  return train, predict  # predict: (first pass, later passes)
 
 
 def run_tf_models(train_path, predict_path, spec, predict_count):
@@ -150,7 +154,7 @@ def run_tf_models(train_path, predict_path, spec, predict_count):
       steps += 1
     train = steps * FLAGS.train_batch_size / (time.perf_counter() - start)
   predict_fn = tf.function(lambda b: model(names(b), training=False))
-  predict = timing.pass_items_per_second(
+  _, predict = timing.pass_items_per_second(
       lambda: [predict_fn(b).numpy() for b in pipeline.global_batches(
           predict_path, spec, FLAGS.predict_batch_size)], predict_count)
   return train, predict
@@ -191,7 +195,8 @@ def main(_):
         f"{FLAGS.train_batch_size}, predict batch {FLAGS.predict_batch_size}, "
         f"max_seq_length {FLAGS.max_seq_length}, multiple {FLAGS.batch_length_multiple}")
   header = (f"{'data':<6} {'run':<28} {'train seq/s':>11} {'predict seq/s':>13} "
-            f"{'train x fixed':>13} {'predict x fixed':>15} {'train x MG':>10}")
+            f"{'train x fixed':>13} {'predict x fixed':>15} {'train x MG':>10} "
+            f"{'1st predict pass':>16}")
   rows = []
   for label, task_dir, task_name in datasets:
     task = glue.get_task(task_name)
@@ -217,15 +222,16 @@ def main(_):
     for dtype in FLAGS.dtypes:
       fixed = None
       for mode in FLAGS.modes:
-        train, predict = run_ours(config, checkpoint, dtype, mode, train_path, predict_path,
-                                  spec, count)
+        train, passes = run_ours(config, checkpoint, dtype, mode, train_path, predict_path,
+                                 spec, count)
+        first, predict = passes or (None, None)
         if mode == "fixed":
           fixed = (train, predict)
         ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
         print(f"{label:<6} {'ours ' + mode + ' ' + dtype:<28} {train or float('nan'):11.1f} "
               f"{predict if predict else float('nan'):13.1f} "
               f"{ratio(train, fixed and fixed[0]):>13} {ratio(predict, fixed and fixed[1]):>15} "
-              f"{ratio(train, mg and mg[0]):>10}", flush=True)
+              f"{ratio(train, mg and mg[0]):>10} {first or float('nan'):16.1f}", flush=True)
         rows.append((label, dtype, mode, train, predict))
     if FLAGS.hf_python:
       hf = run_hf(task_dir, task_name, FLAGS.seconds)

@@ -1,7 +1,8 @@
 """Fresh prediction passes with tf.data's autotuner off (as the scripts run) and on.
 
 Each pass is what a script's prediction does: a new `pipeline.global_batches`
-over the dev records and a new `Trainer.predict` (tracing included), MiniLM
+over the dev records and a `Trainer.predict` (whose step, traced in a warm-up
+pass, is kept), MiniLM
 classifier, batches of 8 trimmed to their exact length. The two settings
 alternate in one process, so both see the same machine. With the autotuner on,
 some passes ran at half speed for their whole length; this shows whether that
@@ -14,18 +15,19 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import timing  # noqa: E402  (same folder)
+from benchmarks import timing  # noqa: E402
 
 flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds CoLA/ in GLUE layout.")
 flags.DEFINE_string("task", "CoLA", "GLUE task whose dev file is predicted.")
 flags.DEFINE_integer("passes", 8, "Fresh passes per setting.", lower_bound=1)
 flags.DEFINE_integer("predict_batch_size", 8, "As the scripts' flag.", lower_bound=1)
-flags.DEFINE_integer("batch_length_multiple", 1, "As the scripts' flag (1: their default on CPUs).",
-                     lower_bound=0)
+flags.DEFINE_integer("batch_length_multiple", 1,
+                     "As the scripts' flag (1: their default on CPUs).", lower_bound=0)
 FLAGS = flags.FLAGS
 
 
@@ -62,12 +64,14 @@ def main(_):
   speeds = {False: [], True: []}
   for i in range(FLAGS.passes):
     for autotune in (False, True):
-      speed = timing.pass_items_per_second(lambda: trainer.predict(dataset_fn(autotune)), count)
+      start = time.perf_counter()
+      trainer.predict(dataset_fn(autotune))
+      speed = count / (time.perf_counter() - start)
       speeds[autotune].append(speed)
       print(f"pass {i + 1}: autotuner {'on ' if autotune else 'off'} {speed:6.1f} sequences/s",
             flush=True)
   print(f"\n{FLAGS.task} dev, {count} sequences, batch {FLAGS.predict_batch_size}, "
-        f"{FLAGS.passes} fresh passes each (tracing included):")
+        f"{FLAGS.passes} fresh pipelines each:")
   for autotune, label in ((False, "autotuner off (the scripts)"), (True, "autotuner on")):
     values = speeds[autotune]
     print(f"  {label:<28} min {min(values):6.1f}  median {statistics.median(values):6.1f}  "
