@@ -53,9 +53,9 @@ def _evaluate(trainer, task, examples, arrays, path, batch, spec, multiple):
   import numpy as np
   import scipy.special
   from data import metrics, pipeline
-  out = trainer.predict(lambda ctx: pipeline.global_batches(path, spec, batch, ctx,
-                                                           length_multiple=multiple),
-                        keep=("is_real_example",))
+  out = trainer.predict(lambda ctx: pipeline.global_batches(
+      path, spec, batch, ctx, length_multiple=multiple, by_length=True),
+      keep=("is_real_example",))
   real = out["is_real_example"] == 1
   logits, labels = out["logits"][real], arrays["label_ids"][:len(examples)]
   if task.is_regression:
@@ -160,7 +160,8 @@ def main(_):
         continue
       examples, _, path = prepared(split, batch, split.replace("test", "predict") + ".tf_record")
       out = trainer.predict(lambda ctx: pipeline.global_batches(
-          path, spec, batch, ctx, length_multiple=multiple), keep=("is_real_example",))
+          path, spec, batch, ctx, length_multiple=multiple, by_length=True),
+          keep=("is_real_example",))
       logits = out["logits"][out["is_real_example"] == 1]
       if not trainer.chief:
         continue

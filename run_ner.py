@@ -96,8 +96,8 @@ def _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple, rec
   records = os.path.join(FLAGS.output_dir, record_name)
   conll.write_records(arrays, records)
   spec = conll.feature_spec(FLAGS.max_seq_length)
-  out = trainer.predict(lambda ctx: pipeline.global_batches(records, spec, batch, ctx,
-                                                           length_multiple=multiple))
+  out = trainer.predict(lambda ctx: pipeline.global_batches(
+      records, spec, batch, ctx, length_multiple=multiple, by_length=True))
   predicted = conll.word_predictions(out["logits"], arrays["word_positions"], len(flat.words))
   return [labels[i] for i in predicted]
 

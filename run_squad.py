@@ -134,8 +134,8 @@ def main(_):
     spec = features.squad_feature_spec(FLAGS.max_seq_length, False)
     # Positions cut from a trimmed batch can never be an answer: fill them with -inf.
     out = trainer.predict(lambda ctx: pipeline.global_batches(
-        path, spec, batch, ctx, length_multiple=multiple), keep=("unique_ids",),
-        fill=-float("inf"))
+        path, spec, batch, ctx, length_multiple=multiple, by_length=True),
+        keep=("unique_ids",), fill=-float("inf"))
     if not trainer.chief:
       return
     results = [squad_predictions.RawResult(int(u), [float(x) for x in s],

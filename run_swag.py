@@ -115,7 +115,8 @@ def main(_):
     path = os.path.join(FLAGS.output_dir, record_name)
     swag.write_records(arrays, path)
     out = trainer.predict(lambda ctx: pipeline.global_batches(
-        path, spec, batch, ctx, length_multiple=multiple), keep=("is_real_example",))
+        path, spec, batch, ctx, length_multiple=multiple, by_length=True),
+        keep=("is_real_example",))
     logits = out["logits"][out["is_real_example"] == 1] if out else np.zeros((0, 1))
     return examples, arrays["label_ids"][:len(examples)], logits
 

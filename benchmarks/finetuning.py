@@ -112,7 +112,8 @@ def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, pr
     return train, None
   predict = timing.pass_items_per_second(
       lambda: trainer.predict(lambda ctx: pipeline.global_batches(
-          predict_path, spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple)),
+          predict_path, spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple,
+          by_length=True)),  # as the scripts: sorted by length in windows when trimmed
       predict_count)
   return train, predict  # predict: (first pass, later passes)
 

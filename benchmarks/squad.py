@@ -156,7 +156,8 @@ def script_path(vocab):
       spec = features.squad_feature_spec(384, False)
       first, predict = timing.pass_items_per_second(
           lambda: trainer.predict(lambda ctx: pipeline.global_batches(
-              paths[False], spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple),
+              paths[False], spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple,
+              by_length=True),
               keep=("unique_ids",), fill=-float("inf")), count)
       fixed = fixed or (train, predict)
       print(f"{'ours ' + mode + ' ' + dtype:<26} {train:11.1f} {predict:18.1f} "

@@ -203,6 +203,17 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def _numbered_and_sorted(start, batch, length_feature="input_mask"):
+  """scan step: numbers a window's records from `start` and sorts them by length (stable)."""
+  count = tf.shape(batch[length_feature], out_type=tf.int64)[0]
+  batch = {**batch, RECORD_INDEX: tf.range(start, start + count)}
+  lengths = tf.reduce_sum(batch[length_feature], axis=-1)
+  if lengths.shape.rank > 1:  # [C, S] multiple choice: a record's longest choice
+    lengths = tf.reduce_max(lengths, axis=list(range(1, lengths.shape.rank)))
+  order = tf.argsort(lengths, stable=True)
+  return start + count, {k: tf.gather(v, order) for k, v in batch.items()}
+
+
 def _bucketed(records, spec, batch_size, width, length_feature="input_mask"):
   """Full batches of parsed records grouped by length into buckets `width` wide."""
   full = spec[length_feature].shape[-1]
@@ -213,8 +224,12 @@ def _bucketed(records, spec, batch_size, width, length_feature="input_mask"):
       [batch_size] * (len(boundaries) + 1), drop_remainder=True, no_padding=True)
 
 
+# The feature global_batches(by_length=True) adds: each row's record number.
+RECORD_INDEX = "record_index"
+
+
 def global_batches(file_patterns, spec, global_batch_size, input_context=None, compression="",
-                   length_multiple=0):
+                   length_multiple=0, by_length=False, window=64):
   """Records in file order as global batches, each input pipeline keeping its rows.
 
   The record count must be a multiple of global_batch_size (pad the data).
@@ -222,12 +237,19 @@ def global_batches(file_patterns, spec, global_batch_size, input_context=None, c
   (k = global / n) and splits them into per-replica batches, so gathering the
   replicas' outputs in order restores the file order. With `length_multiple`,
   each global batch is trimmed as a whole (see `trimmer`), so all replicas of
-  a step see one shape.
+  a step see one shape. With `by_length` too, the records of every `window`
+  global batches are sorted by length before batching, so a batch holds
+  similar lengths and little padding; each row then carries its record number
+  as RECORD_INDEX, by which Trainer.predict puts its outputs back in file order.
   """
   names = files.expand_file_patterns(file_patterns, "records")
-  dataset = tf.data.TFRecordDataset(names, compression).batch(global_batch_size,
-                                                               drop_remainder=True)
-  dataset = dataset.map(_parse(spec))
+  dataset = tf.data.TFRecordDataset(names, compression)
+  if by_length and length_multiple:
+    dataset = dataset.batch(global_batch_size * window).map(_parse(spec))
+    dataset = dataset.scan(tf.constant(0, tf.int64), _numbered_and_sorted)
+    dataset = dataset.unbatch().batch(global_batch_size, drop_remainder=True)
+  else:
+    dataset = dataset.batch(global_batch_size, drop_remainder=True).map(_parse(spec))
   trim = trimmer(spec, length_multiple)
   if trim is not None:
     dataset = dataset.map(trim)

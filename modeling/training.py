@@ -25,9 +25,11 @@ import signal
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from data import pipeline
 from modeling import checkpoints, distribution, reports
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -363,6 +365,8 @@ class Trainer:
     global batch (see pipeline.global_batches). Returns numpy arrays of the
     model's outputs plus the input features named in `keep`. Per-token outputs
     of trimmed batches are padded back to the longest batch with `fill`.
+    Batches sorted by length (rows carrying pipeline.RECORD_INDEX) come back
+    in record order.
     """
     if self.strategy.num_replicas_in_sync == 1:
       # One replica: the plain dataset; a distributed one's Python-side
@@ -370,6 +374,9 @@ class Trainer:
       dataset = dataset_fn(tf.distribute.InputContext())
     else:
       dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+
+    numbered = pipeline.RECORD_INDEX in dataset.element_spec
+    keep = tuple(keep) + ((pipeline.RECORD_INDEX,) if numbered else ())
 
     @tf.autograph.experimental.do_not_convert
     def replica(batch):
@@ -385,7 +392,11 @@ class Trainer:
     chunks = [{k: v.numpy() for k, v in step(batch).items()} for batch in dataset]
     if not chunks:
       return {}
-    return {k: _concatenate([c[k] for c in chunks], fill) for k in chunks[0]}
+    outputs = {k: _concatenate([c[k] for c in chunks], fill) for k in chunks[0]}
+    if numbered:
+      order = np.argsort(outputs.pop(pipeline.RECORD_INDEX), kind="stable")
+      outputs = {k: v[order] for k, v in outputs.items()}
+    return outputs
 
   def _traced_once(self, key, spec, fn):
     """fn compiled for the input `spec`, whose unknown lengths cover trimmed batches.
@@ -402,7 +413,6 @@ class Trainer:
 
 def _concatenate(arrays, fill):
   """Concatenates along axis 0, padding every other axis to its largest size with `fill`."""
-  import numpy as np
   shape = np.max([a.shape for a in arrays], axis=0)
   padded = [a if a.shape[1:] == tuple(shape[1:]) else
             np.pad(a, [(0, 0)] + [(0, int(s - n)) for s, n in zip(shape[1:], a.shape[1:])],

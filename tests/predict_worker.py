@@ -2,8 +2,9 @@
 
 Run as a script by the tests (logical devices must be set before TensorFlow
 starts): python predict_worker.py RECORDS MAX_SEQ_LENGTH BATCH. Prints a JSON
-line with the largest difference between the two runs' logits and whether
-the rows came back in file order.
+line with the largest difference between the runs' logits and whether the
+rows came back in file order, each way with records in file order and sorted
+by length.
 """
 
 import json
@@ -37,14 +38,18 @@ def main(records, max_seq_length, batch):
         lambda names: optimization.create_optimizer("adamw", 1e-3, 10, 1, names),
         training.TrainConfig(output_dir="/tmp/unused", num_train_steps=10,
                              global_batch_size=batch))
-    outputs.append(trainer.predict(lambda ctx: pipeline.global_batches(
-        records, spec, batch, ctx, length_multiple=4), keep=("label_ids",)))
-  single, mirrored = outputs
+    for by_length in (False, True):  # file order; sorted by length in windows of 2 batches
+      outputs.append(trainer.predict(lambda ctx: pipeline.global_batches(
+          records, spec, batch, ctx, length_multiple=4, by_length=by_length, window=2),
+          keep=("label_ids",)))
+  single = outputs[0]
+  in_order = lambda out: out["label_ids"].tolist() == list(range(len(out["label_ids"])))
   print(json.dumps({
-      "replicas": 2, "rows": len(mirrored["logits"]),
-      "max_difference": float(np.abs(single["logits"] - mirrored["logits"]).max()),
-      "file_order": mirrored["label_ids"].tolist() == list(range(len(mirrored["label_ids"]))),
-      "single_file_order": single["label_ids"].tolist() == list(range(len(single["label_ids"])))}))
+      "replicas": 2, "rows": [len(out["logits"]) for out in outputs],
+      "max_difference": max(float(np.abs(single["logits"] - out["logits"]).max())
+                            for out in outputs),
+      "file_order": [in_order(out) for out in outputs],
+      "keys": [sorted(out) for out in outputs]}))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,31 @@ def test_trimmed_datasets_keep_examples_and_order(tmp_path):
   assert arrays["label_ids"].tolist() == list(range(12))
 
 
+def test_length_sorted_prediction_batches_number_every_record_once(tmp_path):
+  lengths = [3, 30, 4, 5, 2, 2, 3, 9, 17, 40, 1, 6, 8, 8, 2, 5]
+  _records(tmp_path / "r.tf_record", lengths)
+  spec = features.classifier_feature_spec(S)
+  batches = list(pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 4,
+                                         length_multiple=1, by_length=True, window=2))
+  index = np.concatenate([b[pipeline.RECORD_INDEX].numpy() for b in batches])
+  labels = np.concatenate([b["label_ids"].numpy() for b in batches])
+  real = [b["input_mask"].numpy().sum(1) for b in batches]
+  np.testing.assert_array_equal(index, labels)  # record i is labelled i
+  assert sorted(index.tolist()) == list(range(16))
+  # Each window of 2 batches (8 records) is sorted by length, stably, and each
+  # batch is then cut to its own longest record.
+  for window in (index[:8], index[8:]):
+    assert sorted(window.tolist()) == list(range(window.min(), window.min() + 8))
+    assert [lengths[i] for i in window] == sorted(lengths[i] for i in window)
+  assert index[:4].tolist() == [4, 5, 0, 6]  # lengths 2, 2, 3, 3: ties keep file order
+  assert [b["input_ids"].shape[1] for b in batches] == [int(r.max()) for r in real]
+  assert [b["input_ids"].shape[1] for b in batches] == [3, 30, 6, 40]
+  # Without trimming, sorting would gain nothing: file order, no record numbers.
+  plain = list(pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 4, by_length=True))
+  assert pipeline.RECORD_INDEX not in plain[0]
+  assert np.concatenate([b["label_ids"] for b in plain]).tolist() == list(range(16))
+
+
 def test_global_batches_give_every_replica_of_a_step_one_shape(tmp_path):
   lengths = [3, 30, 4, 5, 2, 2, 3, 9]
   _records(tmp_path / "r.tf_record", lengths)
@@ -152,7 +177,9 @@ def test_two_replicas_predict_trimmed_batches_as_one_device(tmp_path):
                         env={**os.environ, "PYTHONPATH": root})
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert result["rows"] == 12 and result["file_order"] and result["single_file_order"]
+  # One device, then two replicas; each with records in file order, then sorted by length.
+  assert result["rows"] == [12] * 4 and result["file_order"] == [True] * 4, result
+  assert result["keys"] == [["label_ids", "logits"]] * 4, result
   assert result["max_difference"] < 1e-5, result
 
 
