@@ -95,6 +95,7 @@ def main(_):
     raise ValueError(f"--input_file={FLAGS.input_file} holds no lines.")
 
   encoder = BertEncoder(config)
+  encoder.pack_tokens = True  # layers run on real tokens only (no XLA here)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
 
   @tf.function(reduce_retracing=True)

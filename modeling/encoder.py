@@ -48,12 +48,19 @@ class BertEncoder(ConfiguredModel):
   multiple choice's heads use it): pooled_output is unchanged up to float
   rounding, while sequence_output and the last encoder_outputs entry are
   [B, 1, H].
+
+  With pack_tokens set, the layers run on the real tokens alone
+  (layers.PackedTokens): the outputs are the same up to float rounding, with
+  zeros at padded positions, and dropout draws different masks. Shapes then
+  depend on the input_mask's values, which XLA and TPUs cannot compile
+  without padding them back, so the Trainer sets it only outside XLA.
   """
 
   def __init__(self, config, **kwargs):
     kwargs.setdefault("name", "bert")
     super().__init__(config, **kwargs)
     config = self.config
+    self.pack_tokens = False
     # Embeddings stay float32: the sum of three tables feeds LayerNorm.
     self.embeddings = layers.BertEmbeddings(
         config.vocab_size, config.hidden_size, config.max_position_embeddings,
@@ -93,14 +100,22 @@ class BertEncoder(ConfiguredModel):
       input_mask = ops.ones_like(input_ids)
     if segment_ids is None:
       segment_ids = ops.zeros_like(input_ids)
-    x = self.embeddings(input_ids, segment_ids, training=training)  # [B, S, H]
-    embedding_output = x
     bias = layers.attention_bias_from_mask(input_mask)  # [B, 1, 1, S]
-    encoder_outputs = []
+    if self.pack_tokens:
+      packed = layers.PackedTokens(input_mask)
+      x = self.embeddings(packed.pack(input_ids), packed.pack(segment_ids), training=training,
+                          position_ids=packed.positions[:, 1])  # [T, H]
+    else:
+      packed = None
+      x = self.embeddings(input_ids, segment_ids, training=training)  # [B, S, H]
+    outputs = [x]
     for i, block in enumerate(self.blocks):
-      last = i == len(self.blocks) - 1
-      x = block(x, bias, training=training, first_rows=1 if pooled_only and last else None)
-      encoder_outputs.append(x)
+      first_rows = 1 if pooled_only and i == len(self.blocks) - 1 else None
+      x = block(x, bias, training=training, first_rows=first_rows, packed=packed)
+      outputs.append(x if packed is None or first_rows else packed.pad(x))
+    if packed is not None:
+      outputs[0] = packed.pad(outputs[0])
+    x = outputs[-1]
     pooled = ops.cast(self.pooler(x[:, 0]), "float32")  # [B, H]
     return {"sequence_output": x, "pooled_output": pooled,
-            "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
+            "encoder_outputs": outputs[1:], "embedding_output": outputs[0]}

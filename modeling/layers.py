@@ -11,6 +11,7 @@ block hands float32 to the next.
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from modeling.config import LAYER_NORM_EPSILON
@@ -80,12 +81,19 @@ class BertEmbeddings(keras.layers.Layer):
     self.position_embeddings = table("position_embeddings", self.max_position_embeddings)
     self.layer_norm.build(tuple(input_shape) + (self.hidden_size,))
 
-  def call(self, input_ids, segment_ids, training=False):
-    """int [B, S] ids and segment ids -> float32 [B, S, H]."""
-    seq_length = ops.shape(input_ids)[1]
+  def call(self, input_ids, segment_ids, training=False, position_ids=None):
+    """int [B, S] ids and segment ids -> float32 [B, S, H].
+
+    With position_ids (int [T]), the ids are [T] tokens at those positions
+    (the real tokens of a batch, see PackedTokens) and the output is [T, H].
+    """
+    if position_ids is None:
+      positions = self.position_embeddings[None, :ops.shape(input_ids)[1]]
+    else:
+      positions = ops.take(self.position_embeddings, position_ids, axis=0)
     x = (ops.take(self.word_embeddings, input_ids, axis=0)
          + ops.take(self.token_type_embeddings, segment_ids, axis=0)
-         + self.position_embeddings[None, :seq_length])
+         + positions)
     x = self.layer_norm(ops.cast(x, "float32"))
     return self.dropout(x, training=training)
 
@@ -125,23 +133,33 @@ class SelfAttention(keras.layers.Layer):
     for layer in (self.query, self.key, self.value, self.output_dense):
       layer.build(input_shape)
 
-  def call(self, x, attention_bias, training=False, queries=None):
+  def call(self, x, attention_bias, training=False, queries=None, packed=None):
     """x [B, S, H], float32 bias [B, 1, 1, S] -> [B, Q, H] in compute dtype.
 
     queries: the rows [B, Q, H] whose outputs are wanted (default x itself,
     Q = S); keys and values always come from all of x.
+    packed: a PackedTokens when x holds only the real tokens' rows [T, H].
+      Keys and values are projected from those rows and put back in place for
+      the attention (zeros at padding, which the bias masks); without
+      `queries` the output is [T, H] too.
     """
-    queries = x if queries is None else queries
-    batch, seq, rows = ops.shape(x)[0], ops.shape(x)[1], ops.shape(queries)[1]
+    packed_queries = packed is not None and queries is None
+    q = self.query(x if queries is None else queries)
+    k, v = self.key(x), self.value(x)
+    if packed is not None:
+      k, v = packed.pad(k), packed.pad(v)
+      q = packed.pad(q) if packed_queries else q
+    batch, seq, rows = ops.shape(k)[0], ops.shape(k)[1], ops.shape(q)[1]
     split = lambda t, n: ops.reshape(t, (batch, n, self.num_attention_heads, self.head_size))
-    q = split(self.query(queries), rows)  # [B, Q, N, D]
-    k, v = split(self.key(x), seq), split(self.value(x), seq)  # [B, S, N, D]
+    q = split(q, rows)  # [B, Q, N, D]
+    k, v = split(k, seq), split(v, seq)  # [B, S, N, D]
     scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, Q, S]
     scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
     probs = ops.softmax(scores + attention_bias, axis=-1)
     probs = ops.cast(self.dropout(probs, training=training), self.compute_dtype)
     context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, Q, N, D]
-    return self.output_dense(ops.reshape(context, (batch, rows, self.hidden_size)))
+    context = ops.reshape(context, (batch, rows, self.hidden_size))
+    return self.output_dense(packed.pack(context) if packed_queries else context)
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,
@@ -183,15 +201,22 @@ class TransformerBlock(keras.layers.Layer):
     self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
     self.output_layer_norm.build(input_shape)
 
-  def call(self, x, attention_bias, training=False, first_rows=None):
+  def call(self, x, attention_bias, training=False, first_rows=None, packed=None):
     """float32 [B, S, H] and bias [B, 1, 1, S] -> float32 [B, S, H].
 
     first_rows: compute only the outputs of the first this many positions
     ([B, first_rows, H]); every position still serves as key and value, so
     those rows are what the full layer gives them.
+    packed: a PackedTokens when x holds only the real tokens' rows [T, H]; the
+    output is then [T, H] (or [B, first_rows, H] with first_rows).
     """
-    queries = x if first_rows is None else x[:, :first_rows]
-    attended = self.attention(x, attention_bias, training=training, queries=queries)
+    if first_rows is None:
+      queries = None
+    else:
+      queries = (x if packed is None else packed.pad(x))[:, :first_rows]
+    attended = self.attention(x, attention_bias, training=training, queries=queries,
+                              packed=packed)
+    queries = x if queries is None else queries
     attended = self.dropout(attended, training=training)
     x = self.attention_layer_norm(ops.cast(attended, "float32") + queries)
     y = self.activation(self.intermediate(x))  # [B, S, I]
@@ -206,6 +231,32 @@ class TransformerBlock(keras.layers.Layer):
             "initializer_range": self.initializer_range,
             "dropout_rate": self.dropout_rate,
             "attention_dropout_rate": self.attention_dropout_rate}
+
+
+class PackedTokens:
+  """The real tokens of a padded batch, for running dense layers on them alone.
+
+  Every dense layer, LayerNorm and dropout of the encoder works row by row,
+  and padded rows never reach a real one (attention masks them as keys), so
+  the encoder can carry only the T real rows between layers ([T, H], batch
+  after batch, in position order) and put them back in place ([B, S, H],
+  zeros at padding) where attention needs the batch layout. On short
+  sentences in long batches that skips most of the work, with the same
+  results as computing the padding.
+  """
+
+  def __init__(self, input_mask):
+    self.positions = tf.where(tf.not_equal(input_mask, 0))  # int64 [T, 2]: (row, position)
+    self.shape = tf.shape(input_mask, out_type=tf.int64)  # [B, S]
+
+  def pack(self, padded):
+    """[B, S, ...] -> the real tokens' rows [T, ...]."""
+    return tf.gather_nd(padded, self.positions)
+
+  def pad(self, rows):
+    """[T, ...] -> [B, S, ...] with zeros at padding."""
+    return tf.scatter_nd(self.positions, rows,
+                         tf.concat([self.shape, tf.shape(rows, out_type=tf.int64)[1:]], 0))
 
 
 def attention_bias_from_mask(input_mask):

@@ -48,6 +48,9 @@ class TrainConfig:
   gradient_accumulation_steps: int = 1
   clip_norm: float = 1.0
   jit_compile: bool = False
+  # Run the encoder on real tokens only (BertEncoder.pack_tokens), except under
+  # XLA and on TPUs, which need static shapes.
+  pack_tokens: bool = True
   loss_scaling: bool = False  # dynamic loss scaling, for float16
   loss_scale_growth_steps: int = 2000  # finite steps before the loss scale doubles
 
@@ -80,6 +83,9 @@ class Trainer:
           f"{config.gradient_accumulation_steps}.")
     with strategy.scope():
       self.model = task.build_model()
+      if hasattr(self.model, "encoder"):
+        self.model.encoder.pack_tokens = config.pack_tokens and not (
+            config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy))
       table = checkpoints.variable_map(self.model)
       self.optimizer = make_optimizer({v.path: n for n, v in table.items()})
       # Built whatever the dtype, so every checkpoint holds the loss scale
