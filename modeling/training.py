@@ -55,6 +55,13 @@ class TrainConfig:
   loss_scale_growth_steps: int = 2000  # finite steps before the loss scale doubles
 
 
+def packs_tokens(config, strategy):
+  """Whether the encoder runs on real tokens only: as config.pack_tokens asks, but
+  never under XLA (config.jit_compile) or on TPUs, which need static shapes."""
+  return config.pack_tokens and not (
+      config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy))
+
+
 class _Bundle(tf.Module):
   """A trackable {name: variable} dict: checkpoint keys are the names."""
 
@@ -84,8 +91,7 @@ class Trainer:
     with strategy.scope():
       self.model = task.build_model()
       if hasattr(self.model, "encoder"):
-        self.model.encoder.pack_tokens = config.pack_tokens and not (
-            config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy))
+        self.model.encoder.pack_tokens = packs_tokens(config, strategy)
       table = checkpoints.variable_map(self.model)
       self.optimizer = make_optimizer({v.path: n for n, v in table.items()})
       # Built whatever the dtype, so every checkpoint holds the loss scale

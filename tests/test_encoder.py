@@ -1,5 +1,6 @@
 """BertEncoder against tf-models-official and the real MiniLM checkpoint, plus its contracts."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -219,3 +220,85 @@ def test_attention_bias_masks_only_keys():
   bias = layers.attention_bias_from_mask(np.array([[1, 1, 0]]))
   assert bias.shape == (1, 1, 1, 3)
   np.testing.assert_array_equal(np.asarray(bias)[0, 0, 0], [0.0, 0.0, -10000.0])
+
+
+def _minilm_batch(tokenizer):
+  """Four sequences padded to 40: three lengths and one all-padding row (a padding example)."""
+  rows = [_minilm_features(tokenizer, "Who jumps?", "The quick brown fox jumps."),
+          _minilm_features(tokenizer, "A dog."),
+          _minilm_features(tokenizer, " ".join(["fox"] * 38))]
+  batch = {k: np.zeros((4, 40), "int32") for k in rows[0]}
+  for i, row in enumerate(rows):
+    for k, v in row.items():
+      batch[k][i, :v.shape[1]] = v[0]
+  batch["input_ids"][:, 39] = 2000  # garbage behind the mask must not matter
+  return batch
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy):
+  """Layers on the real tokens only: every output at real positions as the padded
+  computation gives it, zeros at padding, in float32 and bfloat16."""
+  from data.tokenization import FullTokenizer
+  encoder = BertEncoder(checkpoints.find_config(minilm_dir), dtype=policy)
+  checkpoints.load_checkpoint(encoder, minilm_dir)
+  f = _minilm_batch(FullTokenizer(f"{minilm_dir}/vocab.txt"))
+  real = f["input_mask"][:, :, None].astype(bool)
+  for pooled_only in (False, True):
+    padded = encoder(f, pooled_only=pooled_only)
+    encoder.pack_tokens = True
+    packed = encoder(f, pooled_only=pooled_only)
+    encoder.pack_tokens = False
+    tol = 1e-5 if policy == "float32" else 2e-2
+    for name in ("embedding_output", "sequence_output"):
+      rows = real[:, :packed[name].shape[1]]
+      np.testing.assert_allclose(np.where(rows, packed[name], 0), np.where(rows, padded[name], 0),
+                                 atol=tol, err_msg=name)
+      if not (pooled_only and name == "sequence_output"):  # that one is [CLS] rows only
+        np.testing.assert_array_equal(np.where(rows, 0, packed[name]), 0, err_msg=name)
+    for i, (a, b) in enumerate(zip(padded["encoder_outputs"], packed["encoder_outputs"])):
+      rows = real[:, :b.shape[1]]
+      np.testing.assert_allclose(np.where(rows, b, 0), np.where(rows, a, 0), atol=tol,
+                                 err_msg=f"layer {i}")
+    np.testing.assert_allclose(packed["pooled_output"][:3], padded["pooled_output"][:3], atol=tol)
+    assert np.isfinite(packed["pooled_output"]).all()
+
+
+def test_packed_tokens_give_the_same_gradients():
+  """Without dropout, losses on the pooled output and on real positions have the same
+  gradients packed or padded, for every variable, inside a graph of unknown length."""
+  config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                      intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0)
+  encoder = BertEncoder(config)
+  randomize(encoder, 6)
+  f = random_features(np.random.default_rng(3), 5, 12, 50)
+  f["input_mask"][4] = f["input_ids"][4] = f["segment_ids"][4] = 0  # an all-padding row
+  weights = tf.constant(np.random.default_rng(4).normal(size=32), tf.float32)
+  spec = {k: tf.TensorSpec([None, None], tf.int32) for k in f}
+
+  def gradients(batch):
+    with tf.GradientTape() as tape:
+      out = encoder(batch, training=True)
+      real = tf.cast(batch["input_mask"], tf.float32)[:, :, None]
+      loss = (tf.reduce_sum(tf.sin(out["pooled_output"][:4]) * weights)
+              + tf.reduce_sum(tf.cos(out["sequence_output"]) * real * weights))
+    return [tf.convert_to_tensor(g) for g in tape.gradient(loss, encoder.trainable_variables)]
+
+  padded = tf.function(gradients, input_signature=[spec])(f)
+  encoder.pack_tokens = True
+  packed = tf.function(gradients, input_signature=[spec])(f)
+  for variable, a, b in zip(encoder.trainable_variables, padded, packed):
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=variable.path)
+  assert np.abs(padded[0]).max() > 0
+
+
+def test_trainer_packs_tokens_only_where_shapes_may_vary():
+  from modeling import training
+  config = training.TrainConfig(output_dir="", num_train_steps=1, global_batch_size=8)
+  default = tf.distribute.get_strategy()
+  tpu = tf.distribute.TPUStrategy.__new__(tf.distribute.TPUStrategy)
+  assert training.packs_tokens(config, default)
+  assert not training.packs_tokens(config, tpu)
+  assert not training.packs_tokens(dataclasses.replace(config, jit_compile=True), default)
+  assert not training.packs_tokens(dataclasses.replace(config, pack_tokens=False), default)
