@@ -4,10 +4,12 @@ Runs the classifier's own path: GLUE files read and packed by data/glue.py,
 records written to disk, read back by data/pipeline.py (shuffled training
 batches; in-order global batches for prediction) and fed to the Trainer's
 compiled training loop and its predict, from the real all-MiniLM-L6-v2
-checkpoint. For each data set and dtype it measures batches padded to
---max_seq_length (the original's way), trimmed to their longest sequence
-(--batch_length_multiple; 1, exact lengths, is the scripts' default on CPUs),
-and trimmed with --bucket_by_length;
+checkpoint. For each data set and dtype it measures the original's way
+("fixed": batches padded to --max_seq_length, every position computed), the
+scripts' default ("trimmed": batches cut to their longest sequence,
+--batch_length_multiple 1 on CPUs, and layers run on the real tokens only),
+"unpacked" (trimmed, but the layers compute the padding too) and "bucketed"
+(trimmed with --bucket_by_length);
 tf-models-official's BertClassifier at the fixed length in the same run is
 the reference (float32). With --hf_python (a Python that has torch and
 transformers) it also runs benchmarks/hf_peer.py, Hugging Face's PyTorch loop
@@ -40,9 +42,9 @@ flags.DEFINE_list("tasks", ["CoLA", "RTE"], "GLUE tasks under --glue_dir.")
 flags.DEFINE_string("conll_file", "../shared/data/conll2003/train.txt",
                     "CoNLL file whose sentences give a third length distribution ('' to skip).")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
-flags.DEFINE_list("modes", ["fixed", "trimmed", "bucketed"],
-                  "Batching modes to run: fixed, trimmed, bucketed; a number after trimmed or "
-                  "bucketed sets that case's multiple (trimmed8: multiple 8), else "
+flags.DEFINE_list("modes", ["fixed", "unpacked", "trimmed", "bucketed"],
+                  "Cases to run: fixed, unpacked, trimmed, bucketed; a number after any but "
+                  "fixed sets that case's multiple (trimmed8: multiple 8), else "
                   "--batch_length_multiple.")
 flags.DEFINE_integer("max_seq_length", 128, "As the scripts' flag.")
 flags.DEFINE_integer("train_batch_size", 32, "As the scripts' flag.")
@@ -55,9 +57,9 @@ flags.DEFINE_integer("predict_examples", 0,
 flags.DEFINE_bool("tf_models", True, "Also time tf-models-official at the fixed length.")
 flags.DEFINE_bool("train", True, "Time training (else prediction only).")
 flags.DEFINE_string("hf_python", None, "A Python with torch + transformers: also run hf_peer.py.")
-MODE = re.compile(r"fixed|(trimmed|bucketed)[0-9]*")
+MODE = re.compile(r"fixed|(trimmed|unpacked|bucketed)[0-9]*")
 flags.register_validator("modes", lambda modes: all(MODE.fullmatch(m) for m in modes),
-                         "expected fixed, trimmed[N] or bucketed[N], e.g. trimmed8")
+                         "expected fixed, trimmed[N], unpacked[N] or bucketed[N], e.g. trimmed8")
 FLAGS = flags.FLAGS
 
 
@@ -96,10 +98,11 @@ def parse_mode(mode):
 def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, predict_count):
   from data import pipeline
   from modeling import checkpoints, heads
-  trainer = timing.benchmark_trainer(heads.ClassificationTask(config, 2), dtype,
-                                     FLAGS.train_batch_size, 5e-5)
-  checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
   mode, multiple = parse_mode(mode)
+  trainer = timing.benchmark_trainer(heads.ClassificationTask(config, 2), dtype,
+                                     FLAGS.train_batch_size, 5e-5,
+                                     pack_tokens=mode in ("trimmed", "bucketed"))
+  checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
   dataset = lambda ctx: pipeline.record_dataset(
       train_path, spec, FLAGS.train_batch_size, True, 1, ctx, shuffle_buffer=10000,
       length_multiple=multiple, bucket_by_length=mode == "bucketed")

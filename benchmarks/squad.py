@@ -144,7 +144,8 @@ def script_path(vocab):
     fixed = None
     trimmed = script_utils.batch_length_multiple(None)  # the scripts' default here
     for mode, multiple in (("fixed", 0), ("trimmed", trimmed)):
-      trainer = timing.benchmark_trainer(heads.SpanTask(config), dtype, FLAGS.train_batch_size, 3e-5)
+      trainer = timing.benchmark_trainer(heads.SpanTask(config), dtype, FLAGS.train_batch_size,
+                                         3e-5, pack_tokens=mode == "trimmed")
       checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
       spec = features.squad_feature_spec(384, True)
       iterator = iter(trainer.strategy.distribute_datasets_from_function(

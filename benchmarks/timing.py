@@ -45,9 +45,10 @@ def pass_items_per_second(run_pass, count):
   return tuple(speeds)
 
 
-def benchmark_trainer(task, dtype, batch_size, learning_rate=5e-5):
+def benchmark_trainer(task, dtype, batch_size, learning_rate=5e-5, pack_tokens=True):
   """A Trainer for `task` under the default strategy in `dtype` (float32 or bfloat16), set to
-  train without end (AdamW, 10 warmup steps); the global Keras policy is left at float32."""
+  train without end (AdamW, 10 warmup steps); the global Keras policy is left at float32.
+  pack_tokens=False computes padded positions too (the original's way)."""
   import tempfile
 
   import keras
@@ -59,6 +60,6 @@ def benchmark_trainer(task, dtype, batch_size, learning_rate=5e-5):
         tf.distribute.get_strategy(), task,
         lambda names: optimization.create_optimizer("adamw", learning_rate, 10**6, 10, names),
         training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
-                             global_batch_size=batch_size))
+                             global_batch_size=batch_size, pack_tokens=pack_tokens))
   finally:
     keras.mixed_precision.set_global_policy("float32")
