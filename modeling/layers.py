@@ -241,8 +241,8 @@ class PackedTokens:
   the encoder can carry only the T real rows between layers ([T, H], batch
   after batch, in position order) and put them back in place ([B, S, H],
   zeros at padding) where attention needs the batch layout. On short
-  sentences in long batches that skips most of the work, with the same
-  results as computing the padding.
+  sentences in long batches that skips most of the work; real positions get
+  what computing the padding gives them, up to float rounding.
   """
 
   def __init__(self, input_mask):
