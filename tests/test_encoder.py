@@ -132,13 +132,19 @@ def test_minilm_pooled_only_gives_the_full_pooled_output(minilm):
   np.testing.assert_allclose(short["encoder_outputs"][4], full["encoder_outputs"][4], atol=0)
 
 
-def test_pooled_only_gives_the_same_gradients():
-  """Without dropout, a loss on the pooled output has the same gradient either way."""
+def _encoder_without_dropout(seed):
+  """A random 3-layer encoder whose gradients can be compared (no dropout)."""
   config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                       intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
                       attention_probs_dropout_prob=0.0)
   encoder = BertEncoder(config)
-  randomize(encoder, 5)
+  randomize(encoder, seed)
+  return encoder
+
+
+def test_pooled_only_gives_the_same_gradients():
+  """Without dropout, a loss on the pooled output has the same gradient either way."""
+  encoder = _encoder_without_dropout(5)
   f = random_features(np.random.default_rng(1), 4, 12, 50)
   weights = tf.constant(np.random.default_rng(2).normal(size=32), tf.float32)
 
@@ -267,11 +273,7 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy):
 def test_packed_tokens_give_the_same_gradients():
   """Without dropout, losses on the pooled output and on real positions have the same
   gradients packed or padded, for every variable, inside a graph of unknown length."""
-  config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                      intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                      attention_probs_dropout_prob=0.0)
-  encoder = BertEncoder(config)
-  randomize(encoder, 6)
+  encoder = _encoder_without_dropout(6)
   f = random_features(np.random.default_rng(3), 5, 12, 50)
   f["input_mask"][4] = f["input_ids"][4] = f["segment_ids"][4] = 0  # an all-padding row
   weights = tf.constant(np.random.default_rng(4).normal(size=32), tf.float32)
