@@ -174,7 +174,7 @@ class BertClassifier(_TaskModel):
     kwargs.setdefault("name", "bert_classifier")
     super().__init__(config, **kwargs)
     self.num_labels = num_labels
-    self.dropout = keras.layers.Dropout(0.1, dtype="float32")
+    self.dropout = layers.float32_dropout(0.1)
     self.classifier = OutputLogits(num_labels, self.config.initializer_range, name="classifier")
 
   def build(self, input_shape=None):

@@ -6,11 +6,10 @@ output goes through dropout and one dense unit, and the C scores of a
 question are normalised together.
 """
 
-import keras
 import tensorflow as tf
 from keras import ops
 
-from modeling import heads
+from modeling import heads, layers
 from modeling.heads import ClassificationTask, _TaskModel
 
 
@@ -26,7 +25,7 @@ class BertMultipleChoice(_TaskModel):
   def __init__(self, config, **kwargs):
     kwargs.setdefault("name", "bert_multiple_choice")
     super().__init__(config, **kwargs)
-    self.dropout = keras.layers.Dropout(0.1, dtype="float32")
+    self.dropout = layers.float32_dropout(0.1)
     self.choice = heads.OutputLogits(1, self.config.initializer_range, name="multiple_choice")
 
   def build(self, input_shape=None):

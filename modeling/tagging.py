@@ -10,7 +10,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from modeling import heads
+from modeling import heads, layers
 from modeling.heads import _TaskModel
 
 COMBINES = ("concat", "sum", "weighted")
@@ -38,7 +38,7 @@ class BertTagger(_TaskModel):
     kwargs.setdefault("name", "bert_tagger")
     super().__init__(config, **kwargs)
     self.num_labels = num_labels
-    self.dropout = keras.layers.Dropout(0.1, dtype="float32")
+    self.dropout = layers.float32_dropout(0.1)
     self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner")
 
   def build(self, input_shape=None):
@@ -85,7 +85,7 @@ class BertFeatureTagger(_TaskModel):
     self.lstms = [keras.layers.Bidirectional(
         keras.layers.LSTM(lstm_units, return_sequences=True, dtype="float32"),
         name=f"lstm_{i}", dtype="float32") for i in range(2)]
-    self.dropout = keras.layers.Dropout(0.1, dtype="float32")
+    self.dropout = layers.float32_dropout(0.1)
     self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner")
 
   def build(self, input_shape=None):

@@ -304,3 +304,15 @@ def test_trainer_packs_tokens_only_where_shapes_may_vary():
   assert not training.packs_tokens(config, tpu)
   assert not training.packs_tokens(dataclasses.replace(config, jit_compile=True), default)
   assert not training.packs_tokens(dataclasses.replace(config, pack_tokens=False), default)
+
+
+def test_bfloat16_dropout_keeps_the_rate():
+  """Under mixed_bfloat16 every dropout computes in float32, so a rate of 0.1 drops 10%
+  (a 16-bit dropout draws 16-bit uniforms and drops 10.16%)."""
+  mixed = _small_encoder(dtype="mixed_bfloat16")
+  dropouts = [mixed.embeddings.dropout] + [d for b in mixed.blocks
+                                           for d in (b.dropout, b.attention.dropout)]
+  assert all(d.compute_dtype == "float32" for d in dropouts)
+  kept = mixed.blocks[0].dropout(tf.ones([4000, 1000]), training=True)
+  assert abs(float(tf.reduce_mean(tf.cast(kept == 0, tf.float32))) - 0.1) < 8e-4
+  np.testing.assert_allclose(float(tf.reduce_max(kept)), 1 / 0.9, rtol=1e-6)
