@@ -4,8 +4,8 @@ Shape letters: B batch, S sequence length, H hidden size, N attention heads,
 D = H / N head size, I intermediate size.
 
 Mixed precision: matrix products run in the layer's compute dtype; softmax,
-LayerNorm and the residual sums that feed LayerNorm run in float32, and each
-block hands float32 to the next.
+dropout, LayerNorm and the residual sums that feed LayerNorm run in float32,
+and each block hands float32 to the next.
 """
 
 import math
