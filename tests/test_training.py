@@ -274,3 +274,34 @@ def test_record_length_mismatch_is_one_line(setup, tmp_path):
   assert last_error_line(proc) == (
       f"error: {setup[2]}: input_ids has 32 values per record but --max_seq_length expects 64;"
       " regenerate the data or pass the matching flag.")
+
+
+def test_compiled_loop_traces_its_step_once_and_sums_every_step(setup, tmp_path):
+  """One call of the loop runs k steps from one traced step: its summed values and final
+  weights equal k calls of one step each, on the same batches."""
+  _, _, records, model_config, init = setup
+
+  def trainer_and_batches(name):
+    trainer = training.Trainer(
+        tf.distribute.get_strategy(), heads.PretrainingTask(model_config),
+        lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
+        training.TrainConfig(output_dir=str(tmp_path / name), num_train_steps=100,
+                             global_batch_size=4))
+    checkpoints.load_checkpoint(trainer.model, init)
+    batches = pipeline.record_dataset(records, features.pretraining_feature_spec(L, P), 4, True,
+                                      seed=3)
+    return trainer, iter(batches)
+
+  looped, batches = trainer_and_batches("looped")
+  traces = []
+  step = looped._replica_step
+  looped._replica_step = lambda batch: (traces.append(1), step(batch))[1]
+  totals, first_bad = looped._train_loop(batches, tf.constant(3))
+  assert len(traces) == 1 and int(first_bad) == -1
+
+  single, batches = trainer_and_batches("single")
+  losses = [float(single._train_loop(batches, tf.constant(1))[0]["loss"]) for _ in range(3)]
+  np.testing.assert_allclose(float(totals["loss"]), sum(losses), rtol=1e-5)
+  assert int(looped.optimizer.iterations) == int(single.optimizer.iterations) == 3
+  for a, b in zip(looped.model.trainable_variables, single.model.trainable_variables):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
