@@ -25,3 +25,28 @@ def random_features(rng, batch, seq, vocab_size, type_vocab_size=2, min_len=2):
   ids = rng.integers(0, vocab_size, size=(batch, seq)).astype("int32") * mask
   segments = rng.integers(0, type_vocab_size, size=(batch, seq)).astype("int32") * mask
   return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+
+
+def assert_same_numbers(got, want, tol=1e-6, where="value"):
+  """Asserts two parsed JSON values equal: same structure and strings, numbers within `tol`.
+
+  For files computed on different devices, replica counts or batch layouts,
+  whose floats may differ in the last digits (summation order), never in kind.
+  """
+  if isinstance(want, dict):
+    assert isinstance(got, dict) and got.keys() == want.keys(), where
+    for key in want:
+      assert_same_numbers(got[key], want[key], tol, f"{where}[{key!r}]")
+  elif isinstance(want, list):
+    assert isinstance(got, list) and len(got) == len(want), where
+    for i, (g, w) in enumerate(zip(got, want)):
+      assert_same_numbers(g, w, tol, f"{where}[{i}]")
+  elif isinstance(want, (int, float)) and not isinstance(want, bool):
+    assert isinstance(got, (int, float)) and abs(got - want) <= tol, (where, got, want)
+  else:
+    assert got == want, (where, got, want)
+
+
+def read_eval_results(path):
+  """eval_results.txt as {key: float}."""
+  return {k: float(v) for k, v in (line.split(" = ") for line in open(path).read().splitlines())}
