@@ -151,14 +151,42 @@ def _parse(spec):
   return parse
 
 
+# Files one pipeline reads at once: the original's num_cpu_threads. A constant, not
+# the host's core count, so that a seeded order is the same on any machine; reading
+# is not what limits a step (benchmarks/pretraining_input.py).
+CYCLE_LENGTH = 4
+
+
+def pipeline_shard(names, input_context=None):
+  """This pipeline's files, and the (count, index) record shard it keeps of each.
+
+  With at least as many files as input pipelines, pipeline i of n reads files
+  i, i + n, ... whole (record shard None); with fewer, it reads every file and
+  keeps records i, i + n, ... of each. Either way the pipelines read disjoint
+  records that together cover every file, in any file order.
+  """
+  pipelines = input_context.num_input_pipelines if input_context else 1
+  index = input_context.input_pipeline_id if input_context else 0
+  if pipelines == 1:
+    return list(names), None
+  if len(names) >= pipelines:
+    return list(names[index::pipelines]), None
+  return list(names), (pipelines, index)
+
+
 def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
-                   input_context=None, compression="", shuffle_buffer=1000, cycle_length=4,
-                   length_multiple=0, bucket_by_length=False):
+                   input_context=None, compression="", shuffle_buffer=1000,
+                   cycle_length=CYCLE_LENGTH, length_multiple=0, bucket_by_length=False):
   """Batched, parsed records from TFRecord files.
 
-  Training: files shuffled, repeated, read interleaved, records shuffled,
-  batched with drop_remainder. Otherwise: files and records in order, one
-  pass, the last partial batch kept. int64 features become int32.
+  Training: each epoch reads this pipeline's files (see `pipeline_shard`) in a
+  fresh shuffled order, `cycle_length` at a time interleaved, then shuffles
+  records and batches with drop_remainder; it repeats forever. With a seed the
+  order is reproducible; without one, files and batches come in whichever
+  order is ready first (the original's sloppy interleave), for throughput.
+  Otherwise: files and records in order, one pass, the last partial batch
+  kept. int64 features become int32. tf.data's auto-sharding is off: the
+  dataset is already this pipeline's share.
 
   Args:
     file_patterns: comma-separated paths or globs.
@@ -166,6 +194,7 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
     batch_size: per-replica batch size.
     seed: makes shuffling (and so the whole order) reproducible.
     input_context: a tf.distribute.InputContext, or None for a single pipeline.
+    cycle_length: training: files read at once (at most this pipeline's count).
     length_multiple: when positive, each batch's token axis is cut to its
       longest sequence rounded up to this multiple (see `trimmer`); the
       examples and their order do not change.
@@ -173,25 +202,23 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
       similar length (BUCKET_WIDTH positions wide), which changes which
       examples share a batch.
   """
-  names = files.expand_file_patterns(file_patterns, "records")
+  names, record_shard = pipeline_shard(
+      files.expand_file_patterns(file_patterns, "records"), input_context)
+
+  def read(path):
+    records = tf.data.TFRecordDataset(path, compression)
+    return records.shard(*record_shard) if record_shard else records
+
   dataset = tf.data.Dataset.from_tensor_slices(names)
-  shards = input_context.num_input_pipelines if input_context else 1
-  index = input_context.input_pipeline_id if input_context else 0
-  shard_files = shards > 1 and len(names) >= shards
-  if shard_files:
-    dataset = dataset.shard(shards, index)
   if is_training:
+    # Shuffle, then repeat: every epoch reads each file once, in a new order.
     dataset = dataset.shuffle(len(names), seed=seed).repeat()
     dataset = dataset.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression),
-        cycle_length=min(cycle_length, len(names)), num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True)
-  else:
-    dataset = dataset.flat_map(lambda f: tf.data.TFRecordDataset(f, compression))
-  if shards > 1 and not shard_files:
-    dataset = dataset.shard(shards, index)
-  if is_training:
+        read, cycle_length=min(cycle_length, len(names)), num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=seed is not None)
     dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+  else:
+    dataset = dataset.flat_map(read)
   if bucket_by_length and is_training:
     dataset = _bucketed(dataset, spec, batch_size, BUCKET_WIDTH)
   else:
@@ -200,7 +227,13 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   trim = trimmer(spec, length_multiple)
   if trim is not None:
     dataset = dataset.map(trim, num_parallel_calls=tf.data.AUTOTUNE)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  options = tf.data.Options()
+  # Not re-sharded by tf.distribute (experimental_distribute_dataset, Keras fit):
+  # pipeline_shard has already given this pipeline its share.
+  options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+  if is_training and seed is None:
+    options.deterministic = False
+  return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
 def _numbered_and_sorted(start, batch, length_feature="input_mask"):
