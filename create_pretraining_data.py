@@ -90,7 +90,6 @@ def _validate():
 def main(_):
   masking_mix = _validate()
   script_utils.log_flags()
-  import os
   from data import files
   from data.pretraining import generation, instances, streaming
   from data import tokenization
@@ -98,9 +97,9 @@ def main(_):
   input_files = files.expand_file_patterns(FLAGS.input_file, "--input_file")
   output_files = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
   for path in output_files:
-    if os.path.isdir(path):  # found now, not when the finished file is renamed into place
+    if files.isdir(path):  # found now, not when the finished file is renamed into place
       raise ValueError(f"--output_file={path} is a directory; name a file.")
-    files.ensure_writable_dir(os.path.dirname(os.path.abspath(path)), f"--output_file={path}:")
+    files.ensure_writable_dir(files.parent_dir(path), f"--output_file={path}:")
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   tokenizer.require_tokens(["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
   config = instances.GenerationConfig(

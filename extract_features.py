@@ -10,7 +10,6 @@ with values rounded to 6 decimals, for every real token including [CLS]/[SEP].
 """
 
 import json
-import os
 import time
 
 import script_utils
@@ -73,11 +72,9 @@ def main(_):
   from modeling import checkpoints
   from modeling.encoder import BertEncoder
 
-  if tf.io.gfile.isdir(FLAGS.output_file):
+  if files.isdir(FLAGS.output_file):
     raise ValueError(f"--output_file={FLAGS.output_file} is a directory; name a file.")
-  files.ensure_writable_dir(os.path.dirname(os.path.abspath(FLAGS.output_file))
-                            if not files.is_remote(FLAGS.output_file)
-                            else os.path.dirname(FLAGS.output_file),
+  files.ensure_writable_dir(files.parent_dir(FLAGS.output_file),
                             f"--output_file={FLAGS.output_file}:")
   pairs = features.read_text_pairs(FLAGS.input_file)
   config, vocab_file = script_utils.config_and_vocab(

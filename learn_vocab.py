@@ -27,11 +27,10 @@ FLAGS = flags.FLAGS
 
 def main(_):
   script_utils.require(input_file=FLAGS.input_file, vocab_file=FLAGS.vocab_file)
-  import os
   from data import files, wordpiece_vocab
   from data.progress import Progress
   paths = files.expand_file_patterns(FLAGS.input_file, "--input_file")
-  files.ensure_writable_dir(os.path.dirname(os.path.abspath(FLAGS.vocab_file)),
+  files.ensure_writable_dir(files.parent_dir(FLAGS.vocab_file),
                             f"--vocab_file={FLAGS.vocab_file}:")
   start = time.time()
   progress = Progress("counting", sum(files.size(p) for p in paths))

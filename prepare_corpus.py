@@ -24,7 +24,6 @@ FLAGS = flags.FLAGS
 
 def main(_):
   script_utils.require(input_file=FLAGS.input_file, output_file=FLAGS.output_file)
-  import os
   import re
   from data import corpus, files
   if FLAGS.document_separator:
@@ -33,7 +32,7 @@ def main(_):
     except re.error as e:
       raise ValueError(f"--document_separator={FLAGS.document_separator!r}: {e}") from None
   paths = files.expand_file_patterns(FLAGS.input_file, "--input_file")
-  files.ensure_writable_dir(os.path.dirname(os.path.abspath(FLAGS.output_file)),
+  files.ensure_writable_dir(files.parent_dir(FLAGS.output_file),
                             f"--output_file={FLAGS.output_file}:")
   stats = corpus.PrepareStats()
   start = time.time()

@@ -9,6 +9,8 @@ import random
 import sys
 import warnings
 
+from data import files
+
 # --- A corpus from the Python documentation ----------------------------------
 
 
@@ -57,11 +59,10 @@ def _module_text(name):
 
 def write_python_documentation(directory, max_documents=None, max_modules=None):
   """Writes each document of python_documentation() as a text file; returns their glob."""
-  os.makedirs(directory, exist_ok=True)
+  files.makedirs(directory)
   documents = python_documentation(max_modules)
   for name, text in itertools.islice(documents, max_documents):
-    with open(os.path.join(directory, name.replace(":", "_") + ".txt"), "w",
-              encoding="utf-8") as f:
+    with files.atomic_output(os.path.join(directory, name.replace(":", "_") + ".txt")) as f:
       f.write(text)
   return os.path.join(directory, "*.txt")
 
@@ -90,7 +91,7 @@ def write_sentiment_task(directory, train=400, dev=100, test=40, seed=7):
   test sets use held-out adjectives, so a model has to know what the words mean.
   """
   rng = random.Random(seed)
-  os.makedirs(directory, exist_ok=True)
+  files.makedirs(directory)
 
   def sentence(label, held_out):
     pool = _POSITIVE if label else _NEGATIVE
@@ -98,7 +99,7 @@ def write_sentiment_task(directory, train=400, dev=100, test=40, seed=7):
     return rng.choice(_TEMPLATES).format(s=rng.choice(_SUBJECTS), a=rng.choice(adjectives))
 
   def write(name, rows, header):
-    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+    with files.atomic_output(os.path.join(directory, name)) as f:
       f.write(header + "\n" + "".join(r + "\n" for r in rows))
 
   labels = [rng.randint(0, 1) for _ in range(train)]

@@ -6,6 +6,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from data import files
+
 _PAIR_LINE = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
@@ -66,13 +68,13 @@ def read_text_pairs(path):
   """Lines of `text_a` or `text_a ||| text_b` -> list of (text_a, text_b or None)."""
   pairs = []
   try:
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with files.open_file(path, "rb") as f:
       for raw in f:
         line = raw.decode("utf-8", "ignore").strip()
         m = _PAIR_LINE.match(line)
         pairs.append((m.group(1), m.group(2)) if m else (line, None))
-  except tf.errors.OpError as e:
-    raise ValueError(f"Cannot read {path}: {e.message}") from e
+  except OSError as e:
+    raise ValueError(f"Cannot read {path}: {e}") from e
   return pairs
 
 

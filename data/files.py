@@ -1,20 +1,35 @@
-"""File helpers shared by the scripts: globbing, remote paths, all-or-nothing writes.
+"""Every read and write of a user path: one code path, TensorFlow's file systems.
 
-Local paths use Python's own file functions, so tools that need no model
-(the data generator, the corpus preparer) start without TensorFlow. Remote
-paths (gs://, hdfs://, s3://, ...) go through tf.io.gfile, imported then.
+All paths go through tf.io.gfile, so a bucket (gs://...), HDFS or TensorFlow's
+in-memory ram:// (which the tests use) works wherever a local path does. The
+handles are Python file objects (buffered, UTF-8 text with Python's newline
+handling), so local files come out byte for byte as Python's open() writes
+them, and gfile's errors arrive as OSError (FileNotFoundError, ...) naming the
+path. TensorFlow is imported at the first file operation, not at import.
+
+Writes are all-or-nothing: a file is written under a temporary sibling name
+and renamed into place (atomic_output, write_bytes); a directory is built
+under a temporary name and published whole (atomic_dir). What a rename
+guarantees depends on the file system:
+  local disk: rename(2), atomic; a reader sees the old or the new file.
+  gs://: a file (an object) is uploaded whole when it is closed, and renaming
+    one copies it, then deletes the source: the target appears complete or not
+    at all. A directory is only a name prefix and has no rename of its own, so
+    atomic_dir moves its files one by one, the file that makes it usable last.
+  ram://: one process's memory; renaming a file is atomic, renaming a
+    directory moves no files (so atomic_dir moves them one by one there too).
 """
 
 import contextlib
-import glob
+import errno
 import io
 import os
 import uuid
 
 
 def is_remote(path):
-  """True for URLs such as gs://bucket/file."""
-  return "://" in path
+  """True for URLs such as gs://bucket/file (false for local and file:// paths)."""
+  return "://" in path and not path.startswith("file://")
 
 
 def _gfile():
@@ -22,42 +37,183 @@ def _gfile():
   return tf.io.gfile
 
 
-def open_file(path, mode="rb"):
-  """Opens a local or remote file; text modes use UTF-8."""
-  if is_remote(path):
-    return _gfile().GFile(path, mode)
-  return open(path, mode) if "b" in mode else open(path, mode, encoding="utf-8")
+def _os_error(e, path):
+  """tf.errors.OpError -> the OSError Python's own functions raise, naming `path`."""
+  import tensorflow as tf
+  message = e.message or ""
+  if message.startswith(f"{path}; "):  # the local file system's "path; strerror"
+    message = message[len(path) + 2:]
+  if isinstance(e, tf.errors.NotFoundError):
+    code = errno.ENOENT
+  elif isinstance(e, tf.errors.PermissionDeniedError):
+    code = errno.EACCES
+  elif isinstance(e, tf.errors.AlreadyExistsError):
+    code = errno.EEXIST
+  elif "Is a directory" in message:
+    code = errno.EISDIR
+  elif "Not a directory" in message:
+    code = errno.ENOTDIR
+  else:
+    code = errno.EIO
+  return OSError(code, message or os.strerror(code), path)  # OSError picks the subclass
+
+
+@contextlib.contextmanager
+def _as_os_errors(path):
+  import tensorflow as tf
+  try:
+    yield
+  except tf.errors.OpError as e:
+    raise _os_error(e, path) from None
+
+
+class _RawGFile(io.RawIOBase):
+  """A tf.io.gfile.GFile as a raw Python stream, for io's buffers and text layer."""
+
+  def __init__(self, path, mode):
+    super().__init__()
+    self.name, self.mode = path, mode
+    self._file = _gfile().GFile(path, mode.replace("b", "") + "b")
+    if self.writable():
+      self.write(b"")  # GFile creates the file at its first write: make that now, as open() does
+
+  def readable(self):
+    return "r" in self.mode
+
+  def writable(self):
+    return "r" not in self.mode
+
+  def readinto(self, buffer):
+    with _as_os_errors(self.name):
+      data = self._file.read(len(buffer))
+    buffer[:len(data)] = data
+    return len(data)
+
+  def write(self, data):
+    with _as_os_errors(self.name):
+      self._file.write(bytes(data))
+    return len(data)
+
+  def close(self):
+    if not self.closed:
+      try:
+        with _as_os_errors(self.name):
+          self._file.close()  # a remote file is uploaded here
+      finally:
+        super().close()
+
+
+def open_file(path, mode="rb", newline=None):
+  """Opens `path` like Python's open(path, mode, encoding="utf-8", newline=newline).
+
+  Modes: r, w, a, each with b. Append on gs:// re-uploads the whole object.
+  """
+  if mode.replace("b", "") not in ("r", "w", "a"):
+    raise ValueError(f"open_file: unsupported mode {mode!r}")
+  raw = _RawGFile(path, mode)
+  buffered = io.BufferedReader(raw, 1 << 20) if "r" in mode else io.BufferedWriter(raw, 1 << 20)
+  if "b" in mode:
+    return buffered
+  return io.TextIOWrapper(buffered, encoding="utf-8", newline=newline)
+
+
+def read_bytes(path):
+  """The bytes of file `path`; OSError (FileNotFoundError, ...) naming it otherwise."""
+  with open_file(path, "rb") as f:
+    return f.read()
+
+
+def write_bytes(path, data):
+  """Writes `data` to `path` all-or-nothing (see atomic_output)."""
+  with atomic_output(path, "wb") as f:
+    f.write(data)
 
 
 def exists(path):
-  return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+  with _as_os_errors(path):
+    return _gfile().exists(path)
+
+
+def isdir(path):
+  with _as_os_errors(path):
+    return _gfile().isdir(path)
 
 
 def size(path):
-  """Size in bytes of a local or remote file."""
-  return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
+  """Size in bytes of a file."""
+  with _as_os_errors(path):
+    return _gfile().stat(path).length
+
+
+def listdir(path):
+  """Sorted names of the entries in directory `path`."""
+  with _as_os_errors(path):
+    return sorted(name.rstrip("/") for name in _gfile().listdir(path))
+
+
+def walk_files(path):
+  """Paths relative to directory `path` of every file under it, sorted."""
+  found = []
+  with _as_os_errors(path):
+    for directory, _, names in _gfile().walk(path):
+      found += [os.path.join(_relative(directory, path), n) for n in names]
+  return sorted(found)
+
+
+def _relative(path, top):
+  """`path` below directory `top` as a relative path ("" for top itself); gfile.walk's join."""
+  return path[len(top):].lstrip("/") if path.startswith(top) else os.path.relpath(path, top)
+
+
+def glob(pattern):
+  """Sorted paths matching `pattern` (*, ?, [...]), skipping hidden names as Python's glob does.
+
+  A wildcard component that does not itself start with "." matches no name
+  that does: tf.io.gfile.glob would return them, temporary files included.
+  """
+  with _as_os_errors(pattern):
+    matches = _gfile().glob(pattern)
+  parts = pattern.split("/")
+  wild = [i for i, p in enumerate(parts) if any(c in p for c in "*?[") and not p.startswith(".")]
+
+  def visible(match):
+    names = match.split("/")
+    return len(names) != len(parts) or not any(names[i].startswith(".") for i in wild)
+  return sorted(m for m in matches if visible(m))
+
+
+def copy(source, target):
+  """Copies file `source` over `target` (not atomic: see atomic_output)."""
+  with _as_os_errors(source):
+    _gfile().copy(source, target, overwrite=True)
 
 
 def rename(source, target):
-  """Renames over an existing target."""
-  if is_remote(source):
+  """Renames a file over an existing target."""
+  with _as_os_errors(source):
     _gfile().rename(source, target, overwrite=True)
-  else:
-    os.replace(source, target)
 
 
 def remove(path):
-  if is_remote(path):
+  with _as_os_errors(path):
     _gfile().remove(path)
-  else:
-    os.remove(path)
+
+
+def rmtree(path):
+  """Removes directory `path` and everything under it."""
+  with _as_os_errors(path):
+    _gfile().rmtree(path)
 
 
 def makedirs(path):
-  if is_remote(path):
+  """Creates directory `path` and its parents; no error if it exists."""
+  with _as_os_errors(path):
     _gfile().makedirs(path)
-  else:
-    os.makedirs(path, exist_ok=True)
+
+
+def parent_dir(path):
+  """The directory that holds file `path` (made absolute when local)."""
+  return os.path.dirname(path if is_remote(path) else os.path.abspath(path))
 
 
 # Byte order marks of the wide encodings, longest first (UTF-32LE starts like UTF-16LE).
@@ -105,7 +261,7 @@ def read_text(path):
   try:
     with open_file(path, "rb") as f:
       data = f.read()
-  except Exception as e:  # OSError locally, tf.errors.OpError remotely
+  except OSError as e:
     raise ValueError(f"Cannot read {path}: {e}") from None
   return decode_utf8(data, path)
 
@@ -128,8 +284,7 @@ def expand_file_patterns(patterns, flag):
   for pattern in (p.strip() for p in patterns.split(",")):
     if not pattern:
       continue
-    matches = sorted(_gfile().glob(pattern) if is_remote(pattern) else glob.glob(pattern))
-    matches = [m for m in matches if is_remote(m) or os.path.isfile(m)]
+    matches = [m for m in glob(pattern) if not isdir(m)]
     if not matches:
       raise ValueError(f"{flag}: no file matches {pattern!r}.")
     found.extend(matches)
@@ -145,7 +300,7 @@ def temporary_name(path):
 
 
 @contextlib.contextmanager
-def atomic_output(path, mode="w"):
+def atomic_output(path, mode="w", newline=None):
   """Opens a temporary sibling of `path` and renames it to `path` on success.
 
   On an exception the temporary file is removed and `path` is untouched, so a
@@ -153,13 +308,72 @@ def atomic_output(path, mode="w"):
   """
   tmp = temporary_name(path)
   try:
-    with open_file(tmp, mode) as f:
+    with open_file(tmp, mode, newline) as f:
       yield f
     rename(tmp, path)
   except BaseException:
-    if exists(tmp):
-      remove(tmp)
+    _discard(tmp, remove)
     raise
+
+
+def _discard(path, delete):
+  """Deletes what a failed write left, keeping the failure's own exception."""
+  try:
+    if exists(path):
+      delete(path)
+  except OSError:
+    pass
+
+
+@contextlib.contextmanager
+def atomic_dir(path, last=()):
+  """Yields a temporary sibling directory to fill; on success it replaces directory `path`.
+
+  `last` names the files (relative paths) that make the directory usable, e.g.
+  saved_model.pb: where the directory is published file by file (see
+  publish_dir) they arrive after everything else. On an exception the
+  temporary directory is removed and `path` is untouched.
+  """
+  tmp = temporary_name(path.rstrip("/"))
+  try:
+    yield tmp
+    publish_dir(tmp, path, last)
+  except BaseException:
+    _discard(tmp, rmtree)
+    raise
+
+
+def publish_dir(source, target, last=()):
+  """Moves the complete directory `source` to `target`, replacing an old `target`.
+
+  Local disk: rename(2) moves the whole directory at once; an old target is
+  first renamed aside, then deleted, so `target` is always the old or the new
+  complete directory (absent for an instant). Elsewhere a directory cannot be
+  renamed whole (gs:// renames object by object, ram:// moves no files), so
+  the old target's `last` files go first, then the rest of it, then the new
+  files move in with `last` at the end: a reader that waits for the `last`
+  files never sees a mixture or a part.
+  """
+  target = target.rstrip("/")
+  if not is_remote(target) and not is_remote(source):
+    aside = temporary_name(target) if exists(target) else None
+    if aside:
+      rename(target, aside)
+    rename(source, target)
+    if aside:
+      rmtree(aside)
+    return
+  if exists(target):
+    for name in last:
+      _discard(os.path.join(target, name), remove)
+    rmtree(target)
+  with _as_os_errors(source):
+    directories = [_relative(d, source) for d, _, _ in _gfile().walk(source)]
+  for directory in directories:  # empty ones too (a SavedModel's assets/)
+    makedirs(os.path.join(target, directory) if directory else target)
+  for name in sorted(walk_files(source), key=lambda n: n in last):  # stable: `last` at the end
+    rename(os.path.join(source, name), os.path.join(target, name))
+  rmtree(source)
 
 
 def ensure_writable_dir(path, flag):
@@ -170,5 +384,5 @@ def ensure_writable_dir(path, flag):
     with open_file(probe, "w") as f:
       f.write("")
     remove(probe)
-  except Exception as e:  # OSError locally, tf.errors.OpError remotely
+  except OSError as e:
     raise ValueError(f"{flag} {path} is not a writable directory: {e}") from e

@@ -17,8 +17,6 @@ names to our variables.
 import dataclasses
 import os
 import re
-import shutil
-import tempfile
 
 import tensorflow as tf
 from absl import logging
@@ -151,26 +149,26 @@ def resolve_checkpoint(path):
   """
   if not path:
     raise ValueError("No checkpoint path given.")
-  if tf.io.gfile.isdir(path):
-    if tf.io.gfile.exists(os.path.join(path, "model.safetensors")):
+  if files.isdir(path):
+    if files.exists(os.path.join(path, "model.safetensors")):
       return "hf", os.path.join(path, "model.safetensors")
     latest = tf.train.latest_checkpoint(path)
-    if latest is None and tf.io.gfile.exists(os.path.join(path, "bert_model.ckpt.index")):
+    if latest is None and files.exists(os.path.join(path, "bert_model.ckpt.index")):
       latest = os.path.join(path, "bert_model.ckpt")
     if latest is None:
       raise ValueError(f"{path} holds no checkpoint (no model.safetensors, "
                        "'checkpoint' file or bert_model.ckpt.index).")
     path = latest
   if path.endswith(".safetensors"):
-    if not tf.io.gfile.exists(path):
+    if not files.exists(path):
       raise ValueError(f"Checkpoint file {path} does not exist.")
     return "hf", path
   # Any file of a TF bundle stands for its prefix.
   path = re.sub(r"\.(index|data-\d+-of-\d+)$", "", path)
-  if not tf.io.gfile.exists(path + ".index"):
+  if not files.exists(path + ".index"):
     if _data_files(path):
       raise ValueError(f"Checkpoint {path} is incomplete: {path}.index is missing.")
-    if tf.io.gfile.exists(path):
+    if files.exists(path):
       raise ValueError(f"{path} is not a checkpoint: expected a checkpoint prefix (with "
                        f"{path}.index), a directory holding a checkpoint, or a "
                        ".safetensors file.")
@@ -181,7 +179,7 @@ def resolve_checkpoint(path):
 
 
 def _data_files(prefix):
-  return tf.io.gfile.glob(prefix + ".data-*")
+  return files.glob(prefix + ".data-*")
 
 
 def _first_line(error):
@@ -327,20 +325,22 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
   Returns the checkpoint prefix.
   """
   files.ensure_writable_dir(output_dir, "output directory")
-  staging = tempfile.mkdtemp(prefix=".staging-", dir=output_dir)
+  staging = os.path.join(output_dir, files.temporary_name("staging"))
   try:
+    files.makedirs(staging)
     _write_tf1_bundle(weights, os.path.join(staging, basename))
     if config is not None:
       config.to_json_file(os.path.join(staging, "bert_config.json"))
     if vocab_file is not None:
-      tf.io.gfile.copy(vocab_file, os.path.join(staging, "vocab.txt"), overwrite=True)
+      files.copy(vocab_file, os.path.join(staging, "vocab.txt"))
     _write_state_file(staging, basename)
-    # The state file goes last: until it exists the directory is not a checkpoint.
-    names = sorted(os.listdir(staging), key=lambda n: n == "checkpoint")
-    for name in names:
-      os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
+    # Each file is renamed whole (see data/files.py); the state file goes last:
+    # until it exists the directory is not a checkpoint.
+    for name in sorted(files.listdir(staging), key=lambda n: n == "checkpoint"):
+      files.rename(os.path.join(staging, name), os.path.join(output_dir, name))
   finally:
-    shutil.rmtree(staging, ignore_errors=True)
+    if files.exists(staging):
+      files.rmtree(staging)
   return os.path.join(output_dir, basename)
 
 
@@ -371,7 +371,7 @@ def save_tf2_checkpoint(model, prefix):
 def _checkpoint_dir(checkpoint_path):
   """The directory of a checkpoint that exists; a missing one is reported as such."""
   resolve_checkpoint(checkpoint_path)
-  if tf.io.gfile.isdir(checkpoint_path):
+  if files.isdir(checkpoint_path):
     return checkpoint_path
   return os.path.dirname(checkpoint_path)
 
@@ -381,7 +381,7 @@ def find_config(checkpoint_path):
   directory = _checkpoint_dir(checkpoint_path)
   for name in ("bert_config.json", "config.json"):
     candidate = os.path.join(directory, name)
-    if tf.io.gfile.exists(candidate):
+    if files.exists(candidate):
       return BertConfig.from_json_file(candidate)
   raise ValueError(f"No bert_config.json or config.json beside {checkpoint_path}; "
                    "pass --bert_config_file.")
@@ -390,6 +390,6 @@ def find_config(checkpoint_path):
 def find_vocab(checkpoint_path):
   """The vocab.txt stored beside a checkpoint."""
   candidate = os.path.join(_checkpoint_dir(checkpoint_path), "vocab.txt")
-  if tf.io.gfile.exists(candidate):
+  if files.exists(candidate):
     return candidate
   raise ValueError(f"No vocab.txt beside {checkpoint_path}; pass --vocab_file.")

@@ -78,11 +78,11 @@ class BertConfig:
   @classmethod
   def from_json_file(cls, path):
     """Reads a bert_config.json (or a Hugging Face BERT config.json)."""
-    import tensorflow as tf  # gfile reads local, GCS and HDFS paths alike.
+    from data import files  # local, gs:// and other file systems alike
     try:
-      with tf.io.gfile.GFile(path, "r") as f:
+      with files.open_file(path, "r") as f:
         d = json.load(f)
-    except (OSError, tf.errors.OpError) as e:
+    except OSError as e:
       raise ValueError(f"Cannot read BERT config {path}: {e}") from e
     except json.JSONDecodeError as e:
       raise ValueError(f"BERT config {path} is not valid JSON: {e}") from e
@@ -104,8 +104,8 @@ class BertConfig:
 
   def to_json_file(self, path):
     """Writes to_json_string() to `path`."""
-    import tensorflow as tf
-    with tf.io.gfile.GFile(path, "w") as f:
+    from data import files
+    with files.atomic_output(path) as f:
       f.write(self.to_json_string())
 
 

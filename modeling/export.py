@@ -42,12 +42,13 @@ class TextClassifier(tf.Module):
 
 
 def save_text_classifier(module, export_dir):
-  """Writes the SavedModel (serving signature: serving_default) under a temporary name first."""
+  """Writes the SavedModel (serving signature: serving_default), replacing an old export whole.
+
+  It is built under a temporary name and published by files.atomic_dir:
+  renamed at once on a local disk; on a bucket moved file by file with
+  saved_model.pb last, so a directory holding saved_model.pb is complete.
+  """
   from data import files
-  tmp = files.temporary_name(export_dir.rstrip("/"))
-  tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
-  if files.exists(export_dir):
-    import shutil
-    shutil.rmtree(export_dir)
-  files.rename(tmp, export_dir)
+  with files.atomic_dir(export_dir, last=("saved_model.pb",)) as tmp:
+    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
   return export_dir

@@ -95,11 +95,8 @@ def _load_tensors(path):
   """{key: array} of a safetensors file; ValueError naming it if unreadable."""
   import safetensors
   from safetensors import numpy as st_numpy
-  try:
-    if files.is_remote(path):
-      with files.open_file(path, "rb") as f:
-        return st_numpy.load(f.read())
-    return st_numpy.load_file(path)
+  try:  # read whole through data/files.py (safetensors' own reader takes local paths only)
+    return st_numpy.load(files.read_bytes(path))
   except (safetensors.SafetensorError, OSError) as e:
     raise ValueError(f"Checkpoint file {path} is truncated or not a safetensors file "
                      f"({e}).") from e

@@ -1,6 +1,7 @@
 """What training leaves for people to read: the step log, the CSV log, eval_results.txt, the curves PNG."""
 
 import csv
+import io
 import os
 import time
 
@@ -12,18 +13,26 @@ from data.progress import format_duration
 
 
 class CsvLog:
-  """Appends logged values to a CSV (kept across resumed runs, for the plots)."""
+  """Appends logged values to a CSV (kept across resumed runs, for the plots).
+
+  A bucket has no append, so the log is kept in memory (read once from an
+  earlier run's file) and rewritten whole at each row, all-or-nothing.
+  """
 
   def __init__(self, path):
     self.path = path
+    self.data = None  # the file's bytes; None until first read
 
   def append(self, step, values):
-    new = not files.exists(self.path)
-    with open(self.path, "a", newline="") as f:
-      w = csv.writer(f)
-      if new:
-        w.writerow(["step", *values])
-      w.writerow([step, *(f"{v:.6g}" for v in values.values())])
+    if self.data is None:
+      self.data = files.read_bytes(self.path) if files.exists(self.path) else None
+    rows = io.StringIO(newline="")
+    w = csv.writer(rows)
+    if self.data is None:
+      w.writerow(["step", *values])
+    w.writerow([step, *(f"{v:.6g}" for v in values.values())])
+    self.data = (self.data or b"") + rows.getvalue().encode("utf-8")
+    files.write_bytes(self.path, self.data)
 
 
 class StepLog:
@@ -78,9 +87,8 @@ def plot_curves(csv_path, png_path, curves):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   rows = {}
-  with open(csv_path) as f:
-    for row in csv.DictReader(f):
-      rows[int(row["step"])] = row  # a resumed run may repeat steps: keep the last
+  for row in csv.DictReader(io.StringIO(files.read_bytes(csv_path).decode("utf-8"), newline="")):
+    rows[int(row["step"])] = row  # a resumed run may repeat steps: keep the last
   steps = sorted(rows)
   fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
   for ax, (column, title) in zip(axes if len(curves) > 1 else [axes], curves):
@@ -89,7 +97,7 @@ def plot_curves(csv_path, png_path, curves):
     ax.set_title(title)
     ax.grid(alpha=0.3)
   fig.tight_layout()
-  tmp = files.temporary_name(png_path) + ".png"
-  fig.savefig(tmp, dpi=100)
+  png = io.BytesIO()
+  fig.savefig(png, format="png", dpi=100)
   plt.close(fig)
-  files.rename(tmp, png_path)
+  files.write_bytes(png_path, png.getvalue())
