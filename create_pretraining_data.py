@@ -5,9 +5,15 @@ prepare_corpus.py). By default the output is exactly the original's: the same
 input, vocab, flags and seed give the same instances in the same order.
 --num_workers=N (N > 1) or --streaming switch to streaming mode: bounded
 memory for corpora of any size, N processes, deterministic for a seed and N.
+--shard_by_input_file makes each output file from its own share of the input
+files, as one run of the original per output would, in --num_workers
+processes at once; the files are the same for any number of workers.
 
   python create_pretraining_data.py --input_file=corpus.txt \
     --output_file=train.tfrecord --vocab_file=vocab.txt
+  python create_pretraining_data.py --input_file='text/*.txt' --vocab_file=vocab.txt \
+    --output_file=records/train.tfrecord --num_output_files=256 \
+    --shard_by_input_file --num_workers=16
 """
 
 import sys
@@ -35,7 +41,17 @@ flags.DEFINE_float("short_seq_prob", 0.1,
 # Added flags.
 flags.DEFINE_integer("num_workers", 1,
                      "Worker processes. 1: the original's exact output, all in memory. "
-                     "More: streaming mode with that many processes.")
+                     "More: streaming mode with that many processes; with "
+                     "--shard_by_input_file, that many output files made at once.")
+flags.DEFINE_integer("num_output_files", 1,
+                     "More than 1: write this many files named <--output_file>-00000-of-0000N "
+                     "(--output_file then names one file).")
+flags.DEFINE_bool("shard_by_input_file", False,
+                  "Output file j of K is made from input files j, j+K, j+2K, ... with seed "
+                  "--random_seed+j: the file one run with those inputs and that seed writes "
+                  "(with --streaming, in streaming mode with one worker). Outputs are made "
+                  "--num_workers at a time and are the same for any number of workers. "
+                  "Needs at least as many input files as output files.")
 flags.DEFINE_bool("streaming", False,
                   "Streaming mode even with one worker: memory stays flat as the corpus grows.")
 flags.DEFINE_enum("output_compression", "none", ["none", "gzip"],
@@ -81,7 +97,8 @@ def _validate():
   for name in ("masked_lm_prob", "short_seq_prob"):
     if not 0.0 <= FLAGS[name].value <= 1.0:
       raise ValueError(f"--{name}={FLAGS[name].value} must be between 0 and 1.")
-  for name in ("dupe_factor", "num_workers", "shuffle_buffer_size", "streaming_block_tokens"):
+  for name in ("dupe_factor", "num_workers", "num_output_files", "shuffle_buffer_size",
+               "streaming_block_tokens"):
     if FLAGS[name].value < 1:
       raise ValueError(f"--{name}={FLAGS[name].value} must be at least 1.")
   return _masking_mix()
@@ -91,11 +108,18 @@ def main(_):
   masking_mix = _validate()
   script_utils.log_flags()
   from data import files
-  from data.pretraining import generation, instances, streaming
+  from data.pretraining import generation, instances, sharded, streaming
   from data import tokenization
 
   input_files = files.expand_file_patterns(FLAGS.input_file, "--input_file")
   output_files = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
+  if FLAGS.num_output_files > 1:
+    if len(output_files) != 1:
+      raise ValueError(f"--num_output_files={FLAGS.num_output_files} needs one --output_file "
+                       f"name to number, not {len(output_files)}.")
+    output_files = sharded.sharded_names(output_files[0], FLAGS.num_output_files)
+  if FLAGS.shard_by_input_file:
+    sharded.input_groups(input_files, len(output_files))  # enough input files: checked now
   for path in output_files:
     if files.isdir(path):  # found now, not when the finished file is renamed into place
       raise ValueError(f"--output_file={path} is a directory; name a file.")
@@ -108,7 +132,13 @@ def main(_):
       FLAGS.next_sentence)
   compression = "" if FLAGS.output_compression == "none" else "GZIP"
   logging.info("Reading %d input file(s): %s", len(input_files), ", ".join(input_files))
-  if FLAGS.num_workers > 1 or FLAGS.streaming:
+  if FLAGS.shard_by_input_file:
+    stream = ((FLAGS.streaming_block_tokens, FLAGS.shuffle_buffer_size) if FLAGS.streaming
+              else None)
+    summary = sharded.generate_sharded(
+        input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
+        FLAGS.random_seed, FLAGS.num_workers, compression, stream)
+  elif FLAGS.num_workers > 1 or FLAGS.streaming:
     summary = streaming.generate_streaming(
         input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
         FLAGS.random_seed, FLAGS.num_workers, compression, FLAGS.streaming_block_tokens,

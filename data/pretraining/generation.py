@@ -114,14 +114,18 @@ def count_instances(summary, arrays, replacements, vocab):
 
 
 def generate_exact(input_files, output_files, vocab_file, do_lower_case, config, random_seed,
-                   compression="", batch_size=4096):
-  """The original generator's output, made with integer ids; returns a Summary."""
+                   compression="", batch_size=4096, show_progress=True):
+  """The original generator's output, made with integer ids; returns a Summary.
+
+  show_progress: progress lines on stderr (off in sharded.py's worker processes).
+  """
   start = time.time()
+  interval = 1.0 if show_progress else float("inf")
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
   vocab = instances.masking_vocab(tokenizer.vocab)
   read = documents.ReadStats()
   total_bytes = sum(files.size(f) for f in input_files)
-  reading = Progress("reading", total_bytes)
+  reading = Progress("reading", total_bytes, interval)
   corpus = documents.read_corpus(
       input_files, tokenizer, read,
       progress=lambda done, docs: reading.update(done, documents=docs, lines=read.lines))
@@ -129,13 +133,13 @@ def generate_exact(input_files, output_files, vocab_file, do_lower_case, config,
     raise ValueError(f"--input_file: no text in {', '.join(input_files)}.")
   rng = random.Random(random_seed)
   passes = len(corpus.documents) * config.dupe_factor
-  making = Progress("instances", passes)
+  making = Progress("instances", passes, interval)
   store, order, short = instances.create_training_instances(
       corpus, config, vocab, rng,
       progress=lambda done, count: making.update(done, documents=done, instances=count))
   summary = Summary(read, short_targets=short, document_passes=passes, config=config)
   encoder = tfrecords.ExampleEncoder(PRETRAINING_INT_FEATURES, PRETRAINING_FLOAT_FEATURES)
-  writing = Progress("writing", len(order))
+  writing = Progress("writing", len(order), interval)
   with tfrecords.RecordWriters(output_files, compression) as writers:
     for first in range(0, len(order), batch_size):
       arrays, replacements = instance_arrays(
