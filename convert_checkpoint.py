@@ -7,8 +7,14 @@ own TF2 checkpoints. Writes one of:
   tf2: our tf.train.Checkpoint layout (`model.ckpt`);
   hf:  a Hugging Face directory (`model.safetensors`, `config.json`,
        `vocab.txt`) that transformers' BertModel, BertForPreTraining,
-       BertForSequenceClassification or BertForQuestionAnswering loads.
-Heads present in the input (pretraining, classifier, SQuAD) are carried over.
+       BertForSequenceClassification, BertForQuestionAnswering,
+       BertForTokenClassification or BertForMultipleChoice loads.
+Every model the scripts train converts with its head (pretraining, classifier
+or regression, SQuAD, multiple choice, tagger fine-tuned or feature-based),
+every variable kept; what a format cannot hold (the feature-based tagger's
+BiLSTM in hf) is refused in one line naming the variables, before anything
+is written. A tagger's label_list.txt beside the input names the classes in
+the hf config.json.
 
   python convert_checkpoint.py --input_checkpoint=path/to/hf_model_dir \
     --output_dir=converted --output_format=tf1
@@ -35,11 +41,26 @@ flags.DEFINE_string("vocab_file", None,
 FLAGS = flags.FLAGS
 
 
+def _labels_beside(path, num_labels):
+  """The class names of run_ner's label_list.txt beside checkpoint `path`, if it fits."""
+  from data import files
+  labels_path = os.path.join(os.path.dirname(path), "label_list.txt")
+  if num_labels is None or not files.exists(labels_path):
+    return None
+  labels = [line.strip() for line in files.text_lines(files.read_text(labels_path))
+            if line.strip()]
+  if len(labels) != num_labels:
+    logging.warning("%s has %d labels but the head %d; the config names them LABEL_i.",
+                    labels_path, len(labels), num_labels)
+    return None
+  return labels
+
+
 def main(_):
   script_utils.require(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
   script_utils.log_flags()
-  from data import files, tokenization
-  from modeling import checkpoints, hf_checkpoints
+  from data import tokenization
+  from modeling import checkpoints, conversion
   from modeling.config import BertConfig
 
   if FLAGS.bert_config_file:
@@ -57,24 +78,10 @@ def main(_):
     if size > config.vocab_size:
       raise ValueError(f"{vocab_file} has {size} entries but the model's vocab_size is "
                        f"{config.vocab_size}; pass the checkpoint's own --vocab_file.")
-  ckpt = checkpoints.read_checkpoint(FLAGS.input_checkpoint)
-  model = checkpoints.model_for(ckpt, config)
-  checkpoints.load_checkpoint(model, FLAGS.input_checkpoint, ckpt=ckpt)
-  if FLAGS.output_format == "tf1":
-    path = checkpoints.save_tf1_checkpoint(
-        checkpoints.model_weights(model), FLAGS.output_dir, config, vocab_file)
-  elif FLAGS.output_format == "hf":
-    path = hf_checkpoints.save_hf_checkpoint(
-        checkpoints.model_weights(model), FLAGS.output_dir, config, vocab_file)
-  else:
-    files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
-    path = checkpoints.save_tf2_checkpoint(model, os.path.join(FLAGS.output_dir, "model.ckpt"))
-    with files.atomic_output(os.path.join(FLAGS.output_dir, "bert_config.json")) as f:
-      f.write(config.to_json_string())
-    if vocab_file:
-      with files.atomic_output(os.path.join(FLAGS.output_dir, "vocab.txt"), "wb") as f:
-        with files.open_file(vocab_file, "rb") as src:
-          f.write(src.read())
+  ckpt, model = conversion.load_for_conversion(FLAGS.input_checkpoint, config)
+  labels = _labels_beside(ckpt.path, getattr(model, "num_labels", None))
+  path = conversion.write_checkpoint(model, FLAGS.output_dir, FLAGS.output_format, config,
+                                     vocab_file, labels)
   logging.info("Converted %s (%s, %s) to %s (%s).", ckpt.path, ckpt.format,
                type(model).__name__, path, FLAGS.output_format)
 

@@ -25,8 +25,6 @@ from data import files
 from modeling import hf_checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.heads import BertClassifier, BertPretrainer, BertSpanLabeler
-from modeling.multiple_choice import BertMultipleChoice
 
 # --- The name table --------------------------------------------------------
 
@@ -82,33 +80,24 @@ def _logits_map(prefix, layer):
 def variable_map(model):
   """Original (TF1) variable name -> our variable, for any of our models.
 
-  Builds the model first if needed. The names are exactly those of the
-  original code: `bert/...` for the encoder, `cls/predictions/...` and
+  Builds the model first if needed. The encoder's names are exactly those of
+  the original code (`bert/...`); a task model names its head variables
+  itself (`head_variable_map`): `cls/predictions/...` and
   `cls/seq_relationship/...` for pretraining, root-level `output_weights` /
-  `output_bias` for the classifier, `cls/squad/...` for SQuAD and
-  `cls/multiple_choice/...` for multiple choice.
+  `output_bias` for the classifier, `cls/squad/...` for SQuAD,
+  `cls/multiple_choice/...` for multiple choice and `cls/ner/...` for tagging.
   """
   if not model.built:
     model.build()
   if isinstance(model, BertEncoder):
     return _encoder_map(model)
-  names = _encoder_map(model.encoder)
-  if isinstance(model, BertPretrainer):
-    mlm = model.masked_lm
-    names.update(_dense("cls/predictions/transform/dense", mlm.transform))
-    names.update(_layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm))
-    names["cls/predictions/output_bias"] = mlm.output_bias
-    names.update(_logits_map("cls/seq_relationship/", model.next_sentence))
-  elif isinstance(model, BertClassifier):
-    names.update(_logits_map("", model.classifier))
-  elif isinstance(model, BertSpanLabeler):
-    names.update(_logits_map("cls/squad/", model.span))
-  elif isinstance(model, BertMultipleChoice):
-    names.update(_logits_map("cls/multiple_choice/", model.choice))
-  elif hasattr(model, "head_variable_map"):  # task models defined in their own modules
-    names.update(model.head_variable_map())
-  else:
+  if not hasattr(model, "head_variable_map"):
     raise TypeError(f"No checkpoint name table for {type(model).__name__}.")
+  names = _encoder_map(model.encoder)
+  for name, var in model.head_variable_map().items():
+    if name.startswith("bert/") or name in names:
+      raise TypeError(f"{type(model).__name__} names a head variable {name}, an encoder name.")
+    names[name] = var
   return names
 
 
@@ -209,7 +198,8 @@ def read_checkpoint(path):
   """
   fmt, path = resolve_checkpoint(path)
   if fmt == "hf":
-    return Checkpoint(path, fmt, hf_checkpoints.read_safetensors(path))
+    return Checkpoint(path, fmt, hf_checkpoints.read_safetensors(
+        path, hf_checkpoints.architecture_beside(path)))
   reader = _open_bundle(path)
   weights = {}
   try:
@@ -227,20 +217,6 @@ def read_checkpoint(path):
   if not weights:
     raise ValueError(f"Checkpoint {path} holds no BERT variables.")
   return Checkpoint(path, fmt, weights)
-
-
-def model_for(ckpt, config):
-  """The model whose variables a checkpoint holds: pretrainer, classifier, span, choice, encoder."""
-  names = ckpt.weights
-  if "cls/predictions/output_bias" in names:
-    return BertPretrainer(config)
-  if "output_weights" in names:
-    return BertClassifier(config, num_labels=names["output_weights"].shape[0])
-  if "cls/squad/output_weights" in names:
-    return BertSpanLabeler(config)
-  if "cls/multiple_choice/output_weights" in names:
-    return BertMultipleChoice(config)
-  return BertEncoder(config)
 
 
 # --- Loading into a model --------------------------------------------------
@@ -279,8 +255,9 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
         mismatched.append(f"{name} is {_shape(got)} in the checkpoint but "
                           f"{_shape(want)} in the model")
   missing = [n for n in targets if n not in ckpt.weights]
-  if isinstance(model, BertSpanLabeler):
-    # Hugging Face QA files have no pooler; SQuAD never uses it, so it stays fresh.
+  if not getattr(model, "uses_pooler", True):
+    # transformers' question answering and token classification files have no
+    # pooler; SQuAD and the tagger never use it, so it stays fresh.
     fresh += [n for n in missing if n.startswith("bert/pooler/")]
     missing = [n for n in missing if not n.startswith("bert/pooler/")]
   if allow_new_heads:

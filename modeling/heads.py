@@ -123,11 +123,35 @@ def squared_error(predictions, targets):
 # --- Task models: the encoder plus heads ----------------------------------
 
 class _TaskModel(ConfiguredModel):
-  """Holds a BertEncoder built from `config`; subclasses add heads."""
+  """Holds a BertEncoder built from `config`; subclasses add heads.
+
+  Each task model names its head variables for checkpoints
+  (`head_variable_map`: original-style name -> variable; modeling/checkpoints.py
+  adds the encoder's) and says, from a checkpoint's variable shapes, whether
+  they hold its head (`for_head_variables`), so a converter can rebuild it.
+  """
+
+  uses_pooler = True  # False: the pooler is not in the model's outputs (may be absent from files)
 
   def __init__(self, config, **kwargs):
     super().__init__(config, **kwargs)
     self.encoder = BertEncoder(self.config, dtype=self.dtype_policy)
+
+  def head_variable_map(self):
+    """{original-style name: variable} of the head (every variable the encoder does not own)."""
+    raise NotImplementedError
+
+  @classmethod
+  def for_head_variables(cls, config, shapes):
+    """This model for `config` when `shapes` ({name: shape} of a checkpoint) hold its
+    head variables, else None."""
+    raise NotImplementedError
+
+
+def _logits_names(prefix, layer):
+  """The original's names of an OutputLogits layer's variables."""
+  return {f"{prefix}output_weights": layer.output_weights,
+          f"{prefix}output_bias": layer.output_bias}
 
 
 class BertPretrainer(_TaskModel):
@@ -162,6 +186,19 @@ class BertPretrainer(_TaskModel):
         "next_sentence_logits": self.next_sentence(outputs["pooled_output"]),
     }
 
+  def head_variable_map(self):
+    mlm = self.masked_lm
+    return {"cls/predictions/transform/dense/kernel": mlm.transform.kernel,
+            "cls/predictions/transform/dense/bias": mlm.transform.bias,
+            "cls/predictions/transform/LayerNorm/gamma": mlm.layer_norm.gamma,
+            "cls/predictions/transform/LayerNorm/beta": mlm.layer_norm.beta,
+            "cls/predictions/output_bias": mlm.output_bias,
+            **_logits_names("cls/seq_relationship/", self.next_sentence)}
+
+  @classmethod
+  def for_head_variables(cls, config, shapes):
+    return cls(config) if "cls/predictions/output_bias" in shapes else None
+
 
 class BertClassifier(_TaskModel):
   """Encoder + dropout(0.1) + dense on the pooled output.
@@ -187,6 +224,14 @@ class BertClassifier(_TaskModel):
     pooled = outputs["pooled_output"]
     return {"logits": self.classifier(self.dropout(pooled, training=training))}
 
+  def head_variable_map(self):
+    return _logits_names("", self.classifier)  # the original's root-level names
+
+  @classmethod
+  def for_head_variables(cls, config, shapes):
+    return cls(config, num_labels=shapes["output_weights"][0]) if "output_weights" in shapes \
+        else None
+
   def get_config(self):
     return {**super().get_config(), "num_labels": self.num_labels}
 
@@ -202,6 +247,8 @@ class BertSpanLabeler(_TaskModel):
   padded to max_seq_length.
   """
 
+  uses_pooler = False
+
   def __init__(self, config, **kwargs):
     kwargs.setdefault("name", "bert_span_labeler")
     super().__init__(config, **kwargs)
@@ -216,6 +263,13 @@ class BertSpanLabeler(_TaskModel):
     logits = self.span(self.encoder(features, training=training)["sequence_output"])
     bias = (1.0 - ops.cast(features["input_mask"], "float32")) * -10000.0  # [B, S]
     return {"start_logits": logits[..., 0] + bias, "end_logits": logits[..., 1] + bias}
+
+  def head_variable_map(self):
+    return _logits_names("cls/squad/", self.span)
+
+  @classmethod
+  def for_head_variables(cls, config, shapes):
+    return cls(config) if "cls/squad/output_weights" in shapes else None
 
 
 # --- Tasks: a model, its loss as sums over examples, and its metrics -------

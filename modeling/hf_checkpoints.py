@@ -4,8 +4,12 @@ One table (`hf_name`) maps each original (TF1) variable name to its Hugging
 Face key and says whether the array is transposed; reading and writing both
 use it. Layouts follow transformers' BertModel (encoder keys without a prefix)
 and its task models (`bert.` before encoder keys, then the head):
-BertForPreTraining, BertForSequenceClassification and BertForQuestionAnswering.
-Only numpy and safetensors are needed; no torch.
+BertForPreTraining, BertForSequenceClassification, BertForQuestionAnswering,
+BertForTokenClassification and BertForMultipleChoice. The last three name
+their heads alike (`classifier.*` for the two, whose weights have the same
+layout as a sentence classifier's), so reading tells them apart by the
+`architectures` entry of the config.json beside the weights. Only numpy and
+safetensors are needed; no torch.
 """
 
 import json
@@ -19,7 +23,7 @@ from modeling.config import LAYER_NORM_EPSILON
 
 # --- The name table --------------------------------------------------------
 
-_HF_FIXED = {
+_HF_ENCODER = {
     "bert/embeddings/word_embeddings": "embeddings.word_embeddings.weight",
     "bert/embeddings/token_type_embeddings": "embeddings.token_type_embeddings.weight",
     "bert/embeddings/position_embeddings": "embeddings.position_embeddings.weight",
@@ -27,18 +31,35 @@ _HF_FIXED = {
     "bert/embeddings/LayerNorm/beta": "embeddings.LayerNorm.bias",
     "bert/pooler/dense/kernel": "pooler.dense.weight",
     "bert/pooler/dense/bias": "pooler.dense.bias",
-    "cls/predictions/transform/dense/kernel": "cls.predictions.transform.dense.weight",
-    "cls/predictions/transform/dense/bias": "cls.predictions.transform.dense.bias",
-    "cls/predictions/transform/LayerNorm/gamma": "cls.predictions.transform.LayerNorm.weight",
-    "cls/predictions/transform/LayerNorm/beta": "cls.predictions.transform.LayerNorm.bias",
-    "cls/predictions/output_bias": "cls.predictions.bias",
-    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
-    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
-    "output_weights": "classifier.weight",
-    "output_bias": "classifier.bias",
-    "cls/squad/output_weights": "qa_outputs.weight",
-    "cls/squad/output_bias": "qa_outputs.bias",
 }
+# Per transformers class: our head variables -> its keys. A model's head must
+# be exactly one of these sets. Our `output_weights` are stored [C, H], as
+# torch keeps a Linear's weight, so only the `/kernel` entries transpose.
+_HF_HEADS = {
+    "BertModel": {},
+    "BertForPreTraining": {
+        "cls/predictions/transform/dense/kernel": "cls.predictions.transform.dense.weight",
+        "cls/predictions/transform/dense/bias": "cls.predictions.transform.dense.bias",
+        "cls/predictions/transform/LayerNorm/gamma": "cls.predictions.transform.LayerNorm.weight",
+        "cls/predictions/transform/LayerNorm/beta": "cls.predictions.transform.LayerNorm.bias",
+        "cls/predictions/output_bias": "cls.predictions.bias",
+        "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+        "cls/seq_relationship/output_bias": "cls.seq_relationship.bias"},
+    "BertForSequenceClassification": {"output_weights": "classifier.weight",
+                                      "output_bias": "classifier.bias"},
+    "BertForQuestionAnswering": {"cls/squad/output_weights": "qa_outputs.weight",
+                                 "cls/squad/output_bias": "qa_outputs.bias"},
+    "BertForTokenClassification": {"cls/ner/output_weights": "classifier.weight",
+                                   "cls/ner/output_bias": "classifier.bias"},
+    "BertForMultipleChoice": {"cls/multiple_choice/output_weights": "classifier.weight",
+                              "cls/multiple_choice/output_bias": "classifier.bias"},
+}
+# Keys shared by several classes: the config's architecture decides; a file
+# without one reads as a sentence classifier (transformers' default use).
+_SHARED_HEAD_KEYS = ("classifier.weight", "classifier.bias")
+_DEFAULT_CLASSIFIER = "BertForSequenceClassification"
+_CLASSIFIER_CLASSES = ("BertForSequenceClassification", "BertForTokenClassification",
+                       "BertForMultipleChoice")
 _HF_BLOCK_SUFFIXES = {
     "attention/self/query": "attention.self.query",
     "attention/self/key": "attention.self.key",
@@ -54,10 +75,6 @@ _HF_PARAMS = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bi
 # masked-LM decoder, tied to the word embeddings and to cls.predictions.bias.
 _POSITION_IDS = "embeddings.position_ids"
 _HF_SKIPPED = (_POSITION_IDS, "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
-# The head variable that identifies each task model, and its transformers class.
-_ARCHITECTURES = (("cls/predictions/output_bias", "BertForPreTraining"),
-                  ("output_weights", "BertForSequenceClassification"),
-                  ("cls/squad/output_weights", "BertForQuestionAnswering"))
 # Our activation names -> transformers' (gelu_new is the tanh approximation).
 _TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu",
                      "tanh": "tanh", "linear": "linear"}
@@ -70,8 +87,11 @@ def hf_name(name):
   torch Linear weights are stored [out, in], ours [in, out]: kernels transpose.
   Raises KeyError for a name with no Hugging Face counterpart.
   """
-  if name in _HF_FIXED:
-    return _HF_FIXED[name], name.endswith("/kernel")
+  if name in _HF_ENCODER:
+    return _HF_ENCODER[name], name.endswith("/kernel")
+  for heads in _HF_HEADS.values():
+    if name in heads:
+      return heads[name], name.endswith("/kernel")
   m = re.fullmatch(r"bert/encoder/layer_(\d+)/(.+)/(kernel|bias|gamma|beta)", name)
   if m is None or m.group(2) not in _HF_BLOCK_SUFFIXES:
     raise KeyError(f"No Hugging Face name for {name}.")
@@ -79,9 +99,15 @@ def hf_name(name):
   return key, m.group(3) == "kernel"
 
 
-def _original_names(num_layers):
-  """Every original name the table knows, for a model of `num_layers` blocks."""
-  names = list(_HF_FIXED)
+def _original_names(num_layers, architecture=None):
+  """Every original name the tables know, for a model of `num_layers` blocks; the
+  `classifier.*` keys are `architecture`'s head (a sentence classifier's if not one
+  of the classes sharing them)."""
+  owner = architecture if architecture in _CLASSIFIER_CLASSES else _DEFAULT_CLASSIFIER
+  names = list(_HF_ENCODER)
+  for name, heads in _HF_HEADS.items():
+    names += [n for n, key in heads.items()
+              if key not in _SHARED_HEAD_KEYS or name == owner]
   for i in range(num_layers):
     for suffix in _HF_BLOCK_SUFFIXES:
       params = ("gamma", "beta") if suffix.endswith("LayerNorm") else ("kernel", "bias")
@@ -102,8 +128,12 @@ def _load_tensors(path):
                      f"({e}).") from e
 
 
-def read_safetensors(path):
-  """Hugging Face safetensors -> {original name: array}; unknown keys kept as `<hf>key`."""
+def read_safetensors(path, architecture=None):
+  """Hugging Face safetensors -> {original name: array}; unknown keys kept as `<hf>key`.
+
+  `architecture`: the transformers class named in the config.json beside the
+  file, which says whose head `classifier.*` is (see `architecture_beside`).
+  """
   tensors = {}
   for key, value in _load_tensors(path).items():
     key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))  # old exports
@@ -112,7 +142,7 @@ def read_safetensors(path):
       tensors[key] = value
   layers = [int(m.group(1)) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, tensors) if m]
   weights = {}
-  for name in _original_names(max(layers, default=-1) + 1):
+  for name in _original_names(max(layers, default=-1) + 1, architecture):
     key, transpose = hf_name(name)
     if key in tensors:
       value = tensors.pop(key)
@@ -121,29 +151,53 @@ def read_safetensors(path):
   return weights
 
 
+def architecture_beside(path):
+  """The transformers class named by the config.json beside safetensors file `path`, or None."""
+  config = os.path.join(os.path.dirname(path), "config.json")
+  if not files.exists(config):
+    return None
+  try:
+    architectures = json.loads(files.read_text(config)).get("architectures")
+  except (ValueError, AttributeError):
+    return None  # not ours to judge here: the config is read (and checked) on its own
+  return architectures[0] if isinstance(architectures, list) and architectures else None
+
+
 # --- Writing ---------------------------------------------------------------
 
 def _architecture(weights):
-  """The transformers class whose layout `weights` (original names) fill."""
-  heads = sorted(n for n in weights if not n.startswith("bert/"))
-  if not heads:
-    return "BertModel"
-  for marker, architecture in _ARCHITECTURES:
-    if marker in weights:
+  """The transformers class whose layout `weights` (original names) fill.
+
+  Raises ValueError naming every head variable no class holds (as the
+  feature-based tagger's BiLSTM), or those a class lacks.
+  """
+  heads = {n for n in weights if not n.startswith("bert/")}
+  for architecture, table in _HF_HEADS.items():
+    if heads == set(table):
       return architecture
-  raise ValueError(f"No Hugging Face model has the head variable {heads[0]}; the "
-                   "Hugging Face format holds the encoder alone or with the pretraining, "
-                   "classifier or SQuAD head.")
+  closest, table = max(_HF_HEADS.items(), key=lambda item: len(heads & set(item[1])))
+  unplaced = sorted(heads - set(table))
+  if not unplaced:
+    raise ValueError(f"The head is {closest}'s without {', '.join(sorted(set(table) - heads))}"
+                     "; Hugging Face has no class for it.")
+  raise ValueError(f"No Hugging Face BERT class holds {', '.join(unplaced)}; the format holds "
+                   "the encoder alone or with the pretraining, sequence classification, "
+                   "question answering, token classification or multiple choice head. "
+                   "Convert to tf1 or tf2 instead.")
 
 
 def to_hf_tensors(weights, max_position_embeddings):
-  """{original name: array} -> ({Hugging Face key: array}, architecture name)."""
+  """{original name: array} -> ({Hugging Face key: array}, architecture name).
+
+  Every variable is written. The question answering and token classification
+  classes have no pooler; theirs (which SQuAD and the tagger never use) is
+  still written, so converting back gives every tensor; transformers lists it
+  as unexpected when loading and leaves it out.
+  """
   architecture = _architecture(weights)
   prefix = "" if architecture == "BertModel" else "bert."
   tensors = {}
   for name, value in weights.items():
-    if architecture == "BertForQuestionAnswering" and name.startswith("bert/pooler/"):
-      continue  # transformers' QA model has no pooler (SQuAD never uses it)
     try:
       key, transpose = hf_name(name)
     except KeyError as e:
@@ -156,18 +210,25 @@ def to_hf_tensors(weights, max_position_embeddings):
   return tensors, architecture
 
 
-def hf_config(config, architecture, num_labels=None):
-  """Hugging Face config.json dict for a BertConfig and a transformers class name."""
+def hf_config(config, architecture, num_labels=None, labels=None):
+  """Hugging Face config.json dict for a BertConfig and a transformers class name.
+
+  With num_labels, id2label and label2id name the classes: `labels` (a list of
+  num_labels names) or LABEL_0, LABEL_1, ...
+  """
   if config.hidden_act not in _TO_HF_ACTIVATION:
     raise ValueError(f"hidden_act {config.hidden_act!r} has no Hugging Face name.")
   d = {k: v for k, v in config.to_dict().items() if k not in ("id2label", "label2id")}
+  if d.pop("causal_attention", False):  # transformers' spelling of a causal BertModel
+    d["is_decoder"] = True
   d.setdefault("pad_token_id", 0)
   d.update(architectures=[architecture], model_type="bert",
            hidden_act=_TO_HF_ACTIVATION[config.hidden_act],
            layer_norm_eps=LAYER_NORM_EPSILON, position_embedding_type="absolute")
   if num_labels is not None:
-    d["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}
-    d["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
+    names = list(labels) if labels else [f"LABEL_{i}" for i in range(num_labels)]
+    d["id2label"] = {str(i): name for i, name in enumerate(names)}
+    d["label2id"] = {name: i for i, name in enumerate(names)}
   return d
 
 
@@ -181,8 +242,16 @@ def _write_safetensors(tensors, path):
     f.write(data)
 
 
-def save_hf_checkpoint(weights, output_dir, config, vocab_file=None):
+# The classes whose config.json counts the labels, and the head variable whose rows are them.
+_LABEL_ROWS = {"BertForSequenceClassification": "output_weights",
+               "BertForTokenClassification": "cls/ner/output_weights"}
+
+
+def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None):
   """Writes `weights` ({original name: array}) as a Hugging Face model directory.
+
+  `labels`: names of a classifier's or tagger's classes for config.json
+  (as run_ner.py's label_list.txt); default LABEL_0, LABEL_1, ...
 
   output_dir receives `config.json`, `vocab.txt` (when given) and then
   `model.safetensors`, each written under a temporary name and renamed; the
@@ -192,11 +261,13 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None):
     ValueError: a head with no Hugging Face layout, or an unwritable output_dir.
   """
   tensors, architecture = to_hf_tensors(weights, config.max_position_embeddings)
-  num_labels = (weights["output_weights"].shape[0]
-                if architecture == "BertForSequenceClassification" else None)
+  num_labels = (weights[_LABEL_ROWS[architecture]].shape[0]
+                if architecture in _LABEL_ROWS else None)
+  if labels and len(labels) != num_labels:
+    raise ValueError(f"{len(labels)} label names for a head of {num_labels} classes.")
   files.ensure_writable_dir(output_dir, "output directory")
   with files.atomic_output(os.path.join(output_dir, "config.json")) as f:
-    json.dump(hf_config(config, architecture, num_labels), f, indent=2, sort_keys=True)
+    json.dump(hf_config(config, architecture, num_labels, labels), f, indent=2, sort_keys=True)
     f.write("\n")
   if vocab_file:
     with files.open_file(vocab_file, "rb") as src, \

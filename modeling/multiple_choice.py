@@ -42,6 +42,14 @@ class BertMultipleChoice(_TaskModel):
     scores = self.choice(self.dropout(pooled, training=training))  # [B*C, 1]
     return {"logits": ops.reshape(scores, (-1, num_choices))}  # [B, C]
 
+  def head_variable_map(self):
+    return {"cls/multiple_choice/output_weights": self.choice.output_weights,
+            "cls/multiple_choice/output_bias": self.choice.output_bias}
+
+  @classmethod
+  def for_head_variables(cls, config, shapes):
+    return cls(config) if "cls/multiple_choice/output_weights" in shapes else None
+
 
 class MultipleChoiceTask(ClassificationTask):
   """Loss: mean cross entropy of the softmax over each real question's choices.

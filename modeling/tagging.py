@@ -34,6 +34,8 @@ def layer_indices(feature_layers, num_hidden_layers):
 class BertTagger(_TaskModel):
   """Encoder + dropout(0.1) + dense over sequence_output: logits float32 [B, S, num_labels]."""
 
+  uses_pooler = False
+
   def __init__(self, config, num_labels, **kwargs):
     kwargs.setdefault("name", "bert_tagger")
     super().__init__(config, **kwargs)
@@ -55,6 +57,12 @@ class BertTagger(_TaskModel):
     return {"cls/ner/output_weights": self.tagger.output_weights,
             "cls/ner/output_bias": self.tagger.output_bias}
 
+  @classmethod
+  def for_head_variables(cls, config, shapes):
+    if "cls/ner/output_weights" not in shapes or "cls/ner/lstm_0/fw/kernel" in shapes:
+      return None
+    return cls(config, shapes["cls/ner/output_weights"][0])
+
   def get_config(self):
     return {**super().get_config(), "num_labels": self.num_labels}
 
@@ -66,6 +74,8 @@ class BertFeatureTagger(_TaskModel):
   runs without dropout: its outputs are fixed features, as in the paper.
   `weighted` learns one scalar per layer, softmax-normalized.
   """
+
+  uses_pooler = False
 
   def __init__(self, config, num_labels, feature_layers=(-1,), feature_combine="concat",
                lstm_units=768, **kwargs):
@@ -132,6 +142,30 @@ class BertFeatureTagger(_TaskModel):
         for var in ("kernel", "recurrent_kernel", "bias"):
           names[f"cls/ner/lstm_{i}/{direction}/{var}"] = getattr(cell, var)
     return names
+
+  @classmethod
+  def for_head_variables(cls, config, shapes):
+    """The feature tagger whose variables `shapes` hold, or None.
+
+    Which layers fed the BiLSTM is not in a checkpoint (run.json beside
+    run_ner's keeps it): the model gets as many as `layer_weights` or the
+    BiLSTM's input width imply, the topmost ones, which gives every variable
+    its shape (a single layer reads as `concat`, the same variables as `sum`).
+    """
+    kernel = shapes.get("cls/ner/lstm_0/fw/kernel")  # [width, 4 * units]
+    if kernel is None or "cls/ner/output_weights" not in shapes:
+      return None
+    hidden, depth = config.hidden_size, config.num_hidden_layers
+    if "cls/ner/layer_weights" in shapes:
+      combine, count = "weighted", shapes["cls/ner/layer_weights"][0]
+    elif kernel[0] % hidden == 0:
+      combine, count = "concat", kernel[0] // hidden
+    else:
+      return None
+    if not 1 <= count <= depth + 1:
+      return None
+    chosen = [-(i + 1) for i in range(min(count, depth))] + ([0] if count > depth else [])
+    return cls(config, shapes["cls/ner/output_weights"][0], chosen, combine, kernel[1] // 4)
 
   def get_config(self):
     return {**super().get_config(), "num_labels": self.num_labels,

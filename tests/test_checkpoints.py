@@ -438,11 +438,9 @@ def test_task_models_write_transformers_layouts(tmp_path, make, architecture, he
   weights = randomize(model, 6)
   hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path), SMALL)
   entries = _safetensors_entries(str(tmp_path / "model.safetensors"))
-  pooler = {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
-  if architecture == "BertForQuestionAnswering":  # built without a pooler by transformers
-    assert set(entries) == (_ENCODER_KEYS - pooler) | head_keys
-  else:
-    assert set(entries) == _ENCODER_KEYS | head_keys
+  # Every variable is written: transformers' QA model has no pooler, but the file keeps
+  # ours (unused by SQuAD) so that converting back loses nothing.
+  assert set(entries) == _ENCODER_KEYS | head_keys
   # torch Linear weights are [out, in]: the intermediate kernel [H, I] is stored [I, H].
   assert entries["bert.encoder.layer.1.intermediate.dense.weight"][1] == (24, 16)
   with open(tmp_path / "config.json") as f:
@@ -454,15 +452,29 @@ def test_task_models_write_transformers_layouts(tmp_path, make, architecture, he
   clone = make()
   checkpoints.load_checkpoint(clone, str(tmp_path))
   for name, var in checkpoints.variable_map(clone).items():
-    if architecture == "BertForQuestionAnswering" and name.startswith("bert/pooler/"):
-      assert not np.array_equal(var.numpy(), weights[name])  # not in the file: fresh
-      continue
     np.testing.assert_array_equal(var.numpy(), weights[name], err_msg=name)
 
 
+def test_a_qa_file_without_pooler_loads_with_a_fresh_pooler(tmp_path):
+  """transformers writes BertForQuestionAnswering without a pooler; SQuAD never uses it."""
+  weights = randomize(BertSpanLabeler(SMALL), 8)
+  tensors, _ = hf_checkpoints.to_hf_tensors(weights, SMALL.max_position_embeddings)
+  from safetensors.numpy import save_file
+  tmp_path.joinpath("qa").mkdir()
+  save_file({k: v for k, v in tensors.items() if not k.startswith("bert.pooler.")},
+            str(tmp_path / "qa" / "model.safetensors"))
+  clone = BertSpanLabeler(SMALL)
+  checkpoints.load_checkpoint(clone, str(tmp_path / "qa"))
+  for name, var in checkpoints.variable_map(clone).items():
+    if name.startswith("bert/pooler/"):
+      assert not np.array_equal(var.numpy(), weights[name])  # not in the file: fresh
+    else:
+      np.testing.assert_array_equal(var.numpy(), weights[name], err_msg=name)
+
+
 def test_heads_without_a_transformers_layout_are_refused(tmp_path):
-  from modeling.multiple_choice import BertMultipleChoice
-  weights = randomize(BertMultipleChoice(SMALL), 7)
-  with pytest.raises(ValueError, match="head variable cls/multiple_choice/output_bias"):
+  from modeling.tagging import BertFeatureTagger
+  weights = randomize(BertFeatureTagger(SMALL, 3, [-1], "concat", 4), 7)
+  with pytest.raises(ValueError, match="No Hugging Face BERT class holds cls/ner/lstm_0/bw/bias"):
     hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path / "out"), SMALL)
   assert not (tmp_path / "out").exists()

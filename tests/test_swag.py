@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from conftest import write_vocab
 from data import pipeline, swag, tokenization
-from modeling import checkpoints
+from modeling import checkpoints, conversion
 from modeling.config import BertConfig
 from modeling.multiple_choice import BertMultipleChoice, MultipleChoiceTask
 from scripts import last_error_line, run_script
@@ -232,7 +232,7 @@ def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
   model = BertMultipleChoice(config)
   checkpoints.load_checkpoint(model, str(out))
   ckpt = checkpoints.read_checkpoint(str(out))
-  assert isinstance(checkpoints.model_for(ckpt, config), BertMultipleChoice)
+  assert isinstance(conversion.model_for(ckpt, config), BertMultipleChoice)
 
 
 def test_bad_input_is_one_line(model_files, tmp_path):

@@ -9,12 +9,14 @@ numba, and is split by stage:
   mersenne.py    the original's random.Random, reproduced for numba
   generation.py  instances -> record features; the exact (default) mode
   streaming.py   the --streaming / --num_workers mode
+  sharded.py     the --shard_by_input_file mode: outputs made independently, in parallel
 
 Where each piece of the original's create_pretraining_data.py went:
 
   main(): the flags and their checks stay in the entry script
       create_pretraining_data.py; the work is `generation.generate_exact`, or
-      `streaming.generate_streaming` with --num_workers > 1 or --streaming.
+      `streaming.generate_streaming` with --num_workers > 1 or --streaming, or
+      `sharded.generate_sharded` with --shard_by_input_file.
   rng = random.Random(FLAGS.random_seed): made in `generation.generate_exact`
       (in streaming mode, one per worker in `streaming._run_worker`, seeded by
       `streaming.worker_seed`) and handed to

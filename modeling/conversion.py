@@ -1,0 +1,100 @@
+"""The model a checkpoint's variables make, for convert_checkpoint.py: every variable kept.
+
+A checkpoint names its variables, not its model. Its head variables (those
+outside `bert/`) say which task model wrote it, and each task model class
+recognizes its own (`for_head_variables`), so no table of head names lives
+here, only the list of classes. A checkpoint with variables that no model
+takes, in part or whole, is refused in one line naming them all: a
+conversion never drops a variable.
+"""
+
+import os
+
+from data import files
+from modeling import checkpoints, hf_checkpoints
+from modeling.encoder import BertEncoder
+from modeling.heads import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.multiple_choice import BertMultipleChoice
+from modeling.tagging import BertFeatureTagger, BertTagger
+
+# Every model a script trains (run_pretraining, run_classifier with classes or a
+# regression score, run_squad, run_swag, run_ner fine-tuned and feature-based).
+TASK_MODELS = (BertPretrainer, BertClassifier, BertSpanLabeler, BertMultipleChoice,
+               BertTagger, BertFeatureTagger)
+
+
+def _shown(names):
+  """Checkpoint names for a message; unknown Hugging Face keys said as such."""
+  return ", ".join(f"{n[4:]} (a Hugging Face key)" if n.startswith("<hf>") else n
+                   for n in sorted(names))
+
+
+def model_for(ckpt, config):
+  """The built model (encoder or task model) that holds every variable of `ckpt`.
+
+  Args:
+    ckpt: a checkpoints.Checkpoint (original names -> arrays).
+    config: the BertConfig of its encoder.
+  Raises:
+    ValueError: one line naming the checkpoint and every variable that no
+      model, or no single model, takes.
+  """
+  shapes = {name: tuple(value.shape) for name, value in ckpt.weights.items()}
+  heads = [n for n in shapes if checkpoints.is_head_variable(n)]
+  model = BertEncoder(config)
+  if heads:
+    models = [m for m in (c.for_head_variables(config, shapes) for c in TASK_MODELS)
+              if m is not None]
+    if len(models) > 1:
+      raise ValueError(f"Checkpoint {ckpt.path} holds the heads of several models "
+                       f"({', '.join(type(m).__name__ for m in models)}); a conversion "
+                       "writes one.")
+    if not models:
+      raise ValueError(f"Checkpoint {ckpt.path}: no model of ours has the head variable(s) "
+                       f"{_shown(heads)}; nothing was converted.")
+    model = models[0]
+  unplaced = set(shapes) - set(checkpoints.variable_map(model))
+  if unplaced:
+    raise ValueError(f"Checkpoint {ckpt.path}: {type(model).__name__} has no place for "
+                     f"{_shown(unplaced)}; nothing was converted.")
+  return model
+
+
+def load_for_conversion(path, config):
+  """(Checkpoint read, model holding its values) for the checkpoint at `path` (any format).
+
+  Every checkpoint variable lands in the model and every model variable comes
+  from the checkpoint, shapes equal; the one exception is a pooler that a
+  transformers question answering or token classification file lacks (its
+  class has none; SQuAD and the tagger never use it), which keeps fresh values.
+  """
+  ckpt = checkpoints.read_checkpoint(path)
+  model = model_for(ckpt, config)
+  checkpoints.load_checkpoint(model, path, ckpt=ckpt)
+  return ckpt, model
+
+
+def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, labels=None):
+  """Writes every variable of `model` to output_dir as tf1, tf2 or hf; returns the path.
+
+  `labels` name a classifier's or tagger's classes in the hf config.json.
+  Raises ValueError, before writing anything, when the format cannot hold
+  the model (hf and the feature-based tagger's BiLSTM).
+  """
+  if output_format == "tf1":
+    return checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), output_dir,
+                                           config, vocab_file)
+  if output_format == "hf":
+    return hf_checkpoints.save_hf_checkpoint(checkpoints.model_weights(model), output_dir,
+                                             config, vocab_file, labels)
+  if output_format != "tf2":
+    raise ValueError(f"Unknown checkpoint format {output_format!r}; expected tf1, tf2 or hf.")
+  files.ensure_writable_dir(output_dir, "output directory")
+  path = checkpoints.save_tf2_checkpoint(model, os.path.join(output_dir, "model.ckpt"))
+  with files.atomic_output(os.path.join(output_dir, "bert_config.json")) as f:
+    f.write(config.to_json_string())
+  if vocab_file:
+    with files.atomic_output(os.path.join(output_dir, "vocab.txt"), "wb") as f:
+      with files.open_file(vocab_file, "rb") as src:
+        f.write(src.read())
+  return path

@@ -1,0 +1,263 @@
+"""convert_checkpoint.py's conversions: every model a script trains, each format both ways.
+
+Every tensor must come back equal, or the conversion is refused in one line
+naming the variables it cannot place, with nothing written. The Hugging Face
+exports of the token tagger and the multiple-choice model are checked against
+the names and shapes of transformers' BertForTokenClassification and
+BertForMultipleChoice (written down here from its layout; transformers itself
+is not needed) and against our logits through a float64 numpy BERT.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import randomize, random_features
+from modeling import checkpoints, conversion, optimization, training
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.heads import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.multiple_choice import BertMultipleChoice, MultipleChoiceTask
+from modeling.tagging import BertFeatureTagger, BertTagger, TaggingTask
+from scripts import last_error_line, run_script
+from test_checkpoints import _numpy_bert
+
+SMALL = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                   intermediate_size=16, max_position_embeddings=24, type_vocab_size=2)
+KINDS = {
+    "encoder": lambda: BertEncoder(SMALL),
+    "pretraining": lambda: BertPretrainer(SMALL),
+    "classifier": lambda: BertClassifier(SMALL, num_labels=3),
+    "regression": lambda: BertClassifier(SMALL, num_labels=1),
+    "span": lambda: BertSpanLabeler(SMALL),
+    "multiple_choice": lambda: BertMultipleChoice(SMALL),
+    "tagger": lambda: BertTagger(SMALL, 5),
+    "feature_tagger_concat": lambda: BertFeatureTagger(SMALL, 5, [-1, -2], "concat", 4),
+    "feature_tagger_sum": lambda: BertFeatureTagger(SMALL, 5, [-1, 0], "sum", 3),
+    "feature_tagger_weighted": lambda: BertFeatureTagger(SMALL, 5, [0, 1, 2], "weighted", 3),
+}
+NO_HF = {"feature_tagger_concat", "feature_tagger_sum", "feature_tagger_weighted"}  # BiLSTM
+# A chain through every ordered pair of formats once: tf2->tf1->hf->tf2->hf->tf1->tf2.
+CHAIN = ["tf2", "tf1", "hf", "tf2", "hf", "tf1", "tf2"]
+
+
+def _convert(source, fmt, target, labels=None):
+  """What convert_checkpoint.py does: read and place every variable, write `fmt`."""
+  _, model = conversion.load_for_conversion(str(source), SMALL)
+  conversion.write_checkpoint(model, str(target), fmt, SMALL, labels=labels)
+  return model
+
+
+def _assert_all_equal(path, want, where):
+  got = checkpoints.read_checkpoint(str(path)).weights
+  assert sorted(got) == sorted(want), where
+  for name, value in want.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=f"{name} {where}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_format_both_ways_keeps_every_tensor(kind, tmp_path):
+  original = KINDS[kind]()
+  want = randomize(original, seed=len(kind))
+  source = tmp_path / "0_tf2"
+  conversion.write_checkpoint(original, str(source), "tf2", SMALL)
+  chain = CHAIN if kind not in NO_HF else ["tf2", "tf1", "tf2"]
+  for step, fmt in enumerate(chain[1:], 1):
+    target = tmp_path / f"{step}_{fmt}"
+    model = _convert(source, fmt, target)
+    assert type(model) is type(original), (source, fmt)
+    assert getattr(model, "num_labels", None) == getattr(original, "num_labels", None)
+    _assert_all_equal(target, want, f"after {source.name} -> {fmt}")
+    source = target
+
+
+@pytest.mark.parametrize("kind", sorted(NO_HF))
+def test_hugging_face_refuses_the_bilstm_naming_every_variable(kind, tmp_path):
+  want = randomize(KINDS[kind](), 1)
+  checkpoints.save_tf1_checkpoint(want, str(tmp_path / "tf1"), SMALL)
+  with pytest.raises(ValueError) as error:
+    _convert(tmp_path / "tf1", "hf", tmp_path / "hf")
+  message = str(error.value)
+  unplaced = [n for n in want if "/lstm_" in n or n.endswith("layer_weights")]
+  assert len(unplaced) >= 12 and "\n" not in message
+  assert all(name in message for name in unplaced), message
+  assert "cls/ner/output_weights" not in message  # BertForTokenClassification would hold it
+  assert not (tmp_path / "hf").exists()
+
+
+def test_variables_no_model_takes_are_named_and_nothing_is_written(tmp_path):
+  weights = randomize(BertTagger(SMALL, 5), 2)
+  extra = {**weights, "cls/other/output_weights": np.zeros((2, 8), np.float32)}
+  checkpoints.save_tf1_checkpoint(extra, str(tmp_path / "extra"), SMALL)
+  with pytest.raises(ValueError, match=r"BertTagger has no place for "
+                                       r"cls/other/output_weights; nothing was converted\.$"):
+    _convert(tmp_path / "extra", "tf1", tmp_path / "out")
+  alone = {n: v for n, v in extra.items() if not n.startswith("cls/ner/")}
+  checkpoints.save_tf1_checkpoint(alone, str(tmp_path / "alone"), SMALL)
+  with pytest.raises(ValueError, match=r"no model of ours has the head variable\(s\) "
+                                       r"cls/other/output_weights; nothing was converted\.$"):
+    _convert(tmp_path / "alone", "tf2", tmp_path / "out")
+  both = {**weights, **randomize(BertSpanLabeler(SMALL), 3)}
+  checkpoints.save_tf1_checkpoint(both, str(tmp_path / "both"), SMALL)
+  with pytest.raises(ValueError, match=r"heads of several models \(BertSpanLabeler, "
+                                       r"BertTagger\)"):
+    _convert(tmp_path / "both", "hf", tmp_path / "out")
+  assert not (tmp_path / "out").exists()
+
+
+# --- Trained models, through the script -------------------------------------
+
+def _trained(task, features, out):
+  """A Trainer checkpoint in `out` after two steps on `features`, and the trained weights."""
+  trainer = training.Trainer(
+      tf.distribute.get_strategy(), task,
+      lambda names: optimization.create_optimizer("adamw", 1e-2, 2, 0, names),
+      training.TrainConfig(output_dir=str(out), num_train_steps=2, global_batch_size=4,
+                           steps_per_loop=2, log_steps=2, save_checkpoints_steps=2))
+  trainer.train(lambda ctx: tf.data.Dataset.from_tensor_slices(features).repeat().batch(4))
+  return checkpoints.model_weights(trainer.model)
+
+
+def _tagging_features(rng, n=8, seq=10):
+  features = random_features(rng, n, seq, SMALL.vocab_size)
+  features["label_ids"] = rng.integers(0, 5, (n, seq)).astype("int32")
+  features["label_weights"] = features["input_mask"].astype("float32")
+  return features
+
+
+def _choice_features(rng, n=8, choices=3, seq=7):
+  flat = random_features(rng, n * choices, seq, SMALL.vocab_size)
+  features = {k: v.reshape(n, choices, seq) for k, v in flat.items()}
+  features["label_ids"] = rng.integers(0, choices, n).astype("int32")
+  features["is_real_example"] = np.ones(n, "int32")
+  return features
+
+
+TRAINED = {
+    "tagger": (lambda: TaggingTask(SMALL, 5), _tagging_features),
+    "feature_tagger": (lambda: TaggingTask(SMALL, 5, True, [-1, -2], "concat", 4),
+                       _tagging_features),
+    "multiple_choice": (lambda: MultipleChoiceTask(SMALL), _choice_features),
+}
+
+
+@pytest.mark.parametrize("kind", TRAINED)
+def test_trained_checkpoints_convert_with_every_tensor(tmp_path, kind):
+  """run_ner's and run_swag's checkpoints (tf2 with optimizer state, as the Trainer
+  writes them) -> tf1 and hf -> ours, every tensor equal; the BiLSTM refused in hf."""
+  make_task, make_features = TRAINED[kind]
+  out = tmp_path / "run"
+  want = _trained(make_task(), make_features(np.random.default_rng(0)), out)
+  fresh = checkpoints.model_weights(make_task().build_model())
+  assert any(not np.array_equal(want[n], fresh[n]) for n in want if n.startswith("cls/"))
+  formats = ["tf1", "tf2"] if kind == "feature_tagger" else ["tf1", "hf", "tf2"]
+  source = out
+  for fmt in formats:
+    _convert(source, fmt, tmp_path / fmt)
+    _assert_all_equal(tmp_path / fmt, want, f"{source.name} -> {fmt}")
+    source = tmp_path / fmt
+  if kind == "feature_tagger":
+    with pytest.raises(ValueError, match=r"^No Hugging Face BERT class holds cls/ner/lstm_0/"):
+      _convert(out, "hf", tmp_path / "hf")
+
+
+@pytest.mark.slow
+def test_the_script_exports_a_trained_tagger_with_its_label_names(tmp_path):
+  """convert_checkpoint.py on run_ner's output_dir: hf with label_list.txt's names in
+  config.json; the feature-based tagger refused in one line, nothing written."""
+  labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+  for feature_based in (False, True):
+    out = tmp_path / f"ner_{feature_based}"
+    task = TaggingTask(SMALL, 5, feature_based, [-1, -2], "concat", 4)
+    want = _trained(task, _tagging_features(np.random.default_rng(0)), out)
+    SMALL.to_json_file(str(out / "bert_config.json"))
+    (out / "label_list.txt").write_text("\n".join(labels) + "\n")
+    target = tmp_path / f"hf_{feature_based}"
+    proc = run_script("convert_checkpoint.py", f"--input_checkpoint={out}",
+                      f"--output_dir={target}", "--output_format=hf",
+                      expect_ok=not feature_based)
+    if feature_based:
+      assert last_error_line(proc).startswith(
+          "error: No Hugging Face BERT class holds cls/ner/lstm_0/bw/bias, ")
+      assert "Traceback" not in proc.stderr and not target.exists()
+      continue
+    _assert_all_equal(target, want, "ner -> hf")
+    config = json.loads((target / "config.json").read_text())
+    assert config["architectures"] == ["BertForTokenClassification"]
+    assert config["id2label"] == {str(i): label for i, label in enumerate(labels)}
+
+
+# --- The Hugging Face layouts of the tagger and multiple choice --------------
+
+def _encoder_keys(pooler):
+  """transformers' BertModel keys under `bert.` (BertEmbeddings, BertLayer, BertPooler)."""
+  keys = {f"bert.embeddings.{n}.weight" for n in ("word_embeddings", "position_embeddings",
+                                                   "token_type_embeddings")}
+  keys |= {"bert.embeddings.LayerNorm.weight", "bert.embeddings.LayerNorm.bias"}
+  for i in range(SMALL.num_hidden_layers):
+    for module in ("attention.self.query", "attention.self.key", "attention.self.value",
+                   "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
+                   "output.dense", "output.LayerNorm"):
+      keys |= {f"bert.encoder.layer.{i}.{module}.weight", f"bert.encoder.layer.{i}.{module}.bias"}
+  if pooler:
+    keys |= {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
+  return keys
+
+
+def _file_tensors(directory):
+  from safetensors.numpy import load_file
+  return load_file(str(directory / "model.safetensors"))
+
+
+def _logits_from_file(tensors, ids, segments, mask, pooled):
+  """What transformers computes from the file: sequence or pooled output, then classifier."""
+  encoder = {k[len("bert."):]: v for k, v in tensors.items() if k.startswith("bert.")}
+  states, pooled_output = _numpy_bert(encoder, ids, segments, mask, SMALL.num_attention_heads)
+  x = pooled_output if pooled else states[-1]
+  return x @ tensors["classifier.weight"].T.astype(np.float64) + tensors["classifier.bias"]
+
+
+def test_tagger_exports_as_bert_for_token_classification(tmp_path):
+  model = BertTagger(SMALL, 5)
+  randomize(model, 4)
+  conversion.write_checkpoint(model, str(tmp_path), "hf", SMALL)
+  tensors = _file_tensors(tmp_path)
+  # BertForTokenClassification builds BertModel without a pooler: ours is kept for round
+  # trips (transformers reports it as unexpected and leaves it out).
+  assert set(tensors) == (_encoder_keys(pooler=False) | {"classifier.weight", "classifier.bias"}
+                          | {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
+                             "bert.embeddings.position_ids"})
+  assert tensors["classifier.weight"].shape == (5, 8) and tensors["classifier.bias"].shape == (5,)
+  assert tensors["bert.encoder.layer.1.intermediate.dense.weight"].shape == (16, 8)  # [out, in]
+  config = json.loads((tmp_path / "config.json").read_text())
+  assert config["architectures"] == ["BertForTokenClassification"]
+  assert len(config["id2label"]) == 5
+  features = random_features(np.random.default_rng(5), 3, 9, SMALL.vocab_size)
+  ours = model(features, training=False)["logits"].numpy()  # [B, S, C]
+  theirs = _logits_from_file(tensors, features["input_ids"], features["segment_ids"],
+                             features["input_mask"], pooled=False)
+  real = features["input_mask"].astype(bool)
+  np.testing.assert_allclose(ours[real], theirs[real], rtol=0, atol=1e-5)
+
+
+def test_multiple_choice_exports_as_bert_for_multiple_choice(tmp_path):
+  model = BertMultipleChoice(SMALL)
+  randomize(model, 6)
+  conversion.write_checkpoint(model, str(tmp_path), "hf", SMALL)
+  tensors = _file_tensors(tmp_path)
+  assert set(tensors) == (_encoder_keys(pooler=True) | {"classifier.weight", "classifier.bias"}
+                          | {"bert.embeddings.position_ids"})
+  assert tensors["classifier.weight"].shape == (1, 8) and tensors["classifier.bias"].shape == (1,)
+  config = json.loads((tmp_path / "config.json").read_text())
+  assert config["architectures"] == ["BertForMultipleChoice"]
+  flat = random_features(np.random.default_rng(7), 2 * 4, 9, SMALL.vocab_size)
+  features = {k: v.reshape(2, 4, 9) for k, v in flat.items()}  # [B, C, S]
+  ours = model(features, training=False)["logits"].numpy()  # [B, C]
+  theirs = _logits_from_file(tensors, flat["input_ids"], flat["segment_ids"],
+                             flat["input_mask"], pooled=True).reshape(2, 4)
+  np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+  # Read back as multiple choice (config.json's class), not as a one-label classifier.
+  _, back = conversion.load_for_conversion(str(tmp_path), SMALL)
+  assert type(back) is BertMultipleChoice
