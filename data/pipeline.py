@@ -6,12 +6,17 @@ Each pipeline is built per input pipeline of a tf.distribute strategy
 the per-replica size.
 """
 
+import concurrent.futures
 import contextlib
 import re
 
 import tensorflow as tf
 
 from data import files
+
+
+# Files check_records reads at once.
+CHECK_THREADS = 16
 
 
 def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits=None,
@@ -32,10 +37,23 @@ def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits
     the file names.
   """
   names = files.expand_file_patterns(file_patterns, source)
-  for path in names:
+
+  def check(path):
     _check_first_record(path, spec, flag_hint or {}, compression)
     if id_limits:
       _check_ids(path, spec, id_limits, compression, count)
+
+  # Several files at once: a pod's input can be thousands of shards in a bucket,
+  # where each open waits on the network. The first bad file in order is named.
+  with concurrent.futures.ThreadPoolExecutor(min(CHECK_THREADS, len(names))) as pool:
+    checks = [pool.submit(check, path) for path in names]
+    try:
+      for done in checks:
+        done.result()
+    except BaseException:
+      for pending in checks:
+        pending.cancel()
+      raise
   return names
 
 

@@ -117,3 +117,15 @@ def test_no_resharding_by_tf_distribute_and_sloppy_order_only_unseeded(tmp_path)
   assert len(_pairs(input_ops.auto_shard_dataset(plain, 2, 1))) == 4
   assert pipeline.record_dataset(pattern, SPEC, 1, True).options().deterministic is False
   assert pipeline.record_dataset(pattern, SPEC, 1, True, seed=1).options().deterministic is not False
+
+
+def test_checks_of_many_files_name_the_first_bad_one(tmp_path):
+  paths = _shards(tmp_path, [3] * 24)  # x = (file, record): file f holds values up to f
+  tfrecords.write_arrays(paths[13], {"x": np.zeros((3, 3), np.int64)})  # another length
+  limits = {"x": (9, "the limit")}  # files 9 and up hold a value of 9 or more
+  pattern = str(tmp_path / "shard-*.tfrecord")
+  with pytest.raises(ValueError, match=f"^{paths[9]}: x holds 9, outside 0..8 .the limit.;"):
+    pipeline.check_records(pattern, SPEC, id_limits=limits)
+  with pytest.raises(ValueError, match=f"^{paths[13]}: x has 3 values per record but the spec"):
+    pipeline.check_records(pattern, SPEC)
+  assert pipeline.check_records(",".join(paths[:9]), SPEC, id_limits=limits) == paths[:9]
