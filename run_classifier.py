@@ -44,6 +44,11 @@ flags.DEFINE_string("export_dir", None,
                     "Write a SavedModel here that takes raw text and returns probabilities "
                     "(a score for sts-b).")
 flags.DEFINE_string("xnli_language", "zh", "XNLI language (the original fixed zh).")
+flags.DEFINE_bool("bilstm_head", False,
+                  "Put a randomly initialised bidirectional LSTM (hidden_size / 2 units per "
+                  "direction) between the encoder and the classifier, as the paper's "
+                  "'+ BiLSTM' ablation; its forward output at the last token and backward "
+                  "output at [CLS] feed the classifier.")
 script_utils.require_positive("learning_rate", "num_train_epochs")
 FLAGS = flags.FLAGS
 
@@ -87,7 +92,8 @@ def main(_):
   tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
   name = FLAGS.task_name.lower()
   run = script_utils.run_record(FLAGS, task_name=name + (
-      f" ({FLAGS.xnli_language})" if name == "xnli" else ""), labels=task.labels)
+      f" ({FLAGS.xnli_language})" if name == "xnli" else ""), labels=task.labels,
+      bilstm_head=FLAGS.bilstm_head, causal_attention=config.causal_attention)
   script_utils.check_run(FLAGS.output_dir, run)
   train_examples = glue.examples(task, FLAGS.data_dir, "train") if FLAGS.do_train else []
   # Held-out splits are read now, so an empty one stops the run before training.
@@ -112,7 +118,8 @@ def main(_):
       FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)
   trainer = script_utils.make_trainer(
-      strategy, heads.ClassificationTask(config, len(task.labels or [0]), task.is_regression),
+      strategy, heads.ClassificationTask(config, len(task.labels or [0]), task.is_regression,
+                                         FLAGS.bilstm_head),
       num_train_steps, int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size,
       FLAGS)
 

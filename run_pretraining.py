@@ -6,6 +6,9 @@
     --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4
 
 Restarting with the same --output_dir resumes from its latest checkpoint.
+--objective=ltr trains a left-to-right language model on the same records
+instead (the paper's "LTR & No NSP"); its exported bert_config.json says
+causal_attention, so the fine-tuning scripts build the causal encoder from it.
 """
 
 import os
@@ -44,6 +47,12 @@ flags.DEFINE_float("next_sentence_weight", 1.0,
                    "Weight of the next-sentence loss in the total (the original: 1). 0 trains "
                    "masked LM only (the paper's 'No NSP'): the next-sentence head and pooler "
                    "stay as initialized and no next-sentence metrics are reported.")
+flags.DEFINE_enum("objective", "mlm", ["mlm", "ltr"],
+                  "mlm: masked LM, plus the next-sentence task as --next_sentence_weight says "
+                  "(the original). ltr: a left-to-right language model (the paper's 'LTR & No "
+                  "NSP'): causal attention, the next token predicted at every real position "
+                  "from the records' text with the masked tokens put back, no next-sentence "
+                  "head; the exported bert_config.json gets causal_attention: true.")
 script_utils.require_positive("learning_rate")
 FLAGS = flags.FLAGS
 
@@ -57,17 +66,28 @@ def main(_):
     raise ValueError(f"--num_train_steps={FLAGS.num_train_steps}: training needs at least 1.")
   if not FLAGS.next_sentence_weight >= 0:
     raise ValueError(f"--next_sentence_weight={FLAGS.next_sentence_weight} must be 0 or more.")
+  if FLAGS.objective == "ltr" and FLAGS["next_sentence_weight"].present:
+    raise ValueError("--next_sentence_weight applies to --objective=mlm; --objective=ltr "
+                     "trains no next-sentence task.")
   script_utils.log_flags()
   from data import features, files, pipeline
-  from modeling import checkpoints, heads, reports
+  from modeling import checkpoints, heads, language_model, reports
   from modeling.config import BertConfig
 
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
+  if FLAGS.objective == "ltr":
+    config = language_model.causal_config(config)
+  elif config.causal_attention:
+    raise ValueError(f"--bert_config_file={FLAGS.bert_config_file} has causal_attention "
+                     "(a left-to-right model) but masked LM reads both sides: pass "
+                     "--objective=ltr, or a config without causal_attention.")
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, None, None)
   if FLAGS.vocab_file:  # copied beside the export: checked now, not after training
     script_utils.load_tokenizer(FLAGS.vocab_file, True, config,
                                 ("[UNK]", "[CLS]", "[SEP]", "[MASK]"))
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+  run = {"objective": FLAGS.objective}  # a checkpoint there of the other objective is refused
+  script_utils.check_run(FLAGS.output_dir, run)
   compression = "" if FLAGS.input_compression == "none" else "GZIP"
   spec = features.pretraining_feature_spec(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
   hints = {n: "--max_seq_length" for n in ("input_ids", "input_mask", "segment_ids")}
@@ -85,7 +105,10 @@ def main(_):
       pipeline.check_records(pattern, spec, hints, compression, limits)
 
   strategy, policy = script_utils.runtime(FLAGS)
-  task = heads.PretrainingTask(config, FLAGS.next_sentence_weight)
+  if FLAGS.objective == "ltr":
+    task = language_model.LanguageModelTask(config)
+  else:
+    task = heads.PretrainingTask(config, FLAGS.next_sentence_weight)
   logging.info("Objectives trained: %s", ", ".join(task.objectives))
   trainer = script_utils.make_trainer(strategy, task, FLAGS.num_train_steps,
                                      FLAGS.num_warmup_steps, FLAGS.train_batch_size, FLAGS)
@@ -95,6 +118,8 @@ def main(_):
         pattern, spec, ctx.get_per_replica_batch_size(batch_size), is_training, FLAGS.seed,
         ctx, compression)
 
+  accuracy = (("next_token_accuracy", "next-token accuracy") if FLAGS.objective == "ltr"
+              else ("masked_lm_accuracy", "masked LM accuracy"))
   if FLAGS.do_train:
     def finish():
       export = os.path.join(FLAGS.output_dir, "export")
@@ -103,7 +128,9 @@ def main(_):
       logging.info("Exported the original checkpoint layout to %s", export)
       reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
                           os.path.join(FLAGS.output_dir, "training_curves.png"),
-                          [("loss", "loss"), ("masked_lm_accuracy", "masked LM accuracy")])
+                          [("loss", "loss"), accuracy])
+    if trainer.chief:
+      script_utils.save_run(FLAGS.output_dir, run)
     with pipeline.naming_bad_files(FLAGS.input_file, compression):
       trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
                     FLAGS.init_checkpoint, on_finish=finish)

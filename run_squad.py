@@ -49,6 +49,10 @@ script_utils.define_batching_flags()
 flags.DEFINE_bool("tune_null_threshold", False,
                   "v2.0, when --predict_file has answers: predict with the threshold that "
                   "maximises F1 on it (reported as null_score_diff_threshold).")
+flags.DEFINE_bool("bilstm_head", False,
+                  "Put a randomly initialised bidirectional LSTM (hidden_size / 2 units per "
+                  "direction) between the encoder and the span layer, as the paper's "
+                  "'+ BiLSTM' ablation.")
 script_utils.require_positive("learning_rate", "num_train_epochs")
 FLAGS = flags.FLAGS
 
@@ -83,7 +87,9 @@ def main(_):
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
   tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
   run = script_utils.run_record(FLAGS, task="squad",
-                                version_2_with_negative=FLAGS.version_2_with_negative)
+                                version_2_with_negative=FLAGS.version_2_with_negative,
+                                bilstm_head=FLAGS.bilstm_head,
+                                causal_attention=config.causal_attention)
   script_utils.check_run(FLAGS.output_dir, run)
   convert = lambda examples, training_: squad.convert_examples_to_features(
       examples, tokenizer, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
@@ -106,7 +112,7 @@ def main(_):
   multiple = script_utils.batch_length_multiple(
       FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   trainer = script_utils.make_trainer(
-      strategy, heads.SpanTask(config), num_train_steps,
+      strategy, heads.SpanTask(config, FLAGS.bilstm_head), num_train_steps,
       int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size, FLAGS)
 
   if FLAGS.do_train:

@@ -16,7 +16,7 @@ _HF_IGNORED = frozenset([
     "architectures", "model_type", "transformers_version", "_name_or_path",
     "gradient_checkpointing", "use_cache", "pad_token_id", "torch_dtype",
     "classifier_dropout", "position_embedding_type", "layer_norm_eps",
-    "id2label", "label2id", "is_decoder", "add_cross_attention",
+    "id2label", "label2id", "add_cross_attention",
     "bos_token_id", "eos_token_id", "output_past"])
 LAYER_NORM_EPSILON = 1e-12
 
@@ -27,6 +27,12 @@ class BertConfig:
 
   Unknown keys read from a file are kept in `extra` and written back, so a
   released config round-trips unchanged.
+
+  causal_attention (added): each token attends to itself and the tokens before
+  it only, as in a left-to-right language model (run_pretraining.py
+  --objective=ltr writes it). It is written only when true, so the config of
+  a bidirectional model stays the original's and a file without the key loads
+  the original (bidirectional) encoder.
   """
   vocab_size: int
   hidden_size: int = 768
@@ -39,6 +45,7 @@ class BertConfig:
   max_position_embeddings: int = 512
   type_vocab_size: int = 16
   initializer_range: float = 0.02
+  causal_attention: bool = False
   extra: dict = dataclasses.field(default_factory=dict, repr=False)
 
   def __post_init__(self):
@@ -62,6 +69,9 @@ class BertConfig:
     for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
       if not 0.0 <= getattr(self, name) < 1.0:
         raise ValueError(f"BertConfig.{name} must be in [0, 1), got {getattr(self, name)}.")
+    if not isinstance(self.causal_attention, bool):
+      raise ValueError("BertConfig.causal_attention must be true or false, got "
+                       f"{self.causal_attention!r}.")
 
   @classmethod
   def from_dict(cls, d):
@@ -92,9 +102,12 @@ class BertConfig:
       raise ValueError(f"BERT config {path}: {e}") from e
 
   def to_dict(self):
-    """Returns all keys, unknown ones included, as a plain dict."""
+    """Returns all keys, unknown ones included, as a plain dict (causal_attention
+    only when true)."""
     d = {f.name: copy.deepcopy(getattr(self, f.name))
          for f in dataclasses.fields(self) if f.name != "extra"}
+    if not self.causal_attention:  # the original's keys only, for a bidirectional model
+      del d["causal_attention"]
     d.update(copy.deepcopy(self.extra))
     return d
 
@@ -123,6 +136,8 @@ def _from_hugging_face(d):
   act = d.get("hidden_act", "gelu")
   if act not in _HF_ACTIVATIONS:
     raise ValueError(f"hidden_act {act!r} is not supported.")
-  out = {k: v for k, v in d.items() if k not in _HF_IGNORED}
+  out = {k: v for k, v in d.items() if k not in _HF_IGNORED and k != "is_decoder"}
   out["hidden_act"] = _HF_ACTIVATIONS[act]
+  if d.get("is_decoder"):  # transformers' BertModel then masks attention causally
+    out["causal_attention"] = True
   return out

@@ -38,16 +38,22 @@ class BertEncoder(ConfiguredModel):
 
   Returns a dict:
     sequence_output: float32 [B, S, H], the last block's output.
-    pooled_output: float32 [B, H], tanh(dense(sequence_output[:, 0])).
+    pooled_output: float32 [B, H], tanh(dense(sequence_output[:, r])) at the
+      representation position r (`representation_positions`): [CLS], or for
+      a causal encoder the last real token, the first that has seen the
+      whole input (as GPT reads its sentence representation).
     encoder_outputs: list of num_hidden_layers float32 [B, S, H], every block's output.
     embedding_output: float32 [B, S, H], the embedding layer's output.
 
+  With config.causal_attention every position attends to itself and earlier
+  positions only (a left-to-right model), besides the padding mask.
+
   Dropout follows `training`; with training=False the outputs are deterministic.
-  With pooled_only=True the last block computes only the [CLS] row, all the
-  pooler reads, which saves nearly a whole layer's work (the classifier's and
-  multiple choice's heads use it): pooled_output is unchanged up to float
-  rounding, while sequence_output and the last encoder_outputs entry are
-  [B, 1, H].
+  With pooled_only=True the last block computes only the representation row,
+  all the pooler reads, which saves nearly a whole layer's work (the
+  classifier's and multiple choice's heads use it): pooled_output is
+  unchanged up to float rounding, while sequence_output and the last
+  encoder_outputs entry are [B, 1, H] (that row).
 
   With pack_tokens set, the layers run on the real tokens alone
   (layers.PackedTokens): the outputs are the same up to float rounding, with
@@ -92,6 +98,13 @@ class BertEncoder(ConfiguredModel):
     """The word embedding variable [V, H], shared with the masked-LM decoder."""
     return self.embeddings.word_embeddings
 
+  def representation_positions(self, input_mask):
+    """int [B, S] mask -> int32 [B]: the position the pooler reads, 0 ([CLS]), or the last
+    real token for a causal encoder."""
+    if self.config.causal_attention:
+      return layers.last_real_positions(input_mask)
+    return ops.zeros((ops.shape(input_mask)[0],), "int32")
+
   def call(self, inputs, training=False, pooled_only=False):
     input_ids = inputs["input_ids"]
     input_mask = inputs.get("input_mask")
@@ -100,7 +113,9 @@ class BertEncoder(ConfiguredModel):
       input_mask = ops.ones_like(input_ids)
     if segment_ids is None:
       segment_ids = ops.zeros_like(input_ids)
-    bias = layers.attention_bias_from_mask(input_mask)  # [B, 1, 1, S]
+    causal = self.config.causal_attention
+    bias = layers.attention_bias_from_mask(input_mask, causal)  # [B, 1, 1 or S, S]
+    rows = self.representation_positions(input_mask)[:, None]  # [B, 1]
     if self.pack_tokens:
       packed = layers.PackedTokens(input_mask)
       x = self.embeddings(packed.pack(input_ids), packed.pack(segment_ids), training=training,
@@ -110,12 +125,20 @@ class BertEncoder(ConfiguredModel):
       x = self.embeddings(input_ids, segment_ids, training=training)  # [B, S, H]
     outputs = [x]
     for i, block in enumerate(self.blocks):
-      first_rows = 1 if pooled_only and i == len(self.blocks) - 1 else None
-      x = block(x, bias, training=training, first_rows=first_rows, packed=packed)
-      outputs.append(x if packed is None or first_rows else packed.pad(x))
+      if pooled_only and i == len(self.blocks) - 1:  # the representation row only
+        row_bias = ops.take_along_axis(bias, rows[:, None, :, None], axis=2) if causal else bias
+        x = block(x, row_bias, training=training, query_positions=rows, packed=packed)
+        outputs.append(x)  # [B, 1, H]
+      else:
+        x = block(x, bias, training=training, packed=packed)
+        outputs.append(x if packed is None else packed.pad(x))
     if packed is not None:
       outputs[0] = packed.pad(outputs[0])
     x = outputs[-1]
-    pooled = ops.cast(self.pooler(x[:, 0]), "float32")  # [B, H]
+    if pooled_only or not causal:
+      first = x[:, 0]
+    else:
+      first = ops.take_along_axis(x, rows[:, :, None], axis=1)[:, 0]  # [B, H]
+    pooled = ops.cast(self.pooler(first), "float32")  # [B, H]
     return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": outputs[1:], "embedding_output": outputs[0]}

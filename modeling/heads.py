@@ -160,80 +160,141 @@ class BertPretrainer(_TaskModel):
   Call with the pretraining features (input_ids, input_mask, segment_ids,
   masked_lm_positions); returns masked_lm_logits float32 [B, P, V] and
   next_sentence_logits float32 [B, 2] (class 1 = random next sentence).
+  With next_sentence=False (the left-to-right model of
+  modeling/language_model.py) there is no next-sentence head or logits.
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, next_sentence=True, **kwargs):
     kwargs.setdefault("name", "bert_pretrainer")
     super().__init__(config, **kwargs)
     c = self.config
     self.masked_lm = MaskedLMHead(
         c.vocab_size, c.hidden_size, c.hidden_act, c.initializer_range,
         name="predictions", dtype=self.dtype_policy)
-    self.next_sentence = OutputLogits(2, c.initializer_range, name="seq_relationship")
+    self.next_sentence = (OutputLogits(2, c.initializer_range, name="seq_relationship")
+                          if next_sentence else None)
 
   def build(self, input_shape=None):
     self.encoder.build()
     self.masked_lm.build(None)
-    self.next_sentence.build((None, self.config.hidden_size))
+    if self.next_sentence is not None:
+      self.next_sentence.build((None, self.config.hidden_size))
     self.built = True
 
   def call(self, features, training=False):
     outputs = self.encoder(features, training=training)
-    return {
-        "masked_lm_logits": self.masked_lm(
-            outputs["sequence_output"], features["masked_lm_positions"],
-            self.encoder.embedding_table),
-        "next_sentence_logits": self.next_sentence(outputs["pooled_output"]),
-    }
+    logits = {"masked_lm_logits": self.masked_lm(
+        outputs["sequence_output"], features["masked_lm_positions"],
+        self.encoder.embedding_table)}
+    if self.next_sentence is not None:
+      logits["next_sentence_logits"] = self.next_sentence(outputs["pooled_output"])
+    return logits
 
   def head_variable_map(self):
     mlm = self.masked_lm
-    return {"cls/predictions/transform/dense/kernel": mlm.transform.kernel,
-            "cls/predictions/transform/dense/bias": mlm.transform.bias,
-            "cls/predictions/transform/LayerNorm/gamma": mlm.layer_norm.gamma,
-            "cls/predictions/transform/LayerNorm/beta": mlm.layer_norm.beta,
-            "cls/predictions/output_bias": mlm.output_bias,
-            **_logits_names("cls/seq_relationship/", self.next_sentence)}
+    names = {"cls/predictions/transform/dense/kernel": mlm.transform.kernel,
+             "cls/predictions/transform/dense/bias": mlm.transform.bias,
+             "cls/predictions/transform/LayerNorm/gamma": mlm.layer_norm.gamma,
+             "cls/predictions/transform/LayerNorm/beta": mlm.layer_norm.beta,
+             "cls/predictions/output_bias": mlm.output_bias}
+    if self.next_sentence is not None:
+      names.update(_logits_names("cls/seq_relationship/", self.next_sentence))
+    return names
 
   @classmethod
   def for_head_variables(cls, config, shapes):
-    return cls(config) if "cls/predictions/output_bias" in shapes else None
+    if "cls/predictions/output_bias" not in shapes:
+      return None
+    return cls(config, next_sentence="cls/seq_relationship/output_weights" in shapes)
+
+  def get_config(self):
+    return {**super().get_config(), "next_sentence": self.next_sentence is not None}
+
+
+# --- The BiLSTM head (--bilstm_head): the paper's "+ BiLSTM" row of Table 5 ---
+
+BILSTM_PREFIX = "bilstm"  # its checkpoint names: bilstm/fw/kernel, bilstm/bw/bias, ...
+
+
+def bilstm_units(config):
+  """Units per direction: half the hidden size, so the task layer still reads H values."""
+  return max(1, config.hidden_size // 2)
+
+
+def bilstm_over(bilstm, sequence_output, features, training):
+  """The BiLSTM over float32 [B, S, H] sequence output -> float32 [B, S, 2 * units],
+  padding skipped (see layers.bidirectional_lstm) and zero."""
+  mask = features.get("input_mask")
+  mask = ops.ones(ops.shape(sequence_output)[:2], "bool") if mask is None else \
+      ops.cast(mask, "bool")
+  x = bilstm(ops.cast(sequence_output, "float32"), mask=mask, training=training)
+  return x * ops.cast(mask, "float32")[..., None]
 
 
 class BertClassifier(_TaskModel):
   """Encoder + dropout(0.1) + dense on the pooled output.
 
   Returns logits float32 [B, num_labels]; with num_labels=1 (regression) the
-  single column is the predicted score.
+  single column is the predicted score. The pooled output reads [CLS], or the
+  last real token for a causal (left-to-right) encoder.
+
+  bilstm_head: a randomly initialised bidirectional LSTM (bilstm_units per
+  direction) runs over the sequence output, and each direction's final output
+  (the forward one at the last real token, the backward one at [CLS]), both
+  having read the whole input, feeds the dropout and dense layer instead of
+  the pooled output (the pooler is then unused). At one position alone, one
+  direction would have read a single token and its recurrent weights would
+  never train.
   """
 
-  def __init__(self, config, num_labels, **kwargs):
+  def __init__(self, config, num_labels, bilstm_head=False, **kwargs):
     kwargs.setdefault("name", "bert_classifier")
     super().__init__(config, **kwargs)
     self.num_labels = num_labels
     self.dropout = layers.float32_dropout(0.1)
+    self.bilstm = (layers.bidirectional_lstm(bilstm_units(self.config), BILSTM_PREFIX)
+                   if bilstm_head else None)
+    self.uses_pooler = not bilstm_head
     self.classifier = OutputLogits(num_labels, self.config.initializer_range, name="classifier")
 
   def build(self, input_shape=None):
     self.encoder.build()
-    self.classifier.build((None, self.config.hidden_size))
+    width = self.config.hidden_size
+    if self.bilstm is not None:
+      self.bilstm.build((None, None, width))
+      width = 2 * bilstm_units(self.config)
+    self.classifier.build((None, width))
     self.built = True
 
   def call(self, features, training=False):
-    outputs = self.encoder(features, training=training, pooled_only=True)
-    pooled = outputs["pooled_output"]
+    if self.bilstm is None:
+      pooled = self.encoder(features, training=training, pooled_only=True)["pooled_output"]
+    else:
+      sequence = self.encoder(features, training=training)["sequence_output"]
+      x = bilstm_over(self.bilstm, sequence, features, training)  # [B, S, 2u]
+      mask = features.get("input_mask", ops.ones_like(features["input_ids"]))
+      last = layers.last_real_positions(mask)[:, None, None]  # [B, 1, 1]
+      units = bilstm_units(self.config)
+      pooled = ops.concatenate([ops.take_along_axis(x[..., :units], last, axis=1)[:, 0],
+                                x[:, 0, units:]], axis=-1)  # [B, 2u]
     return {"logits": self.classifier(self.dropout(pooled, training=training))}
 
   def head_variable_map(self):
-    return _logits_names("", self.classifier)  # the original's root-level names
+    names = _logits_names("", self.classifier)  # the original's root-level names
+    if self.bilstm is not None:
+      names.update(layers.bidirectional_lstm_variables(BILSTM_PREFIX, self.bilstm))
+    return names
 
   @classmethod
   def for_head_variables(cls, config, shapes):
-    return cls(config, num_labels=shapes["output_weights"][0]) if "output_weights" in shapes \
-        else None
+    if "output_weights" not in shapes:
+      return None
+    return cls(config, num_labels=shapes["output_weights"][0],
+               bilstm_head=f"{BILSTM_PREFIX}/fw/kernel" in shapes)
 
   def get_config(self):
-    return {**super().get_config(), "num_labels": self.num_labels}
+    return {**super().get_config(), "num_labels": self.num_labels,
+            "bilstm_head": self.bilstm is not None}
 
 
 class BertSpanLabeler(_TaskModel):
@@ -245,31 +306,51 @@ class BertSpanLabeler(_TaskModel):
   candidate lists depended on how far a batch was padded; masked, a batch
   trimmed to its longest sequence gives the same loss and answers as one
   padded to max_seq_length.
+
+  bilstm_head: a randomly initialised bidirectional LSTM (bilstm_units per
+  direction) runs over the sequence output before the span logits.
   """
 
   uses_pooler = False
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, bilstm_head=False, **kwargs):
     kwargs.setdefault("name", "bert_span_labeler")
     super().__init__(config, **kwargs)
+    self.bilstm = (layers.bidirectional_lstm(bilstm_units(self.config), BILSTM_PREFIX)
+                   if bilstm_head else None)
     self.span = OutputLogits(2, self.config.initializer_range, name="squad")
 
   def build(self, input_shape=None):
     self.encoder.build()
-    self.span.build((None, None, self.config.hidden_size))
+    width = self.config.hidden_size
+    if self.bilstm is not None:
+      self.bilstm.build((None, None, width))
+      width = 2 * bilstm_units(self.config)
+    self.span.build((None, None, width))
     self.built = True
 
   def call(self, features, training=False):
-    logits = self.span(self.encoder(features, training=training)["sequence_output"])
+    x = self.encoder(features, training=training)["sequence_output"]  # [B, S, H]
+    if self.bilstm is not None:
+      x = bilstm_over(self.bilstm, x, features, training)  # [B, S, 2u]
+    logits = self.span(x)
     bias = (1.0 - ops.cast(features["input_mask"], "float32")) * -10000.0  # [B, S]
     return {"start_logits": logits[..., 0] + bias, "end_logits": logits[..., 1] + bias}
 
   def head_variable_map(self):
-    return _logits_names("cls/squad/", self.span)
+    names = _logits_names("cls/squad/", self.span)
+    if self.bilstm is not None:
+      names.update(layers.bidirectional_lstm_variables(BILSTM_PREFIX, self.bilstm))
+    return names
 
   @classmethod
   def for_head_variables(cls, config, shapes):
-    return cls(config) if "cls/squad/output_weights" in shapes else None
+    if "cls/squad/output_weights" not in shapes:
+      return None
+    return cls(config, bilstm_head=f"{BILSTM_PREFIX}/fw/kernel" in shapes)
+
+  def get_config(self):
+    return {**super().get_config(), "bilstm_head": self.bilstm is not None}
 
 
 # --- Tasks: a model, its loss as sums over examples, and its metrics -------
@@ -354,16 +435,20 @@ class ClassificationTask:
 
   Loss: mean softmax cross entropy (mean squared error for regression) over
   the real examples (is_real_example = 1; padding examples weigh nothing).
+  bilstm_head: see BertClassifier; the pooler, which nothing reads then, is frozen.
   """
 
-  def __init__(self, config, num_labels, regression=False):
+  def __init__(self, config, num_labels, regression=False, bilstm_head=False):
     self.config = config
     self.num_labels = 1 if regression else num_labels
     self.regression = regression
+    self.bilstm_head = bilstm_head
 
   def build_model(self):
-    model = BertClassifier(self.config, self.num_labels)
+    model = BertClassifier(self.config, self.num_labels, self.bilstm_head)
     model.build()
+    if self.bilstm_head:  # no gradient reaches it: keep weight decay off it too
+      model.encoder.pooler.trainable = False
     return model
 
   def denominators(self, batch):
@@ -392,11 +477,12 @@ class ClassificationTask:
 class SpanTask:
   """SQuAD: start and end logits per token; loss = mean of the two cross entropies."""
 
-  def __init__(self, config):
+  def __init__(self, config, bilstm_head=False):
     self.config = config
+    self.bilstm_head = bilstm_head
 
   def build_model(self):
-    model = BertSpanLabeler(self.config)
+    model = BertSpanLabeler(self.config, self.bilstm_head)
     model.build()
     return model
 

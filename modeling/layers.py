@@ -141,7 +141,7 @@ class SelfAttention(keras.layers.Layer):
       layer.build(input_shape)
 
   def call(self, x, attention_bias, training=False, queries=None, packed=None):
-    """x [B, S, H], float32 bias [B, 1, 1, S] -> [B, Q, H] in compute dtype.
+    """x [B, S, H], float32 bias [B, 1, 1 or Q, S] -> [B, Q, H] in compute dtype.
 
     queries: the rows [B, Q, H] whose outputs are wanted (default x itself,
     Q = S); keys and values always come from all of x.
@@ -208,19 +208,21 @@ class TransformerBlock(keras.layers.Layer):
     self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
     self.output_layer_norm.build(input_shape)
 
-  def call(self, x, attention_bias, training=False, first_rows=None, packed=None):
-    """float32 [B, S, H] and bias [B, 1, 1, S] -> float32 [B, S, H].
+  def call(self, x, attention_bias, training=False, query_positions=None, packed=None):
+    """float32 [B, S, H] and bias [B, 1, 1 or S, S] -> float32 [B, S, H].
 
-    first_rows: compute only the outputs of the first this many positions
-    ([B, first_rows, H]); every position still serves as key and value, so
-    those rows are what the full layer gives them.
+    query_positions: int [B, Q]: compute only the outputs at these positions
+    ([B, Q, H]), with the bias rows of those queries ([B, 1, 1 or Q, S]);
+    every position still serves as key and value, so those rows are what the
+    full layer gives them.
     packed: a PackedTokens when x holds only the real tokens' rows [T, H]; the
-    output is then [T, H] (or [B, first_rows, H] with first_rows).
+    output is then [T, H] (or [B, Q, H] with query_positions).
     """
-    if first_rows is None:
+    if query_positions is None:
       queries = None
     else:
-      queries = (x if packed is None else packed.pad(x))[:, :first_rows]
+      padded = x if packed is None else packed.pad(x)
+      queries = ops.take_along_axis(padded, query_positions[:, :, None], axis=1)  # [B, Q, H]
     attended = self.attention(x, attention_bias, training=training, queries=queries,
                               packed=packed)
     queries = x if queries is None else queries
@@ -238,6 +240,25 @@ class TransformerBlock(keras.layers.Layer):
             "initializer_range": self.initializer_range,
             "dropout_rate": self.dropout_rate,
             "attention_dropout_rate": self.attention_dropout_rate}
+
+
+def bidirectional_lstm(units, name):
+  """A bidirectional LSTM computing in float32: [B, S, D] and a bool mask [B, S] ->
+  float32 [B, S, 2 * units], the forward and backward outputs side by side.
+
+  Masked (padded) steps are skipped: each direction's state passes over them
+  unchanged, so real positions get what the unpadded sequence gives them.
+  """
+  return keras.layers.Bidirectional(
+      keras.layers.LSTM(units, return_sequences=True, dtype="float32"),
+      name=name, dtype="float32")
+
+
+def bidirectional_lstm_variables(prefix, bilstm):
+  """{`prefix`/fw|bw/kernel|recurrent_kernel|bias: variable} of a bidirectional_lstm."""
+  return {f"{prefix}/{direction}/{var}": getattr(layer.cell, var)
+          for direction, layer in (("fw", bilstm.forward_layer), ("bw", bilstm.backward_layer))
+          for var in ("kernel", "recurrent_kernel", "bias")}
 
 
 class PackedTokens:
@@ -266,7 +287,22 @@ class PackedTokens:
                          tf.concat([self.shape, tf.shape(rows, out_type=tf.int64)[1:]], 0))
 
 
-def attention_bias_from_mask(input_mask):
-  """int/bool [B, S] mask (1 = real token) -> float32 [B, 1, 1, S] additive bias."""
-  mask = ops.cast(input_mask, "float32")
-  return (1.0 - mask)[:, None, None, :] * _MASK_BIAS
+def attention_bias_from_mask(input_mask, causal=False):
+  """int/bool [B, S] mask (1 = real token) -> float32 additive bias [B, 1, 1, S].
+
+  causal: query i also may not see keys after i; the bias is then [B, 1, S, S]
+  (row i: the padding mask times "key <= i").
+  """
+  mask = ops.cast(input_mask, "float32")[:, None, None, :]  # [B, 1, 1, S]
+  if causal:
+    positions = tf.range(tf.shape(input_mask)[1])
+    earlier = tf.cast(positions[None, :] <= positions[:, None], "float32")  # [S, S]: key <= query
+    mask = mask * earlier[None, None]  # [B, 1, S, S]
+  return (1.0 - mask) * _MASK_BIAS
+
+
+def last_real_positions(input_mask):
+  """int [B, S] mask -> int32 [B]: each row's last real position (0 for an all-padding row)."""
+  mask = ops.cast(input_mask, "int32")
+  positions = ops.arange(ops.shape(mask)[1], dtype="int32")
+  return ops.max(mask * positions[None, :], axis=1)

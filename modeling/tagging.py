@@ -6,7 +6,6 @@ hidden layers combined and fed to a two-layer bidirectional LSTM and a dense
 layer. Head variables are named under `cls/ner/`.
 """
 
-import keras
 import tensorflow as tf
 from keras import ops
 
@@ -92,9 +91,7 @@ class BertFeatureTagger(_TaskModel):
     self.lstm_units = lstm_units
     self.indices = layer_indices(self.feature_layers, self.config.num_hidden_layers)
     self.encoder.trainable = False
-    self.lstms = [keras.layers.Bidirectional(
-        keras.layers.LSTM(lstm_units, return_sequences=True, dtype="float32"),
-        name=f"lstm_{i}", dtype="float32") for i in range(2)]
+    self.lstms = [layers.bidirectional_lstm(lstm_units, f"lstm_{i}") for i in range(2)]
     self.dropout = layers.float32_dropout(0.1)
     self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner")
 
@@ -137,10 +134,7 @@ class BertFeatureTagger(_TaskModel):
     if self.feature_combine == "weighted":
       names["cls/ner/layer_weights"] = self.layer_weights
     for i, lstm in enumerate(self.lstms):
-      for direction, layer in (("fw", lstm.forward_layer), ("bw", lstm.backward_layer)):
-        cell = layer.cell
-        for var in ("kernel", "recurrent_kernel", "bias"):
-          names[f"cls/ner/lstm_{i}/{direction}/{var}"] = getattr(cell, var)
+      names.update(layers.bidirectional_lstm_variables(f"cls/ner/lstm_{i}", lstm))
     return names
 
   @classmethod

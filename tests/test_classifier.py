@@ -218,7 +218,8 @@ def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
                                            "--do_train", "--train_batch_size=16",
                                            "--num_train_epochs=1"))
   record = json.loads((out / "run.json").read_text())
-  assert record == {"task_name": "sst-2", "labels": ["0", "1"], "max_seq_length": 24}
+  assert record == {"task_name": "sst-2", "labels": ["0", "1"], "bilstm_head": False,
+                    "causal_attention": False, "max_seq_length": 24}
   before = sorted(p.name for p in out.iterdir())
   for data, extra, wrong in (
       ("mrpc", ["--task_name=MRPC"], "task_name 'sst-2', not 'mrpc'"),

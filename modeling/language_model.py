@@ -1,0 +1,117 @@
+"""Left-to-right language modelling: the paper's "LTR & No NSP" pretraining (Table 5).
+
+The model is the pretrainer without its next-sentence head (heads.BertPretrainer
+with next_sentence=False) on a causal encoder (config.causal_attention): every
+position predicts the token after it through the masked-LM head's transform
+and the tied word embeddings, so the checkpoint keeps the original's
+`cls/predictions/...` names.
+
+It reads the records create_pretraining_data.py writes for masked LM: the task
+first puts each masked position's original token back (`original_tokens`), so
+the model sees and predicts the unmasked text. Position t predicts token t + 1
+wherever both are real tokens: [CLS] predicts the first word, [SEP]s are
+tokens like any other, and nothing is predicted past the last real token.
+"""
+
+import dataclasses
+import math
+
+from keras import ops
+
+from modeling.heads import BertPretrainer, correct, cross_entropy
+
+
+def original_tokens(batch):
+  """The records' unmasked text: input_ids with masked_lm_ids put back at masked_lm_positions
+  where masked_lm_weights > 0 (padding entries, position 0 with weight 0, change nothing).
+
+  Args:
+    batch: input_ids int [B, S]; masked_lm_positions, masked_lm_ids int [B, P];
+      masked_lm_weights float [B, P].
+  Returns:
+    int32 [B, S].
+  """
+  ids = ops.cast(batch["input_ids"], "int32")
+  # One-hot rather than a scatter: static shapes under XLA. A record masks a position once.
+  hits = ops.one_hot(ops.cast(batch["masked_lm_positions"], "int32"), ops.shape(ids)[1],
+                     dtype="int32")  # [B, P, S]
+  hits = hits * ops.cast(batch["masked_lm_weights"] > 0, "int32")[:, :, None]
+  restored = ops.sum(hits * ops.cast(batch["masked_lm_ids"], "int32")[:, :, None], axis=1)
+  return ops.where(ops.sum(hits, axis=1) > 0, restored, ids)  # [B, S]
+
+
+def next_token_targets(input_ids, input_mask):
+  """What each position predicts: position t the token at t + 1, where both are real.
+
+  Args:
+    input_ids, input_mask: int [B, S].
+  Returns:
+    (positions int32 [B, S - 1] (0 .. S - 2), labels int32 [B, S - 1],
+    weights float32 [B, S - 1]: 1 where positions t and t + 1 are both real).
+  """
+  ids, mask = ops.cast(input_ids, "int32"), ops.cast(input_mask, "float32")
+  batch, length = ops.shape(ids)[0], ops.shape(ids)[1]
+  positions = ops.broadcast_to(ops.arange(length - 1, dtype="int32")[None, :],
+                               (batch, length - 1))
+  return positions, ids[:, 1:], mask[:, :-1] * mask[:, 1:]
+
+
+def causal_config(config):
+  """`config` with causal attention: the model --objective=ltr trains (and its saved config)."""
+  return dataclasses.replace(config, causal_attention=True)
+
+
+class LanguageModelTask:
+  """Next-token prediction on a causal encoder; loss = mean cross entropy over the
+  predicted positions of the global batch (next_token_targets).
+
+  The pooler, which nothing reads, is frozen. Evaluation reports the loss,
+  accuracy and perplexity (exp of the mean loss) of next-token prediction.
+  """
+
+  objectives = ("next_token",)
+
+  def __init__(self, config):
+    if not config.causal_attention:
+      raise ValueError("Left-to-right language modelling needs a config with "
+                       "causal_attention true (run_pretraining.py --objective=ltr sets it).")
+    self.config = config
+
+  def build_model(self):
+    model = BertPretrainer(self.config, next_sentence=False)
+    model.build()
+    model.encoder.pooler.trainable = False  # no gradient reaches it: keep weight decay off it
+    return model
+
+  def denominators(self, batch):
+    mask = ops.cast(batch["input_mask"], "float32")
+    return {"next_token": ops.sum(mask[:, :-1] * mask[:, 1:])}
+
+  def numerators(self, model, batch, training):
+    """(loss sums, metric sums) of a batch of pretraining records."""
+    ids = original_tokens(batch)
+    positions, labels, weights = next_token_targets(ids, batch["input_mask"])
+    features = {"input_ids": ids, "input_mask": batch["input_mask"],
+                "segment_ids": batch["segment_ids"], "masked_lm_positions": positions}
+    logits = model(features, training=training)["masked_lm_logits"]  # [B, S - 1, V]
+    return ({"next_token": ops.sum(weights * cross_entropy(logits, labels))},
+            {"next_token_correct": ops.sum(weights * correct(logits, labels))})
+
+  def losses(self, sums, denominators):
+    """(total loss, dict of component losses) from global sums and denominators."""
+    loss = ops.divide_no_nan(sums["next_token"], denominators["next_token"])
+    return loss, {"next_token_loss": loss}
+
+  def metric_values(self, metrics, denominators):
+    return {"next_token_accuracy": ops.divide_no_nan(metrics["next_token_correct"],
+                                                     denominators["next_token"])}
+
+  def eval_results(self, sums, metrics, denominators, batch_losses):
+    """Means over every predicted position evaluated, and the perplexity they give."""
+    values = {k: float(v) for k, v in self.metric_values(metrics, denominators).items()}
+    values["next_token_loss"] = float(ops.divide_no_nan(sums["next_token"],
+                                                        denominators["next_token"]))
+    values["perplexity"] = math.exp(values["next_token_loss"])
+    values["loss"] = sum(batch_losses) / max(len(batch_losses), 1)
+    values["objectives"] = ",".join(self.objectives)
+    return values
