@@ -1,6 +1,7 @@
 """Task-head checkpoints for the Hugging Face check: our logits, written next to the HF files.
 
-For each head (SQuAD spans, a 3-way classifier) it builds our model over the real MiniLM
+For each head (SQuAD spans, a 3-way classifier, a 5-tag token tagger, four-way multiple
+choice) it builds our model over the real MiniLM
 encoder, gives the head seeded random weights (so a swapped or transposed tensor shows),
 saves it in Google's TF1 layout, converts that with the real `convert_checkpoint.py
 --output_format=hf`, and writes `reference.npz` into the converted directory: held-out
@@ -10,6 +11,10 @@ token ids, masks and segments, and our model's logits on them. `hf_interchange.p
   .venv/bin/python benchmarks/hf_head_reference.py --work_dir=/tmp/heads
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_squad
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_classifier
+  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_tagger
+  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_multiple_choice
+
+The multiple-choice inputs are the four rows as two questions of two choices, [2, 2, S].
 """
 
 import os
@@ -54,7 +59,7 @@ def main(_):
   import numpy as np
   import tensorflow as tf
   from data import tokenization
-  from modeling import checkpoints, heads
+  from modeling import checkpoints, heads, multiple_choice, tagging
 
   if not FLAGS.work_dir:
     raise app.UsageError("--work_dir is required.")
@@ -64,7 +69,9 @@ def main(_):
   features = inputs(tokenization.FullTokenizer(vocab, do_lower_case=True))
   rng = np.random.default_rng(FLAGS.seed)
   for name, model in (("squad", heads.BertSpanLabeler(config)),
-                      ("classifier", heads.BertClassifier(config, num_labels=3))):
+                      ("classifier", heads.BertClassifier(config, num_labels=3)),
+                      ("tagger", tagging.BertTagger(config, 5)),
+                      ("multiple_choice", multiple_choice.BertMultipleChoice(config))):
     model.build()
     checkpoints.load_checkpoint(model, minilm, allow_new_heads=True)
     for variable in model.variables:  # the head: every variable the encoder does not own
@@ -76,8 +83,11 @@ def main(_):
     subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"),
                     f"--input_checkpoint={tf1_dir}", f"--output_dir={hf_dir}",
                     "--output_format=hf"], check=True, capture_output=True)
-    outputs = model({k: tf.constant(v) for k, v in features.items()}, training=False)
-    np.savez(os.path.join(hf_dir, "reference.npz"), **features,
+    batch = features
+    if name == "multiple_choice":  # [B, C, S]: two questions of two choices
+      batch = {k: v.reshape(2, 2, -1) for k, v in features.items()}
+    outputs = model({k: tf.constant(v) for k, v in batch.items()}, training=False)
+    np.savez(os.path.join(hf_dir, "reference.npz"), **batch,
              **{k: v.numpy() for k, v in outputs.items()})
     print(f"{name}: {hf_dir} ({', '.join(sorted(outputs))})")
 
