@@ -76,7 +76,7 @@ def test_a_failing_output_leaves_no_file(inputs, tmp_path):
     sharded.input_groups(texts[:2], 3)
 
 
-@pytest.mark.slow  # worker processes, each importing TensorFlow
+@pytest.mark.slow  # two script runs
 def test_script_numbers_output_files_and_checks_its_flags(inputs, tmp_path):
   d, vocab, texts = inputs
   assert sharded.sharded_names("a/b.tfrecord", 3) == [
@@ -85,7 +85,7 @@ def test_script_numbers_output_files_and_checks_its_flags(inputs, tmp_path):
             "--max_predictions_per_seq=5", "--dupe_factor=2", "--random_seed=7"]
   out = tmp_path / "train.tfrecord"
   proc = run_script("create_pretraining_data.py", *common, f"--output_file={out}",
-                    "--num_output_files=3", "--shard_by_input_file", "--num_workers=2")
+                    "--num_output_files=3", "--shard_by_input_file")  # (processes: above)
   names = sharded.sharded_names(str(out), 3)
   assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(n) for n in names)
   count = int(proc.stderr.split("Wrote ")[1].split()[0])
