@@ -19,7 +19,7 @@ import signal
 import time
 import traceback
 
-from data import files
+from data import files, tfrecords
 from data.pretraining import documents, generation, streaming
 from data.progress import Progress
 
@@ -48,6 +48,7 @@ def output_seed(random_seed, j):
 
 
 def _exit(signum, frame):
+  """SIGTERM handler: unwind like an exception, closing and removing open outputs."""
   raise SystemExit(1)
 
 
@@ -76,7 +77,6 @@ def _make_output(task):
     summary = generation.generate_exact(inputs, [staging], vocab_file, do_lower_case, config,
                                         seed, compression, show_progress=False)
   else:  # the streaming mode's one worker, writing here instead of through a parent
-    from data import tfrecords
     block_tokens, shuffle_buffer_size = stream
     start = time.time()
     with tfrecords.RecordWriters([staging], compression) as writers:
