@@ -113,10 +113,12 @@ def main(_):
   trainer = script_utils.make_trainer(strategy, task, FLAGS.num_train_steps,
                                      FLAGS.num_warmup_steps, FLAGS.train_batch_size, FLAGS)
 
+  # Compiled for one shape (XLA, TPUs), evaluation drops a last partial batch, as the
+  # original always did; otherwise it counts every record.
   def dataset_fn(pattern, batch_size, is_training):
     return lambda ctx: pipeline.record_dataset(
         pattern, spec, ctx.get_per_replica_batch_size(batch_size), is_training, FLAGS.seed,
-        ctx, compression)
+        ctx, compression, drop_remainder=is_training or trainer.static_shapes)
 
   accuracy = (("next_token_accuracy", "next-token accuracy") if FLAGS.objective == "ltr"
               else ("masked_lm_accuracy", "masked LM accuracy"))

@@ -48,7 +48,10 @@ def define_runtime_flags():
   flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
                     "Compute dtype; bfloat16/float16 keep float32 weights, softmax, LayerNorm "
                     "and losses; float16 adds dynamic loss scaling.")
-  flags.DEFINE_bool("jit_compile", False, "Compile each step's forward and backward with XLA.")
+  flags.DEFINE_bool("jit_compile", False,
+                    "Compile the training, evaluation and prediction steps with XLA (on one "
+                    "device the whole training step; with several replicas each one's "
+                    "forward and backward). TPUs compile everything anyway.")
   flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                     "adamw: the original's AdamWeightDecay; lamb: LAMB, for large batches.")
   flags.DEFINE_integer("gradient_accumulation_steps", 1,

@@ -194,7 +194,8 @@ def pipeline_shard(names, input_context=None):
 
 def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
                    input_context=None, compression="", shuffle_buffer=1000,
-                   cycle_length=CYCLE_LENGTH, length_multiple=0, bucket_by_length=False):
+                   cycle_length=CYCLE_LENGTH, length_multiple=0, bucket_by_length=False,
+                   drop_remainder=None):
   """Batched, parsed records from TFRecord files.
 
   Training: each epoch reads this pipeline's files (see `pipeline_shard`) in a
@@ -219,7 +220,11 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
     bucket_by_length: training only: batches are drawn from buckets of
       similar length (BUCKET_WIDTH positions wide), which changes which
       examples share a batch.
+    drop_remainder: whether a last partial batch is dropped (default: when
+      training); True gives every batch one static shape, as XLA and TPUs need.
   """
+  if drop_remainder is None:
+    drop_remainder = is_training
   names, record_shard = pipeline_shard(
       files.expand_file_patterns(file_patterns, "records"), input_context)
 
@@ -240,7 +245,7 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   if bucket_by_length and is_training:
     dataset = _bucketed(dataset, spec, batch_size, BUCKET_WIDTH)
   else:
-    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     dataset = dataset.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE)
   trim = trimmer(spec, length_multiple)
   if trim is not None:
@@ -270,9 +275,13 @@ def _bucketed(records, spec, batch_size, width, length_feature="input_mask"):
   full = spec[length_feature].shape[-1]
   parsed = records.batch(256).map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
   boundaries = list(range(width + 1, full + 1, width))  # lengths 1..w, w+1..2w, ...
-  return parsed.bucket_by_sequence_length(
+  batches = parsed.bucket_by_sequence_length(
       lambda r: tf.reduce_max(tf.reduce_sum(r[length_feature], axis=-1)), boundaries,
       [batch_size] * (len(boundaries) + 1), drop_remainder=True, no_padding=True)
+  # Every batch is full, but the bucketing leaves the batch size unknown in the
+  # dataset's spec; stated, compiled steps (XLA, TPUs) see one static shape.
+  return batches.map(lambda b: {k: tf.ensure_shape(v, [batch_size] + v.shape[1:])
+                                for k, v in b.items()})
 
 
 # The feature global_batches(by_length=True) adds: each row's record number.

@@ -8,12 +8,17 @@ One optimizer step:
   1. the task's loss denominators (mask weights, example counts) are summed
      over the global batch: all micro-batches, all replicas;
   2. each micro-batch's gradient of (its loss sums / those denominators) is
-     computed (optionally XLA-compiled) and added up, then summed across
-     replicas: exactly the gradient of the large batch's loss;
+     computed and added up, then summed across replicas: exactly the gradient
+     of the large batch's loss;
   3. the summed gradient is clipped to global norm `clip_norm` (measured
      unscaled) and applied once. float16 uses Keras' LossScaleOptimizer: the
      loss is multiplied by its dynamic scale, and a step whose gradients are
      not finite is skipped and halves the scale.
+With jit_compile, XLA compiles the whole step (steps 1-3) as one function
+under one-replica strategies, and each micro-batch's forward and backward
+under several replicas; evaluation and prediction compile each replica's
+forward. Fed one shape (full batches of a fixed length, as XLA and TPUs
+want: `static_shapes`), each compiled function is traced and compiled once.
 Host loops run `steps_per_loop` steps per call, save tf.train.Checkpoints
 (model, optimizer slots, step, dropout RNG state, input position), log
 progress, TensorBoard scalars and a CSV, and stop cleanly on SIGTERM.
@@ -55,11 +60,23 @@ class TrainConfig:
   loss_scale_growth_steps: int = 2000  # finite steps before the loss scale doubles
 
 
+def static_shapes(config, strategy):
+  """Whether steps are compiled for fixed shapes: under XLA (config.jit_compile), where
+  each new shape is a compilation, and on TPUs, which run one static shape."""
+  return config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
+
+
 def packs_tokens(config, strategy):
   """Whether the encoder runs on real tokens only: as config.pack_tokens asks, but
-  never under XLA (config.jit_compile) or on TPUs, which need static shapes."""
-  return config.pack_tokens and not (
-      config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy))
+  never with static shapes (XLA, TPUs)."""
+  return config.pack_tokens and not static_shapes(config, strategy)
+
+
+def compiles_whole_step(strategy):
+  """Whether jit_compile compiles the whole per-replica step as one XLA function: under
+  the default and one-device strategies (one replica, no cross-replica merge_call)."""
+  return isinstance(strategy, tf.distribute.OneDeviceStrategy) or (
+      strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy())
 
 
 class _Bundle(tf.Module):
@@ -82,6 +99,7 @@ class Trainer:
 
   def __init__(self, strategy, task, make_optimizer, config):
     self.strategy, self.task, self.config = strategy, task, config
+    self.static_shapes = static_shapes(config, strategy)
     replicas = strategy.num_replicas_in_sync
     if config.global_batch_size % (replicas * config.gradient_accumulation_steps):
       raise ValueError(
@@ -92,6 +110,10 @@ class Trainer:
       self.model = task.build_model()
       if hasattr(self.model, "encoder"):
         self.model.encoder.pack_tokens = packs_tokens(config, strategy)
+      if config.jit_compile:  # cuDNN's LSTM kernels have no XLA form: plain loops instead
+        for layer in self.model._flatten_layers():
+          if isinstance(layer, keras.layers.LSTM):
+            layer.use_cudnn = False
       table = checkpoints.variable_map(self.model)
       self.optimizer = make_optimizer({v.path: n for n, v in table.items()})
       # Built whatever the dtype, so every checkpoint holds the loss scale
@@ -111,7 +133,18 @@ class Trainer:
     state.update(loss_scale=self.scaler.dynamic_scale, good_steps=self.scaler.step_counter)
     self._objects = {"model": checkpoints.NamedVariables(self.model),
                      "optimizer": _Bundle(slots, "optimizer"), "state": _Bundle(state, "state")}
-    self._micro_step = tf.function(self._micro_gradients, jit_compile=config.jit_compile)
+    # Under jit_compile, XLA compiles the whole per-replica step (forward, backward,
+    # clipping, loss scaling, update) as one function where the strategy allows it;
+    # several replicas synchronize through merge_call, which cannot sit inside a
+    # compiled function, so there each micro-batch's forward and backward is
+    # compiled. A TPU compiles everything strategy.run runs, jit_compile or not.
+    jit = config.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy)
+    whole = jit and compiles_whole_step(strategy)
+    self._compiled_step = (tf.function(self._update, jit_compile=True, autograph=False)
+                           if whole else None)
+    self._micro_step = (tf.function(self._micro_gradients, jit_compile=True, autograph=False)
+                        if jit and not whole else self._micro_gradients)
+    self._jit = jit  # evaluation and prediction compile each replica's work
     self._traced = {}  # evaluation and prediction steps, by input signature
     self._stop_requested = False
     self.chief = distribution.is_chief(strategy)
@@ -202,7 +235,16 @@ class Trainer:
     grads, sums, metrics = context.all_reduce(SUM, (grads, sums, metrics))
     return grads, sums, metrics, denominators
 
+  # Plain Python: no tensor-dependent control flow to convert (nor in the tasks and
+  # models it calls), so AutoGraph leaves it as written, as XLA and TPUs run it.
+  @tf.autograph.experimental.do_not_convert
   def _replica_step(self, batch):
+    """Replica: one optimizer step on its share of the global batch; (values, finite)."""
+    if self._compiled_step is not None:
+      return self._compiled_step(batch)
+    return self._update(batch)
+
+  def _update(self, batch):
     grads, sums, metrics, denominators = self._replica_gradients(batch)
     scale = self._scale()
     loss, parts = self.task.losses(sums, denominators)
@@ -346,12 +388,13 @@ class Trainer:
     """The task's eval results over the dataset (at most max_steps batches)."""
     dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
 
+    local = self._compiled(lambda batch: (
+        *self.task.numerators(self.model, batch, training=False), self.task.denominators(batch)))
+
     @tf.autograph.experimental.do_not_convert
     def replica(batch):
       context = tf.distribute.get_replica_context()
-      sums, metrics = self.task.numerators(self.model, batch, training=False)
-      denominators = self.task.denominators(batch)
-      sums, metrics, denominators = context.all_reduce(SUM, (sums, metrics, denominators))
+      sums, metrics, denominators = context.all_reduce(SUM, local(batch))
       loss, _ = self.task.losses(sums, denominators)
       return sums, metrics, denominators, loss
 
@@ -395,9 +438,11 @@ class Trainer:
     numbered = pipeline.RECORD_INDEX in dataset.element_spec
     keep = tuple(keep) + ((pipeline.RECORD_INDEX,) if numbered else ())
 
+    local = self._compiled(lambda batch: dict(self.model(batch, training=False)))
+
     @tf.autograph.experimental.do_not_convert
     def replica(batch):
-      outputs = dict(self.model(batch, training=False))
+      outputs = local(batch)
       outputs.update({k: batch[k] for k in keep})
       return outputs
 
@@ -414,6 +459,11 @@ class Trainer:
       order = np.argsort(outputs.pop(pipeline.RECORD_INDEX), kind="stable")
       outputs = {k: v[order] for k, v in outputs.items()}
     return outputs
+
+  def _compiled(self, fn):
+    """fn (a replica's share of an evaluation or prediction step), XLA-compiled under
+    jit_compile; as is otherwise (and on TPUs, which compile the whole step anyway)."""
+    return tf.function(fn, jit_compile=True, autograph=False) if self._jit else fn
 
   def _traced_once(self, key, spec, fn):
     """fn compiled for the input `spec`, whose unknown lengths cover trimmed batches.
