@@ -3,7 +3,8 @@
 As in the BERT paper's SWAG experiment, every choice is its own sequence
 (context as segment A, the ending as segment B); the encoder's pooled
 output goes through dropout and one dense unit, and the C scores of a
-question are normalised together.
+question are normalised together. A causal (left-to-right) encoder's pooled
+output reads each choice's last real token instead of [CLS].
 """
 
 import tensorflow as tf

@@ -111,6 +111,21 @@ def test_causal_pooled_output_reads_the_last_real_token(minilm_dir, make):
   assert np.isfinite(full["pooled_output"]).all()
 
 
+def test_causal_multiple_choice_scores_each_choice_at_its_last_token():
+  from modeling import multiple_choice
+  model = multiple_choice.BertMultipleChoice(CAUSAL)
+  model.build()
+  randomize(model, 9)
+  flat = _batch(np.random.default_rng(9), 50, batch=6, seq=10)
+  last = np.maximum(flat["input_mask"].sum(1) - 1, 0)
+  h = np.asarray(model.encoder(flat)["sequence_output"])[np.arange(6), last]  # [6, H]
+  w = checkpoints.model_weights(model)
+  pooled = np.tanh(h @ w["bert/pooler/dense/kernel"] + w["bert/pooler/dense/bias"])
+  want = pooled @ w["cls/multiple_choice/output_weights"].T + w["cls/multiple_choice/output_bias"]
+  got = model({k: v.reshape(2, 3, 10) for k, v in flat.items()})["logits"]
+  np.testing.assert_allclose(got, want.reshape(2, 3), atol=1e-5)
+
+
 def test_causal_encoder_compiles_with_xla_at_fixed_shapes():
   encoder = _tiny_causal(None)
   f = _batch(np.random.default_rng(2), 50)
@@ -450,6 +465,11 @@ def test_pretraining_script_writes_a_causal_checkpoint(ltr_files, ltr_export):
   assert "cls/predictions/output_bias" in names
   assert not any(n.startswith("cls/seq_relationship") for n in names)
   assert json.loads((ltr_export / "run.json").read_text()) == {"objective": "ltr"}
+  from modeling import conversion  # convert_checkpoint.py's reading: every variable placed
+  _, model = conversion.load_for_conversion(str(ltr_export / "export"),
+                                            checkpoints.find_config(str(ltr_export / "export")))
+  assert isinstance(model, heads.BertPretrainer) and model.next_sentence is None
+  assert model.encoder.config.causal_attention
   proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
                     f"--input_file={records}", f"--output_dir={ltr_export}", "--do_eval",
                     f"--max_seq_length={L}", f"--max_predictions_per_seq={P}", expect_ok=False)
