@@ -98,13 +98,15 @@ def main(_):
             "masked_lm_ids": (config.vocab_size, "the config's vocab_size"),
             "segment_ids": (config.type_vocab_size, "the config's type_vocab_size"),
             "masked_lm_positions": (FLAGS.max_seq_length, "--max_seq_length")}
+  # Before the first TensorFlow op (reading the records): MultiWorkerMirroredStrategy
+  # must configure the runtime before it starts.
+  strategy, policy = script_utils.runtime(FLAGS)
   for flag, pattern in (("--input_file", FLAGS.input_file),
                         ("--eval_input_file", FLAGS.eval_input_file)):
     if pattern:
       files.expand_file_patterns(pattern, flag)  # a pattern matching nothing names the flag
       pipeline.check_records(pattern, spec, hints, compression, limits)
 
-  strategy, policy = script_utils.runtime(FLAGS)
   if FLAGS.objective == "ltr":
     task = language_model.LanguageModelTask(config)
   else:
