@@ -113,6 +113,7 @@ def main(_):
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
       f"the training set in {FLAGS.data_dir}")
   strategy, _ = script_utils.runtime(FLAGS)
+  outputs = script_utils.worker_outputs(strategy, FLAGS.output_dir)
   replicas = strategy.num_replicas_in_sync
   multiple = script_utils.batch_length_multiple(
       FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
@@ -125,10 +126,11 @@ def main(_):
 
   if FLAGS.do_train:
     logging.info("%d training examples, %d steps", len(train_examples), num_train_steps)
-    path = os.path.join(FLAGS.output_dir, "train.tf_record")
+    path = outputs.path("train.tf_record")
     glue.write_records(glue.feature_arrays(task, train_examples, tokenizer, FLAGS.max_seq_length),
                        path, task.is_regression)
-    script_utils.save_run(FLAGS.output_dir, run)
+    if outputs.chief:
+      script_utils.save_run(FLAGS.output_dir, run)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
         ctx, shuffle_buffer=10000, length_multiple=multiple,
@@ -140,7 +142,7 @@ def main(_):
     """Examples, features and the records file of a split, padded to whole batches."""
     examples = held_out[split]
     arrays = glue.feature_arrays(task, examples, tokenizer, FLAGS.max_seq_length, pad_to=batch)
-    path = os.path.join(FLAGS.output_dir, record_name)
+    path = outputs.path(record_name)
     glue.write_records(arrays, path, task.is_regression)
     return examples, arrays, path
 
@@ -155,7 +157,8 @@ def main(_):
                                  multiple)
         results.update({prefix + "loss": loss, **{prefix + k: v for k, v in values.items()}})
     results["loss"] = results["eval_loss"]
-    reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+    if outputs.chief:
+      reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
     for key in sorted(results):
       logging.info("eval %s = %s", key, results[key])
 

@@ -88,12 +88,11 @@ def _read_split(split):
   return documents, flat
 
 
-def _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple, record_name):
-  """Predicted IOB2 tags of a split's words."""
+def _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple, records):
+  """Predicted IOB2 tags of a split's words, run through the records file `records`."""
   from data import conll, pipeline
   arrays, _ = conll.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length,
                                   FLAGS.doc_stride, False, pad_to=batch)
-  records = os.path.join(FLAGS.output_dir, record_name)
   conll.write_records(arrays, records)
   spec = conll.feature_spec(FLAGS.max_seq_length)
   out = trainer.predict(lambda ctx: pipeline.global_batches(
@@ -164,6 +163,7 @@ def main(_):
   script_utils.require_weights(FLAGS)
   logging.info("Labels: %s", " ".join(labels))
   strategy, _ = script_utils.runtime(FLAGS)
+  outputs = script_utils.worker_outputs(strategy, FLAGS.output_dir)
   replicas = strategy.num_replicas_in_sync
   multiple = script_utils.batch_length_multiple(
       FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
@@ -175,10 +175,11 @@ def main(_):
 
   if FLAGS.do_train:
     logging.info("%d training windows, %d steps", num_windows, num_train_steps)
-    path = os.path.join(FLAGS.output_dir, "train.tf_record")
+    path = outputs.path("train.tf_record")
     conll.write_records(train_arrays, path)
-    conll.write_labels(labels_path, labels)
-    script_utils.save_run(FLAGS.output_dir, run)
+    if outputs.chief:
+      conll.write_labels(labels_path, labels)
+      script_utils.save_run(FLAGS.output_dir, run)
     spec = conll.feature_spec(FLAGS.max_seq_length)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
@@ -195,7 +196,8 @@ def main(_):
     batch = batch_size * replicas // np.gcd(batch_size, replicas)
     record = "eval.tf_record" if split == "dev" else "predict.tf_record"
     documents, flat = held_out[split]
-    tags = _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple, record)
+    tags = _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple,
+                      outputs.path(record))
     if not trainer.chief:
       continue
     conll.write_predictions(os.path.join(FLAGS.output_dir, f"{stem}_predictions.txt"),

@@ -101,6 +101,7 @@ def main(_):
   # Before the first TensorFlow op (reading the records): MultiWorkerMirroredStrategy
   # must configure the runtime before it starts.
   strategy, policy = script_utils.runtime(FLAGS)
+  outputs = script_utils.worker_outputs(strategy, FLAGS.output_dir)
   for flag, pattern in (("--input_file", FLAGS.input_file),
                         ("--eval_input_file", FLAGS.eval_input_file)):
     if pattern:
@@ -145,7 +146,8 @@ def main(_):
     with pipeline.naming_bad_files(pattern, compression):
       results = trainer.evaluate(dataset_fn(pattern, FLAGS.eval_batch_size, False),
                                  FLAGS.max_eval_steps)
-    reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+    if outputs.chief:
+      reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
     for key in sorted(results):
       logging.info("eval %s = %s", key, results[key])
 

@@ -109,6 +109,7 @@ def main(_):
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs, FLAGS.train_file)
   strategy, _ = script_utils.runtime(FLAGS)
+  outputs = script_utils.worker_outputs(strategy, FLAGS.output_dir)
   multiple = script_utils.batch_length_multiple(
       FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   trainer = script_utils.make_trainer(
@@ -119,9 +120,10 @@ def main(_):
     train_features = convert(train_examples, True)
     logging.info("%d training examples, %d features, %d steps", len(train_examples),
                  len(train_features), num_train_steps)
-    path = os.path.join(FLAGS.output_dir, "train.tf_record")
+    path = outputs.path("train.tf_record")
     tfrecords.write_arrays(path, squad.feature_arrays(train_features, FLAGS.max_seq_length, True))
-    script_utils.save_run(FLAGS.output_dir, run)
+    if outputs.chief:
+      script_utils.save_run(FLAGS.output_dir, run)
     spec = features.squad_feature_spec(FLAGS.max_seq_length, True)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
@@ -133,7 +135,7 @@ def main(_):
   if FLAGS.do_predict:
     replicas = strategy.num_replicas_in_sync
     batch = FLAGS.predict_batch_size * replicas // np.gcd(FLAGS.predict_batch_size, replicas)
-    path = os.path.join(FLAGS.output_dir, "eval.tf_record")
+    path = outputs.path("eval.tf_record")
     tfrecords.write_arrays(path, squad.feature_arrays(eval_features, FLAGS.max_seq_length,
                                                       False, pad_to=batch))
     logging.info("%d examples, %d features to predict", len(examples), len(eval_features))

@@ -85,6 +85,7 @@ def main(_):
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
       os.path.join(FLAGS.data_dir, "train.csv"))
   strategy, _ = script_utils.runtime(FLAGS)
+  outputs = script_utils.worker_outputs(strategy, FLAGS.output_dir)
   replicas = strategy.num_replicas_in_sync
   multiple = script_utils.batch_length_multiple(
       FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
@@ -95,10 +96,11 @@ def main(_):
 
   if FLAGS.do_train:
     logging.info("%d training questions, %d steps", len(train_examples), num_train_steps)
-    path = os.path.join(FLAGS.output_dir, "train.tf_record")
+    path = outputs.path("train.tf_record")
     swag.write_records(swag.feature_arrays(train_examples, tokenizer, FLAGS.max_seq_length,
                                            FLAGS.num_choices), path)
-    script_utils.save_run(FLAGS.output_dir, run)
+    if outputs.chief:
+      script_utils.save_run(FLAGS.output_dir, run)
     trainer.train(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
         ctx, shuffle_buffer=10000, length_multiple=multiple,
@@ -112,7 +114,7 @@ def main(_):
     examples = held_out[name]
     arrays = swag.feature_arrays(examples, tokenizer, FLAGS.max_seq_length, FLAGS.num_choices,
                                  pad_to=batch)
-    path = os.path.join(FLAGS.output_dir, record_name)
+    path = outputs.path(record_name)
     swag.write_records(arrays, path)
     out = trainer.predict(lambda ctx: pipeline.global_batches(
         path, spec, batch, ctx, length_multiple=multiple, by_length=True),

@@ -10,14 +10,38 @@ from absl import app, flags, logging  # noqa: E402
 
 
 def run(main):
-  """absl's app.run, with a bad-input ValueError reported as one line on stderr."""
+  """absl's app.run, with a bad-input ValueError reported as one line on stderr; removes
+  the scratch directories of worker_outputs at the end, whatever the outcome."""
   def guarded(argv):
     try:
       main(argv)
     except ValueError as e:
       logging.debug("Failure details", exc_info=True)
       sys.exit(f"error: {e}")
+    finally:
+      while _SCRATCH:
+        _SCRATCH.pop().remove_scratch()
   app.run(guarded)
+
+
+_SCRATCH = []  # WorkerOutputs of this run, whose scratch run() removes at the end
+
+
+def worker_outputs(strategy, output_dir):
+  """Where this worker writes (modeling.distribution.WorkerOutputs); logs which worker
+  writes the shared outputs. Its scratch directory is removed when run() ends.
+
+  Converted records: every worker converts its own copy (the chief into
+  output_dir under the original's names, the others into their scratch
+  directory) rather than the chief writing one copy that the others wait for.
+  The conversion is deterministic, so the copies are identical, and no worker
+  has to wait on a barrier or trust that a shared file system (a bucket) shows
+  it the chief's complete file.
+  """
+  from modeling import distribution
+  outputs = distribution.WorkerOutputs(strategy, output_dir)
+  _SCRATCH.append(outputs)
+  return outputs
 
 
 def log_flags():

@@ -11,6 +11,8 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from data import files
+
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -60,12 +62,75 @@ def set_seed(seed):
 
 
 def is_chief(strategy):
-  """True on the worker that writes summaries and exports (task 0)."""
+  """True on the worker that writes the shared outputs (task 0; one worker: always)."""
   resolver = getattr(strategy, "cluster_resolver", None)
   if resolver is None or not getattr(resolver, "task_type", None):
     return True
   return resolver.task_type == "chief" or (resolver.task_type == "worker"
                                            and resolver.task_id == 0)
+
+
+SCRATCH_DIR = ".workers"
+
+
+def worker_dir(strategy, output_dir):
+  """Where this worker writes: output_dir on the chief, else its private scratch
+  directory output_dir/.workers/<task_type>_<task_id>."""
+  if is_chief(strategy):
+    return output_dir
+  resolver = strategy.cluster_resolver
+  return os.path.join(output_dir, SCRATCH_DIR, f"{resolver.task_type}_{resolver.task_id}")
+
+
+class WorkerOutputs:
+  """One writer per cluster: the chief writes the shared outputs, the others a scratch copy.
+
+  Every worker of a multi-worker run runs the same script with the same
+  output_dir, so two processes writing one file would race. The chief writes
+  output_dir/<name>; any other worker writes what it must (its own copy of the
+  converted records, its part of each checkpoint) under worker_dir(), which
+  remove_scratch() removes at the end of the run. Results, predictions,
+  exports and logs are written by the chief only (check .chief).
+  """
+
+  def __init__(self, strategy, output_dir):
+    self.output_dir = output_dir
+    self.chief = is_chief(strategy)
+    self.directory = worker_dir(strategy, output_dir)
+    if not self.chief:
+      # Emptied first: TF's preemption handler would restore this worker's own
+      # latest checkpoint, which a killed run may have left at another step than
+      # the chief's checkpoint that every worker resumes from.
+      if files.exists(self.directory):
+        files.rmtree(self.directory)
+      files.makedirs(self.directory)
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver.task_type:
+      task = f"{resolver.task_type}:{resolver.task_id}"
+      if self.chief:
+        logging.info("Worker %s is the chief: it writes the shared outputs in %s.", task,
+                     output_dir)
+      else:
+        logging.info("Worker %s is not the chief: shared outputs are left to the chief; its "
+                     "own records and checkpoints go to %s, removed at the end.", task,
+                     self.directory)
+
+  def path(self, name):
+    """output_dir/name on the chief, scratch/name on the other workers."""
+    return os.path.join(self.directory, name)
+
+  def remove_scratch(self):
+    """Removes this worker's scratch directory (and .workers once empty); chief: nothing."""
+    if self.chief:
+      return
+    if files.exists(self.directory):
+      files.rmtree(self.directory)
+    parent = os.path.dirname(self.directory)
+    try:
+      if not files.listdir(parent):  # other workers may still hold theirs
+        files.rmtree(parent)
+    except OSError:  # another worker removed it first
+      pass
 
 
 def preemption_handler(strategy, checkpoint_manager):

@@ -25,7 +25,6 @@ progress, TensorBoard scalars and a CSV, and stop cleanly on SIGTERM.
 """
 
 import dataclasses
-import os
 import signal
 import time
 
@@ -167,10 +166,8 @@ class Trainer:
     return tf.train.Checkpoint(**objects)
 
   def _manager(self, checkpoint):
-    directory = self.config.output_dir
-    if not self.chief:  # other workers take part in saving but write aside
-      resolver = self.strategy.cluster_resolver
-      directory = os.path.join(directory, ".workers", f"{resolver.task_type}_{resolver.task_id}")
+    # Every worker takes part in saving; those other than the chief write aside.
+    directory = distribution.worker_dir(self.strategy, self.config.output_dir)
     return tf.train.CheckpointManager(checkpoint, directory, self.config.keep_checkpoint_max,
                                       step_counter=self.optimizer.iterations)
 
