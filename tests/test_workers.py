@@ -1,0 +1,355 @@
+"""Two workers (MultiWorkerMirroredStrategy, TF_CONFIG on localhost) sharing one --output_dir.
+
+Each script runs once as two worker processes and once as a single worker,
+from the same random checkpoint. Every shared file must be written once, by
+the chief (worker 0): inotify counts the writes of each name in the output
+directory, and the two-worker run must show as many as the single-worker
+run; the other worker leaves nothing behind. The files must hold the single
+run's values up to float rounding. To make the two runs train on the same
+global batches although two input pipelines shard and shuffle the records
+differently from one, every training record is the same example (evaluation
+and prediction use distinct ones), and dropout is off (tests/without_dropout.py).
+"""
+
+import csv
+import ctypes
+import json
+import os
+import random
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import write_vocab
+from data.pretraining import generation, instances
+from helpers import assert_same_numbers, randomize
+from modeling import checkpoints, distribution
+from modeling.config import BertConfig
+from modeling.heads import BertClassifier, BertPretrainer
+from scripts import ROOT
+from test_pretraining_data import make_corpus, make_vocab
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="counts writes with inotify")
+
+WORDS = ["the", "a", "cat", "sat", "on", "mat", "film", "was", "good", "bad", "very", "plot"]
+TIMEOUT = 180  # seconds for any one process: a hung collective fails the test, never hangs it
+# One thread per op on the two cores the workers share.
+ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1", "OMP_NUM_THREADS": "1"}
+TIMING = ("steps_per_second", "sequences_per_second")
+TEMPORARY = re.compile(r"\.tmp|_temp|\.tempstate")  # TensorFlow's names before a rename
+
+
+class _Writes:
+  """Counts, per file name, the files written (closed after writing) or moved into a
+  directory, with inotify. Only the directory itself is watched, not its subdirectories."""
+
+  def __init__(self, directory):
+    os.makedirs(directory, exist_ok=True)
+    libc = ctypes.CDLL(None)
+    self._fd = libc.inotify_init1(os.O_NONBLOCK)
+    assert self._fd >= 0
+    # IN_CLOSE_WRITE | IN_MOVED_TO
+    assert libc.inotify_add_watch(self._fd, str(directory).encode(), 0x8 | 0x80) >= 0
+
+  def stop(self):
+    """{name: count} since the start; temporary names (TensorFlow's, ours) left out."""
+    counts, data = {}, b""
+    while True:
+      try:
+        data += os.read(self._fd, 1 << 16)
+      except BlockingIOError:
+        break
+    os.close(self._fd)
+    at = 0
+    while at < len(data):
+      _, _, _, size = struct.unpack_from("iIII", data, at)
+      name = data[at + 16:at + 16 + size].rstrip(b"\0").decode()
+      at += 16 + size
+      if not (name.startswith(".") or TEMPORARY.search(name)):
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _free_ports(n):
+  sockets = [socket.socket() for _ in range(n)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+class _Processes:
+  """Starts the scripts (without dropout, see tests/without_dropout.py), logging to files;
+  kills any still running when the test ends."""
+
+  def __init__(self, tmp_path):
+    self.tmp_path, self.procs = tmp_path, []
+
+  def start(self, script, args, tag, ports=None):
+    """One process, or with `ports` one worker per port under TF_CONFIG."""
+    tasks = [None] if ports is None else range(len(ports))
+    procs = []
+    for i in tasks:
+      env = {**os.environ, **ENV, "PYTHONPATH": ROOT}
+      extra = []
+      if ports is not None:
+        env["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                                       "task": {"type": "worker", "index": i}})
+        extra = ["--strategy=multi_worker"]
+      log = self.tmp_path / f"{tag}_{i or 0}.log"
+      with open(log, "w") as f:
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tests", "without_dropout.py"), script, *args,
+             *extra], stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT))
+      procs[-1].log = log
+    self.procs += procs
+    return procs
+
+  def finish(self, procs):
+    """Waits for every process; returns their logs. Fails (killing the rest) on a
+    nonzero exit or after TIMEOUT: a hung collective never hangs the suite."""
+    deadline = time.time() + TIMEOUT
+    for p in procs:
+      try:
+        p.wait(timeout=max(deadline - time.time(), 1))
+      except subprocess.TimeoutExpired:
+        self.kill_all()
+        pytest.fail(f"a process hung:\n{p.log.read_text()[-3000:]}")
+    logs = [p.log.read_text() for p in procs]
+    for p, log in zip(procs, logs):
+      assert p.returncode == 0, log[-3000:]
+    return logs
+
+  def kill_all(self):
+    for p in self.procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+
+
+@pytest.fixture
+def processes(tmp_path):
+  started = _Processes(tmp_path)
+  yield started
+  started.kill_all()
+
+
+def _tiny_config(vocab_size):
+  return BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2,
+                    num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                    type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _listing(directory):
+  """Relative paths of the files under `directory`; event files named by their folder."""
+  paths = set()
+  for root, _, names in os.walk(directory):
+    for name in names:
+      rel = os.path.relpath(os.path.join(root, name), directory)
+      paths.add(os.path.join(os.path.dirname(rel), "events") if "tfevents" in name else rel)
+  return paths
+
+
+def _last_rows(path):
+  """train_log.csv as {step: row without timing columns}, a repeated step's last row."""
+  with open(path) as f:
+    return {int(r["step"]): {k: float(v) for k, v in r.items() if k not in TIMING}
+            for r in csv.DictReader(f)}
+
+
+def _eval_results(path):
+  """eval_results.txt as {key: number, or the text of a value that is not one}."""
+  results = {}
+  for line in open(path).read().splitlines():
+    key, value = line.split(" = ")
+    try:
+      results[key] = float(value)
+    except ValueError:
+      results[key] = value
+  return results
+
+
+def _assert_same_weights(got, want, tol=1e-5):
+  a, b = (checkpoints.read_checkpoint(str(path)).weights for path in (got, want))
+  assert a.keys() == b.keys()
+  for name in b:
+    np.testing.assert_allclose(a[name], b[name], atol=tol, err_msg=name)
+
+
+def _assert_written_once_by_the_chief(logs, writes, expected, out):
+  assert "Worker worker:0 is the chief" in logs[0]
+  assert "Worker worker:1 is not the chief" in logs[1]
+  assert writes == expected  # the other worker rewrote no shared file
+  assert not (out / ".workers").exists()  # and removed its scratch
+
+
+class _Strategy:
+  """What WorkerOutputs reads of a MultiWorkerMirroredStrategy: the task in the cluster."""
+
+  def __init__(self, task_type, task_id):
+    self.cluster_resolver = type("Resolver", (), {"task_type": task_type, "task_id": task_id})
+
+
+def test_worker_outputs_chief_writes_output_dir_others_a_scratch_removed_at_the_end(tmp_path):
+  out = str(tmp_path)
+  chief = distribution.WorkerOutputs(_Strategy("worker", 0), out)
+  assert chief.chief and chief.path("eval_results.txt") == os.path.join(out, "eval_results.txt")
+  assert distribution.WorkerOutputs(tf.distribute.get_strategy(), out).chief
+  assert distribution.WorkerOutputs(_Strategy("chief", 0), out).chief
+  scratch = tmp_path / ".workers" / "worker_1"
+  scratch.mkdir(parents=True)
+  (scratch / "checkpoint").write_text("a killed run's")
+  other = distribution.WorkerOutputs(_Strategy("worker", 1), out)
+  assert not other.chief and other.path("train.tf_record") == str(scratch / "train.tf_record")
+  assert list(scratch.iterdir()) == []  # never restored over the chief's checkpoint
+  third = distribution.WorkerOutputs(_Strategy("worker", 2), out)
+  (scratch / "train.tf_record").write_bytes(b"records")
+  other.remove_scratch()
+  assert not scratch.exists() and (tmp_path / ".workers" / "worker_2").exists()
+  third.remove_scratch()
+  chief.remove_scratch()
+  assert os.listdir(out) == []
+
+
+@pytest.mark.slow
+@linux_only
+def test_classifier_two_workers_write_once_what_one_worker_writes(tmp_path, processes):
+  rng = random.Random(0)
+  vocab = write_vocab(tmp_path / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + WORDS)
+  config = _tiny_config(4 + len(WORDS))
+  model = BertClassifier(config, 2)
+  model.build()
+  randomize(model, seed=0, scale=0.3)
+  init = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(tmp_path / "init"),
+                                         config, vocab)
+  data = tmp_path / "data"
+  data.mkdir()
+  rows = lambda n, fmt: "\n".join(
+      fmt(i, " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))) for i in range(n))
+  (data / "train.tsv").write_text("sentence\tlabel\n" + "the cat sat on a mat\t1\n" * 16)
+  (data / "dev.tsv").write_text("sentence\tlabel\n" + rows(12, lambda i, s: f"{s}\t{i % 2}\n"))
+  (data / "test.tsv").write_text("index\tsentence\n" + rows(10, lambda i, s: f"{i}\t{s}\n"))
+  args = ["--task_name=SST-2", f"--data_dir={data}", f"--init_checkpoint={init}", "--do_train",
+          "--do_eval", "--do_predict", "--max_seq_length=16", "--train_batch_size=8",
+          "--eval_batch_size=4", "--predict_batch_size=4", "--num_train_epochs=2",
+          "--learning_rate=1e-2", "--log_steps=1", "--seed=3"]
+  single, multi = tmp_path / "single", tmp_path / "multi"
+  watches = {out: _Writes(out) for out in (single, multi)}
+  started = [processes.start("run_classifier.py", [f"--output_dir={out}",
+                                                   f"--export_dir={out / 'export'}", *args],
+                             out.name, ports) for out, ports in ((single, None),
+                                                                 (multi, _free_ports(2)))]
+  logs = processes.finish(started[1])
+  processes.finish(started[0])
+  writes = {out: watch.stop() for out, watch in watches.items()}
+  _assert_written_once_by_the_chief(logs, writes[multi], writes[single], multi)
+  assert writes[single]["eval_results.txt"] == writes[single]["run.json"] == 1
+  assert _listing(multi) == _listing(single)
+  for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "run.json", "SST-2.tsv"):
+    assert (multi / name).read_bytes() == (single / name).read_bytes(), name
+  results = _eval_results(single / "eval_results.txt")
+  assert results["global_step"] == 4
+  assert_same_numbers(_eval_results(multi / "eval_results.txt"), results, 1e-5)
+  np.testing.assert_allclose(np.loadtxt(multi / "test_results.tsv"),
+                             np.loadtxt(single / "test_results.tsv"), atol=1e-5)
+  assert_same_numbers(_last_rows(multi / "train_log.csv"), _last_rows(single / "train_log.csv"),
+                      1e-5)
+  _assert_same_weights(multi, single)
+  reader = {out: tf.train.load_checkpoint(str(out / "export" / "variables" / "variables"))
+            for out in (single, multi)}
+  names = [n for n, _ in tf.train.list_variables(str(single / "export" / "variables" / "variables"))
+           if "VARIABLE_VALUE" in n]
+  assert names
+  for n in names:
+    np.testing.assert_allclose(reader[multi].get_tensor(n), reader[single].get_tensor(n),
+                               atol=1e-5, err_msg=n)
+
+
+def _identical_records(tmp_path, count):
+  """A vocab, and a records file holding one generated pretraining instance `count` times."""
+  vocab = make_vocab(tmp_path / "vocab.txt")
+  corpus = make_corpus(tmp_path / "corpus.txt", documents=4, seed=5)
+  generated = str(tmp_path / "generated.tfrecord")
+  generation.generate_exact([corpus], [generated], vocab, True,
+                            instances.GenerationConfig(32, 5, 0.15, 0.1, False, 1), 1)
+  record = next(iter(tf.data.TFRecordDataset(generated))).numpy()
+  path = str(tmp_path / "train.tfrecord")
+  with tf.io.TFRecordWriter(path) as w:
+    for _ in range(count):
+      w.write(record)
+  return vocab, path
+
+
+@pytest.mark.slow
+@linux_only
+def test_pretraining_two_workers_resume_after_a_kill_and_match_one_worker(tmp_path, processes):
+  vocab, records = _identical_records(tmp_path, 64)
+  config = _tiny_config(len(open(vocab).read().split()))
+  config.to_json_file(str(tmp_path / "bert_config.json"))
+  model = BertPretrainer(config)
+  model.build()
+  init = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(tmp_path / "init"))
+  steps = 60
+  args = [f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--input_file={records}",
+          f"--init_checkpoint={init}", "--do_train", "--do_eval", "--max_seq_length=32",
+          "--max_predictions_per_seq=5", "--train_batch_size=8", "--eval_batch_size=8",
+          "--max_eval_steps=2", f"--num_train_steps={steps}", "--num_warmup_steps=5",
+          "--learning_rate=1e-3", "--save_checkpoints_steps=10", "--iterations_per_loop=1",
+          "--log_steps=10", "--seed=7", f"--vocab_file={vocab}"]
+  single, multi = tmp_path / "single", tmp_path / "multi"
+  single_watch = _Writes(single)
+  reference = processes.start("run_pretraining.py", [f"--output_dir={single}", *args], "single")
+  ports = _free_ports(2)
+  args = [f"--output_dir={multi}", *args]
+  first = processes.start("run_pretraining.py", args, "first", ports)
+  deadline = time.time() + TIMEOUT
+  while not tf.train.latest_checkpoint(str(multi)):
+    assert all(p.poll() is None for p in first) and time.time() < deadline, \
+        first[0].log.read_text()[-3000:]
+    time.sleep(0.02)
+  first[1].send_signal(signal.SIGKILL)  # the other worker dies; the chief would hang: kill it too
+  first[0].send_signal(signal.SIGKILL)
+  for p in first:
+    p.wait()
+  killed_at = int(tf.train.latest_checkpoint(str(multi)).rsplit("-", 1)[1])
+  assert 0 < killed_at < steps and not (multi / "eval_results.txt").exists()
+  assert (multi / ".workers" / "worker_1").exists()  # the other worker's part of a checkpoint
+
+  watch = _Writes(multi)
+  logs = processes.finish(processes.start("run_pretraining.py", args, "again", ports))
+  writes = watch.stop()
+  processes.finish(reference)
+  single_writes = single_watch.stop()
+  for log in logs:
+    assert f"resumed from {multi / f'ckpt-{killed_at}'} at step {killed_at}" in log
+  # The resumed part writes what one worker writes from that step on: every file
+  # written once per run, the checkpoints after the step, the state file and the
+  # log at each of the fewer save and log points.
+  points, resumed_points = steps // 10, (steps - killed_at) // 10
+  expected = {name: count for name, count in single_writes.items()
+              if not re.match(r"ckpt-(\d+)\.", name)
+              or int(re.match(r"ckpt-(\d+)\.", name).group(1)) > killed_at}
+  for name in ("checkpoint", "train_log.csv"):
+    expected[name] = single_writes[name] // points * resumed_points
+  assert single_writes["eval_results.txt"] == single_writes["run.json"] == 1
+  _assert_written_once_by_the_chief(logs, writes, expected, multi)
+
+  assert _listing(multi) >= _listing(single)  # the killed part may have left an extra event file
+  results = _eval_results(single / "eval_results.txt")
+  assert results["global_step"] == steps
+  assert_same_numbers(_eval_results(multi / "eval_results.txt"), results, 1e-5)
+  assert_same_numbers(_last_rows(multi / "train_log.csv"), _last_rows(single / "train_log.csv"),
+                      1e-5)
+  _assert_same_weights(multi / "export", single / "export")
+  _assert_same_weights(multi, single)
