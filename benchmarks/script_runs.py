@@ -1,0 +1,79 @@
+"""What the pretraining benchmarks share: running the project's scripts as a user would,
+and preparing a corpus, a vocabulary and records from raw books with them."""
+
+import glob
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+from absl import logging
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(ROOT, "..", "shared", "data")
+GUTENBERG = os.path.join(SHARED, "corpus", "gutenberg", "*.txt")
+
+
+def run(script, *args):
+  """Runs one of the project's scripts; raises RuntimeError with its last error line."""
+  command = [sys.executable, os.path.join(ROOT, script), *args]
+  logging.info("$ %s", " ".join(shlex.quote(a) for a in command[1:]))
+  proc = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  if proc.returncode:
+    lines = proc.stderr.strip().splitlines() or ["(no output)"]
+    raise RuntimeError(f"{script} failed ({proc.returncode}): {lines[-1]}")
+
+
+def read_results(path):
+  """eval_results.txt as {key: string}."""
+  with open(path) as f:
+    return dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)
+
+
+def books(pattern, quick):
+  """The sorted files of `pattern` (the last is held out); with `quick`, the two short
+  Blake books only."""
+  found = sorted(glob.glob(pattern))
+  if quick:
+    found = [b for b in found if os.path.basename(b).startswith("blake")] or found[:2]
+  if len(found) < 2:
+    raise ValueError(f"--input_files={pattern}: need at least two files.")
+  return found
+
+
+def prepare_text(work, files, vocab_size):
+  """train.txt (all books but the last), heldout.txt (the last) and a vocab.txt learned
+  from train.txt, in `work`; returns their paths. Existing files are kept."""
+  p = {n: os.path.join(work, n) for n in ("train.txt", "heldout.txt", "vocab.txt")}
+  if not os.path.exists(p["heldout.txt"]):
+    run("prepare_corpus.py", "--input_file=" + ",".join(files[:-1]),
+        "--output_file=" + p["train.txt"])
+    run("prepare_corpus.py", "--input_file=" + files[-1], "--output_file=" + p["heldout.txt"])
+  if not os.path.exists(p["vocab.txt"]):
+    run("learn_vocab.py", f"--input_file={p['train.txt']}", f"--vocab_file={p['vocab.txt']}",
+        f"--vocab_size={vocab_size}")
+  return p
+
+
+def make_records(text, vocab, output, max_seq_length, max_predictions, dupe_factor, *extra):
+  """create_pretraining_data.py on `text` unless `output` exists; returns `output`."""
+  if not os.path.exists(output):
+    run("create_pretraining_data.py", f"--input_file={text}", f"--output_file={output}",
+        f"--vocab_file={vocab}", f"--max_seq_length={max_seq_length}",
+        f"--max_predictions_per_seq={max_predictions}", f"--dupe_factor={dupe_factor}", *extra)
+  return output
+
+
+def write_config(path, vocab_file, size):
+  """A bert_config.json for L/H/A `size` (feed-forward 4H) and the vocab's size."""
+  layers, hidden, heads = (int(x) for x in size.split("/"))
+  config = {"vocab_size": sum(1 for _ in open(vocab_file, encoding="utf-8")),
+            "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "intermediate_size": 4 * hidden, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+            "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512,
+            "type_vocab_size": 2, "initializer_range": 0.02}
+  with open(path, "w") as f:
+    json.dump(config, f, indent=2)
+  return path
