@@ -89,6 +89,7 @@ def main(_):
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
                                       FLAGS.init_checkpoint)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+  script_utils.check_export_dir(FLAGS.export_dir)
   tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
   name = FLAGS.task_name.lower()
   run = script_utils.run_record(FLAGS, task_name=name + (

@@ -88,6 +88,23 @@ def _read_split(split):
   return documents, flat
 
 
+def _check_held_out_tags(held_out, labels):
+  """Before training: the dev file must have tags to score; tags the model cannot
+  predict (types absent from training) are reported, as they can only count as missed."""
+  for split, (_, flat) in held_out.items():
+    path = flat.origins[0][0]
+    if split == "dev" and any(t is None for t in flat.tags):
+      raise ValueError(f"{path} has no tag column to score; --do_eval needs the dev file's "
+                       "gold tags (to tag a file without scoring it, use it as the test "
+                       "file with --do_predict).")
+    unknown = [i for i, t in enumerate(flat.tags) if t is not None and t not in labels]
+    if unknown:
+      first = unknown[0]
+      logging.warning("%s:%d: tag %s is not one the model was trained on (%s); its %d "
+                      "word(s) can only be scored as missed.", *flat.origins[first],
+                      flat.tags[first], " ".join(labels), len(unknown))
+
+
 def _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple, records):
   """Predicted IOB2 tags of a split's words, run through the records file `records`."""
   from data import conll, pipeline
@@ -133,6 +150,7 @@ def main(_):
   if FLAGS.feature_based:
     tagging.layer_indices(layers, config.num_hidden_layers)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+  script_utils.check_export_dir(FLAGS.export_dir)
   tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
   labels_path = os.path.join(FLAGS.output_dir, "label_list.txt")
   num_train_steps = 0
@@ -160,6 +178,7 @@ def main(_):
   # Held-out files are read now, so a missing or empty one stops the run before training.
   held_out = {split: _read_split(split) for flag, split in
               ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test")) if flag}
+  _check_held_out_tags(held_out, labels)
   script_utils.require_weights(FLAGS)
   logging.info("Labels: %s", " ".join(labels))
   strategy, _ = script_utils.runtime(FLAGS)
@@ -202,9 +221,7 @@ def main(_):
       continue
     conll.write_predictions(os.path.join(FLAGS.output_dir, f"{stem}_predictions.txt"),
                             documents, tags)
-    if any(t is None for t in flat.tags):
-      if split == "dev":
-        raise ValueError(f"The dev file in {FLAGS.data_dir} has no tag column to score.")
+    if any(t is None for t in flat.tags):  # a test file to tag (dev files were checked)
       continue
     results = {"global_step": trainer.global_step, **_scores(documents, tags, prefix)}
     reports.write_eval_results(os.path.join(FLAGS.output_dir, f"{stem}_results.txt"), results)

@@ -81,7 +81,8 @@ def main(_):
     raise ValueError(f"--bert_config_file={FLAGS.bert_config_file} has causal_attention "
                      "(a left-to-right model) but masked LM reads both sides: pass "
                      "--objective=ltr, or a config without causal_attention.")
-  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, None, None)
+  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, None,
+                                      FLAGS.init_checkpoint)
   if FLAGS.vocab_file:  # copied beside the export: checked now, not after training
     script_utils.load_tokenizer(FLAGS.vocab_file, True, config,
                                 ("[UNK]", "[CLS]", "[SEP]", "[MASK]"))
@@ -107,6 +108,7 @@ def main(_):
     if pattern:
       files.expand_file_patterns(pattern, flag)  # a pattern matching nothing names the flag
       pipeline.check_records(pattern, spec, hints, compression, limits)
+  script_utils.require_weights(FLAGS)
 
   if FLAGS.objective == "ltr":
     task = language_model.LanguageModelTask(config)

@@ -65,6 +65,9 @@ def _validate():
     raise ValueError("--do_train needs --train_file.")
   if FLAGS.do_predict and not FLAGS.predict_file:
     raise ValueError("--do_predict needs --predict_file.")
+  if FLAGS.tune_null_threshold and not (FLAGS.version_2_with_negative and FLAGS.do_predict):
+    raise ValueError("--tune_null_threshold needs --version_2_with_negative and --do_predict "
+                     "(it tunes SQuAD 2.0's no-answer threshold on --predict_file).")
   if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
     raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must exceed --max_query_length "
                      f"({FLAGS.max_query_length}) + 3.")
@@ -105,6 +108,12 @@ def main(_):
     eval_features = convert(examples, False)
     if not eval_features:  # contexts whose words all tokenize to nothing
       raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict from.")
+    gold = squad.load_json(FLAGS.predict_file)
+    if squad_evaluation.has_answers(gold):  # scored after prediction: checked now
+      squad_evaluation.check_scorable(gold, FLAGS.version_2_with_negative, FLAGS.predict_file)
+    elif FLAGS.tune_null_threshold:
+      raise ValueError(f"--tune_null_threshold: --predict_file={FLAGS.predict_file} has no "
+                       "answers to tune on.")
   script_utils.require_weights(FLAGS)
   num_train_steps = 0 if not FLAGS.do_train else script_utils.train_steps(
       len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs, FLAGS.train_file)

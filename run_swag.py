@@ -66,6 +66,7 @@ def main(_):
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
                                       FLAGS.init_checkpoint)
   files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+  script_utils.check_export_dir(FLAGS.export_dir)
   tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
   run = script_utils.run_record(FLAGS, task="multiple choice", num_choices=FLAGS.num_choices)
   script_utils.check_run(FLAGS.output_dir, run)

@@ -209,6 +209,26 @@ def load_tokenizer(vocab_file, do_lower_case, config, tokens=("[UNK]", "[CLS]", 
   return tokenizer
 
 
+def check_export_dir(path, flag="--export_dir"):
+  """Raises ValueError when the SavedModel directory `path` could not be written later.
+
+  Checked before training, so an export that would fail does not cost the
+  run: `path` must not be a file, and its nearest existing parent must be a
+  writable directory. Nothing is created. (Remote paths are checked on writing.)
+  """
+  from data import files
+  if not path or files.is_remote(path):
+    return
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise ValueError(f"{flag}={path} is a file; name a directory for the SavedModel.")
+  parent = os.path.dirname(os.path.abspath(path))
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+    raise ValueError(f"{flag}={path} cannot be created: {parent} is not a writable "
+                     "directory.")
+
+
 def require_weights(values):
   """Raises ValueError when evaluation or prediction alone would run untrained weights."""
   import tensorflow as tf
@@ -273,12 +293,23 @@ def save_run(output_dir, run):
 
 
 def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, values):
-  """A Trainer for `task` configured from the original's and the runtime flags."""
+  """A Trainer for `task` configured from the original's and the runtime flags.
+
+  Training, the weights it starts from (--init_checkpoint, or the checkpoint
+  in --output_dir it resumes) are read now: one that is missing or does not
+  fit the model stops the run before the script writes anything.
+  """
   from modeling import optimization, training
   if values.do_train and num_train_steps < 1:
     raise ValueError(f"Training needs at least one step, not {num_train_steps}.")
   steps = max(num_train_steps, 1)  # not training: the optimizer is built but never stepped
-  return training.Trainer(
+  replicas, micro = strategy.num_replicas_in_sync, values.gradient_accumulation_steps
+  if values.do_train and batch_size % (replicas * micro):
+    raise ValueError(f"--train_batch_size={batch_size} must divide evenly into {replicas} "
+                     f"replica(s) x --gradient_accumulation_steps={micro}.")
+  if not values.do_train:  # no training batch is ever split: nothing to divide
+    batch_size, micro = replicas, 1
+  trainer = training.Trainer(
       strategy, task,
       lambda names: optimization.create_optimizer(values.optimizer, values.learning_rate, steps,
                                                   num_warmup_steps, names),
@@ -287,8 +318,11 @@ def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, 
           steps_per_loop=values.iterations_per_loop, log_steps=min(values.log_steps, steps),
           save_checkpoints_steps=values.save_checkpoints_steps,
           keep_checkpoint_max=values.keep_checkpoint_max,
-          gradient_accumulation_steps=values.gradient_accumulation_steps,
+          gradient_accumulation_steps=micro,
           jit_compile=values.jit_compile, loss_scaling=values.dtype == "float16"))
+  if values.do_train:
+    trainer.load_start(values.init_checkpoint)
+  return trainer
 
 
 def train_steps(num_examples, batch_size, epochs, source):

@@ -166,8 +166,10 @@ def examples(task, data_dir, split):
       continue
     where = f"{path}:{number}"
     if len(fields) <= needed:
+      absent = ", ".join(f"{what} (column {column + 1})" for what, column in _columns(layout)
+                         if column >= len(fields))
       raise ValueError(f"{where}: expected at least {needed + 1} tab-separated columns, "
-                       f"found {len(fields)}.")
+                       f"found {len(fields)}: no {absent}.")
     if layout.keep and fields[layout.keep[0]] != layout.keep[1]:
       continue
     label = None
@@ -177,6 +179,13 @@ def examples(task, data_dir, split):
     out.append(InputExample(f"{split}-{index}", fields[layout.a],
                             fields[layout.b] if layout.b is not None else None, label, index))
   return out
+
+
+def _columns(layout):
+  """(what, column index) of each column the layout reads (the last-column label excluded)."""
+  named = (("text", layout.a), ("second text", layout.b), ("label", layout.label),
+           ("index", layout.index), ("language", layout.keep[0] if layout.keep else None))
+  return [(what, column) for what, column in named if column is not None and column >= 0]
 
 
 def _reads_as_data(task, layout, fields, needed):

@@ -51,6 +51,26 @@ def has_answers(dataset):
   return any(qa.get("answers") or qa.get("is_impossible") for qa in _questions(dataset))
 
 
+def check_scorable(dataset, version_2_with_negative, path):
+  """Raises ValueError naming the first question of `dataset` whose answers cannot be scored.
+
+  Every question needs an `answers` list of objects with a `text`; v1.1
+  scoring needs at least one per question (an empty list is SQuAD 2.0's "no
+  answer"). Called before training, so a file that cannot be scored does not
+  cost the run.
+  """
+  for qa in _questions(dataset):
+    where = f"{path}: question {qa.get('id', '?')!r}"
+    answers = qa.get("answers")
+    if not isinstance(answers, list) or not all(
+        isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers):
+      raise ValueError(f"{where}: \"answers\" is not a list of objects with a \"text\"; "
+                       "the predictions could not be scored.")
+    if not answers and not version_2_with_negative:
+      raise ValueError(f"{where} has no answer to score against; questions without one "
+                       "need --version_2_with_negative (SQuAD 2.0).")
+
+
 def evaluate_v1(dataset, predictions):
   """{"exact_match", "f1"} in percent, as evaluate-v1.1.py (unanswered count as 0)."""
   total = em = f = 0

@@ -102,9 +102,9 @@ class Trainer:
     replicas = strategy.num_replicas_in_sync
     if config.global_batch_size % (replicas * config.gradient_accumulation_steps):
       raise ValueError(
-          f"The batch size ({config.global_batch_size}) must divide evenly into "
-          f"{replicas} replica(s) x --gradient_accumulation_steps="
-          f"{config.gradient_accumulation_steps}.")
+          f"The global batch size ({config.global_batch_size}) must divide evenly into "
+          f"{replicas} replica(s) x {config.gradient_accumulation_steps} micro-batch(es) "
+          "(gradient accumulation steps).")
     with strategy.scope():
       self.model = task.build_model()
       if hasattr(self.model, "encoder"):
@@ -145,6 +145,7 @@ class Trainer:
                         if jit and not whole else self._micro_gradients)
     self._jit = jit  # evaluation and prediction compile each replica's work
     self._traced = {}  # evaluation and prediction steps, by input signature
+    self._initialized = None  # (init_checkpoint, description) once load_start has loaded it
     self._stop_requested = False
     self.chief = distribution.is_chief(strategy)
 
@@ -192,9 +193,24 @@ class Trainer:
                          "new output directory.") from None
       return f"resumed from {latest} at step {self.global_step}"
     if init_checkpoint:
+      if self._initialized and self._initialized[0] == init_checkpoint:
+        return self._initialized[1]  # loaded by load_start, untouched since
       ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint, allow_new_heads=True)
       return f"initialized from {ckpt.path} ({ckpt.format})"
     return "initialized from scratch"
+
+  def load_start(self, init_checkpoint=None):
+    """Reads now the weights train() would start from, so that a checkpoint that is
+    missing, unreadable or of another model stops the run before it writes anything.
+
+    Resuming, output_dir's latest checkpoint is restored (train() restores it
+    again, with the input position); else init_checkpoint is loaded, and
+    train() keeps it instead of reading it twice.
+    """
+    if tf.train.latest_checkpoint(self.config.output_dir):
+      self.restore()
+    elif init_checkpoint:
+      self._initialized = (init_checkpoint, self.restore(init_checkpoint))
 
   # --- One step --------------------------------------------------------------
 
@@ -408,8 +424,9 @@ class Trainer:
       batch_losses.append(loss)
       part = (sums, metrics, denominators)
       totals = part if totals is None else tf.nest.map_structure(lambda a, b: a + b, totals, part)
-    if totals is None:
-      raise ValueError("The evaluation data holds no complete batch.")
+    if totals is None:  # a partial batch counts: only an empty input gets here
+      raise ValueError("The evaluation data holds no records." if max_steps != 0
+                       else "Evaluation was asked for 0 batches.")
     results = self.task.eval_results(*totals, batch_losses)
     results["global_step"] = self.global_step
     return results

@@ -1,0 +1,81 @@
+"""Error messages that say what happened: each would mislead if it came back as it was."""
+
+import types
+
+import numpy as np
+import pytest
+import scipy.special
+import tensorflow as tf
+
+import script_utils
+from data import glue
+from helpers import random_features
+from modeling import heads, optimization, training
+from modeling.config import BertConfig
+
+SMALL = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+
+
+def _trainer(tmp_path, batch=8, accumulation=1, task=None):
+  return training.Trainer(
+      tf.distribute.get_strategy(), task or heads.ClassificationTask(SMALL, 3),
+      lambda names: optimization.create_optimizer("adamw", 1e-3, 10, 1, names),
+      training.TrainConfig(output_dir=str(tmp_path), num_train_steps=10, global_batch_size=batch,
+                           gradient_accumulation_steps=accumulation))
+
+
+def test_evaluation_keeps_a_partial_batch_and_says_no_records_only_when_empty(tmp_path):
+  """It used to say "no complete batch", although a partial batch is evaluated."""
+  trainer = _trainer(tmp_path, task=heads.PretrainingTask(SMALL))
+  rng = np.random.default_rng(0)
+  records = {**random_features(rng, 3, 6, SMALL.vocab_size),
+             "masked_lm_positions": np.array([[1, 2], [0, 3], [2, 1]], np.int32),
+             "masked_lm_ids": rng.integers(0, SMALL.vocab_size, (3, 2)).astype(np.int32),
+             "masked_lm_weights": np.ones((3, 2), np.float32),
+             "next_sentence_labels": np.array([[0], [1], [1]], np.int32)}
+  dataset = tf.data.Dataset.from_tensor_slices(records)
+  results = trainer.evaluate(lambda ctx: dataset.batch(8))  # one batch of 3 < 8
+  logits = trainer.model(records, training=False)["next_sentence_logits"].numpy()
+  loss = -scipy.special.log_softmax(logits, -1)[np.arange(3), [0, 1, 1]].mean()
+  np.testing.assert_allclose(results["next_sentence_loss"], loss, rtol=1e-5)  # all 3 counted
+  with pytest.raises(ValueError) as error:
+    trainer.evaluate(lambda ctx: dataset.take(0).batch(8))
+  assert str(error.value) == "The evaluation data holds no records."
+
+
+def _flags(**overrides):
+  values = dict(do_train=False, init_checkpoint=None, output_dir="", optimizer="adamw",
+                learning_rate=1e-3, iterations_per_loop=10, log_steps=10,
+                save_checkpoints_steps=10, keep_checkpoint_max=1,
+                gradient_accumulation_steps=3, jit_compile=False, dtype="float32")
+  return types.SimpleNamespace(**{**values, **overrides})
+
+
+def test_the_training_batch_split_is_checked_by_flag_and_only_when_training(tmp_path):
+  """Evaluation alone was refused because --train_batch_size did not split into
+  --gradient_accumulation_steps; training is refused naming both flags."""
+  strategy, task = tf.distribute.get_strategy(), heads.ClassificationTask(SMALL, 3)
+  flags = _flags(output_dir=str(tmp_path))
+  assert script_utils.make_trainer(strategy, task, 0, 0, 32, flags).model is not None
+  with pytest.raises(ValueError, match=r"^--train_batch_size=32 must divide evenly into 1 "
+                                       r"replica\(s\) x --gradient_accumulation_steps=3\.$"):
+    script_utils.make_trainer(strategy, task, 10, 1, 32, _flags(do_train=True,
+                                                                 output_dir=str(tmp_path)))
+  # The library names no flag: it does not know where its numbers came from.
+  with pytest.raises(ValueError, match=r"^The global batch size \(10\) must divide evenly into "
+                                       r"1 replica\(s\) x 3 micro-batch\(es\) \(gradient "
+                                       r"accumulation steps\)\.$"):
+    _trainer(tmp_path, batch=10, accumulation=3)
+
+
+def test_a_short_glue_row_names_the_missing_column(tmp_path):
+  """A dev file without its label column said only how many columns it lacked."""
+  (tmp_path / "dev.tsv").write_text("sentence\nthe film\n")
+  with pytest.raises(ValueError, match=r"dev\.tsv:2: expected at least 2 tab-separated "
+                                       r"columns, found 1: no label \(column 2\)\.$"):
+    glue.examples(glue.get_task("sst-2"), str(tmp_path), "dev")
+  (tmp_path / "dev.tsv").write_text("id\tqid1\tqid2\tq1\n0\t1\t2\twhat ?\n")
+  with pytest.raises(ValueError, match=r"found 4: no second text \(column 5\), label "
+                                       r"\(column 6\)\.$"):
+    glue.examples(glue.get_task("qqp"), str(tmp_path), "dev")
