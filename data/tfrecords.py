@@ -204,8 +204,10 @@ class RecordWriters:
     self.paths = list(paths)
     self.temporary = [files.temporary_name(p) for p in self.paths]
     self.raw = [files.open_file(t, "wb") for t in self.temporary]
-    self.streams = ([gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) for f in self.raw]
-                    if compression == "GZIP" else self.raw)
+    # No file name (it would be the temporary one) and no time in the gzip
+    # header, as TensorFlow's own GZIP writer: a seed gives the same bytes.
+    self.streams = ([gzip.GzipFile(filename="", fileobj=f, mode="wb", compresslevel=6, mtime=0)
+                     for f in self.raw] if compression == "GZIP" else self.raw)
     self.next = 0
     self.count = 0
 
