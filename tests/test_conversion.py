@@ -261,3 +261,22 @@ def test_multiple_choice_exports_as_bert_for_multiple_choice(tmp_path):
   # Read back as multiple choice (config.json's class), not as a one-label classifier.
   _, back = conversion.load_for_conversion(str(tmp_path), SMALL)
   assert type(back) is BertMultipleChoice
+
+
+def test_a_token_classification_file_without_pooler_reads_as_a_tagger(tmp_path):
+  """transformers saves BertForTokenClassification without a pooler: the file still reads
+  as our tagger (config.json's class decides what classifier.* is), pooler fresh."""
+  from safetensors.numpy import save_file
+  model = BertTagger(SMALL, 5)
+  want = randomize(model, 9)
+  conversion.write_checkpoint(model, str(tmp_path), "hf", SMALL)
+  tensors = _file_tensors(tmp_path)
+  save_file({k: v for k, v in tensors.items() if not k.startswith("bert.pooler.")},
+            str(tmp_path / "model.safetensors"))
+  _, back = conversion.load_for_conversion(str(tmp_path), SMALL)
+  assert type(back) is BertTagger and back.num_labels == 5
+  for name, value in checkpoints.model_weights(back).items():
+    if name.startswith("bert/pooler/"):
+      assert not np.array_equal(value, want[name])
+    else:
+      np.testing.assert_array_equal(value, want[name], err_msg=name)
