@@ -214,17 +214,20 @@ def check_export_dir(path, flag="--export_dir"):
 
   Checked before training, so an export that would fail does not cost the
   run: `path` must not be a file, and its nearest existing parent must be a
-  writable directory. Nothing is created. (Remote paths are checked on writing.)
+  writable directory. Nothing is created. (A bucket's permissions show on writing.)
   """
   from data import files
-  if not path or files.is_remote(path):
+  if not path:
     return
-  if os.path.exists(path) and not os.path.isdir(path):
+  if files.exists(path) and not files.isdir(path):
     raise ValueError(f"{flag}={path} is a file; name a directory for the SavedModel.")
-  parent = os.path.dirname(os.path.abspath(path))
-  while not os.path.exists(parent):
+  if files.is_remote(path):
+    return  # a bucket has directories only as name prefixes: any parent will do
+  parent = files.parent_dir(path)
+  while not files.exists(parent):
     parent = os.path.dirname(parent)
-  if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+  # os.access: gfile has no permission check that writes nothing (local disk only here).
+  if not files.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
     raise ValueError(f"{flag}={path} cannot be created: {parent} is not a writable "
                      "directory.")
 
