@@ -117,6 +117,14 @@ def main(_):
   logging.info("Objectives trained: %s", ", ".join(task.objectives))
   trainer = script_utils.make_trainer(strategy, task, FLAGS.num_train_steps,
                                      FLAGS.num_warmup_steps, FLAGS.train_batch_size, FLAGS)
+  eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
+  if FLAGS.do_eval and trainer.static_shapes:  # evaluation runs whole batches only
+    found = pipeline.count_records(eval_pattern, compression, FLAGS.eval_batch_size)
+    if found < FLAGS.eval_batch_size:
+      raise ValueError(f"{eval_pattern} holds {found} record(s), fewer than "
+                       f"--eval_batch_size={FLAGS.eval_batch_size}: with --jit_compile or "
+                       "on a TPU evaluation runs whole batches only, so none would be "
+                       "evaluated.")
 
   # Compiled for one shape (XLA, TPUs), evaluation drops a last partial batch, as the
   # original always did; otherwise it counts every record.

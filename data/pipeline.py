@@ -96,6 +96,15 @@ def _check_ids(path, spec, id_limits, compression, count):
                        "were the records made with another vocab or model?")
 
 
+def count_records(file_patterns, compression="", limit=None):
+  """Records in the files, counted up to `limit` (reading no further)."""
+  names = files.expand_file_patterns(file_patterns, "records")
+  dataset = tf.data.TFRecordDataset(names, compression)
+  if limit is not None:
+    dataset = dataset.take(limit)
+  return int(dataset.reduce(0, lambda count, _: count + 1))
+
+
 @contextlib.contextmanager
 def naming_bad_files(file_patterns, compression=""):
   """Turns a corrupt or truncated TFRecord met while reading into one ValueError.

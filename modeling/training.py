@@ -424,9 +424,13 @@ class Trainer:
       batch_losses.append(loss)
       part = (sums, metrics, denominators)
       totals = part if totals is None else tf.nest.map_structure(lambda a, b: a + b, totals, part)
-    if totals is None:  # a partial batch counts: only an empty input gets here
-      raise ValueError("The evaluation data holds no records." if max_steps != 0
-                       else "Evaluation was asked for 0 batches.")
+    if totals is None:
+      if max_steps == 0:
+        raise ValueError("Evaluation was asked for 0 batches.")
+      if self.static_shapes:  # the scripts' input then drops a last partial batch
+        raise ValueError("The evaluation data holds no complete batch, and with static "
+                         "shapes (XLA, TPUs) a last partial batch is not evaluated.")
+      raise ValueError("The evaluation data holds no records.")  # partial batches count
     results = self.task.eval_results(*totals, batch_losses)
     results["global_step"] = self.global_step
     return results

@@ -201,6 +201,12 @@ CASES = [
      lambda d, out: _pretraining(d, f"--output_dir={out}", "--do_train",
                                  f"--init_checkpoint={d}/other"),
      "error: Checkpoint {d}/other/bert_model.ckpt (tf1) does not fit the model: ...", None),
+    ("pretraining evaluation under XLA of fewer records than a batch",
+     lambda d, out: _pretraining(d, f"--output_dir={out}", "--do_train", "--do_eval",
+                                 "--jit_compile", "--eval_batch_size=16"),
+     "error: {d}/records.tfrecord holds 8 record(s), fewer than --eval_batch_size=16: with "
+     "--jit_compile or on a TPU evaluation runs whole batches only, so none would be "
+     "evaluated.", None),
     ("pretraining evaluation of untrained weights",
      lambda d, out: _pretraining(d, f"--output_dir={out}", "--do_eval"),
      "error: Evaluating or predicting without --do_train needs trained weights: pass "

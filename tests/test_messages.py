@@ -17,12 +17,12 @@ SMALL = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attent
                    intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
 
 
-def _trainer(tmp_path, batch=8, accumulation=1, task=None):
+def _trainer(tmp_path, batch=8, accumulation=1, task=None, jit_compile=False):
   return training.Trainer(
       tf.distribute.get_strategy(), task or heads.ClassificationTask(SMALL, 3),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 10, 1, names),
       training.TrainConfig(output_dir=str(tmp_path), num_train_steps=10, global_batch_size=batch,
-                           gradient_accumulation_steps=accumulation))
+                           gradient_accumulation_steps=accumulation, jit_compile=jit_compile))
 
 
 def test_evaluation_keeps_a_partial_batch_and_says_no_records_only_when_empty(tmp_path):
@@ -42,6 +42,12 @@ def test_evaluation_keeps_a_partial_batch_and_says_no_records_only_when_empty(tm
   with pytest.raises(ValueError) as error:
     trainer.evaluate(lambda ctx: dataset.take(0).batch(8))
   assert str(error.value) == "The evaluation data holds no records."
+  # With static shapes the scripts drop a last partial batch: records, but no batch.
+  compiled = _trainer(tmp_path, task=heads.PretrainingTask(SMALL), jit_compile=True)
+  with pytest.raises(ValueError, match=r"^The evaluation data holds no complete batch, and "
+                                       r"with static shapes \(XLA, TPUs\) a last partial "
+                                       r"batch is not evaluated\.$"):
+    compiled.evaluate(lambda ctx: dataset.batch(8, drop_remainder=True))
 
 
 def _flags(**overrides):
