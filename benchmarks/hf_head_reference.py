@@ -1,7 +1,9 @@
 """Task-head checkpoints for the Hugging Face check: our logits, written next to the HF files.
 
 For each head (SQuAD spans, a 3-way classifier, a 5-tag token tagger, four-way multiple
-choice) it builds our model over the real MiniLM
+choice, and the left-to-right language model of run_pretraining --objective=ltr: MiniLM
+made causal with a masked-LM head and no next-sentence head) it builds our model over the
+real MiniLM
 encoder, gives the head seeded random weights (so a swapped or transposed tensor shows),
 saves it in Google's TF1 layout, converts that with the real `convert_checkpoint.py
 --output_format=hf`, and writes `reference.npz` into the converted directory: held-out
@@ -13,6 +15,7 @@ token ids, masks and segments, and our model's logits on them. `hf_interchange.p
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_classifier
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_tagger
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_multiple_choice
+  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_ltr
 
 The multiple-choice inputs are the four rows as two questions of two choices, [2, 2, S].
 """
@@ -59,7 +62,7 @@ def main(_):
   import numpy as np
   import tensorflow as tf
   from data import tokenization
-  from modeling import checkpoints, heads, multiple_choice, tagging
+  from modeling import checkpoints, heads, language_model, multiple_choice, tagging
 
   if not FLAGS.work_dir:
     raise app.UsageError("--work_dir is required.")
@@ -71,7 +74,9 @@ def main(_):
   for name, model in (("squad", heads.BertSpanLabeler(config)),
                       ("classifier", heads.BertClassifier(config, num_labels=3)),
                       ("tagger", tagging.BertTagger(config, 5)),
-                      ("multiple_choice", multiple_choice.BertMultipleChoice(config))):
+                      ("multiple_choice", multiple_choice.BertMultipleChoice(config)),
+                      ("ltr", heads.BertPretrainer(language_model.causal_config(config),
+                                                   next_sentence=False))):
     model.build()
     checkpoints.load_checkpoint(model, minilm, allow_new_heads=True)
     for variable in model.variables:  # the head: every variable the encoder does not own
@@ -79,14 +84,21 @@ def main(_):
         variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
     tf1_dir = os.path.join(FLAGS.work_dir, f"tf1_{name}")
     hf_dir = os.path.join(FLAGS.work_dir, f"hf_{name}")
-    checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), tf1_dir, config, vocab)
+    checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), tf1_dir, model.config,
+                                    vocab)
     subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"),
                     f"--input_checkpoint={tf1_dir}", f"--output_dir={hf_dir}",
                     "--output_format=hf"], check=True, capture_output=True)
     batch = features
     if name == "multiple_choice":  # [B, C, S]: two questions of two choices
       batch = {k: v.reshape(2, 2, -1) for k, v in features.items()}
+    if name == "ltr":  # the masked-LM head at every position: [B, S, V] logits
+      positions = np.tile(np.arange(features["input_ids"].shape[1], dtype=np.int32), (4, 1))
+      batch = {**features, "masked_lm_positions": positions}
     outputs = model({k: tf.constant(v) for k, v in batch.items()}, training=False)
+    if name == "ltr":
+      outputs = {"logits": outputs["masked_lm_logits"]}
+      batch = features
     np.savez(os.path.join(hf_dir, "reference.npz"), **batch,
              **{k: v.numpy() for k, v in outputs.items()})
     print(f"{name}: {hf_dir} ({', '.join(sorted(outputs))})")

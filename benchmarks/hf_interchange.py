@@ -16,10 +16,10 @@ equal the original model's. Prints one JSON line; exits 1 if any check fails.
 With --head_dir (a directory made by hf_head_reference.py: a converted task-head
 checkpoint and our logits in reference.npz) it loads the class named in config.json
 (BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification,
-BertForMultipleChoice) instead, checks that nothing is missing or unexpected and that
+BertForMultipleChoice, BertLMHeadModel) instead, checks that nothing is missing or unexpected and that
 every encoder tensor equals the original's, and compares its logits on the reference
-inputs with ours (real positions only; tolerance 1e-4). The question answering and token
-classification classes have no pooler: the file keeps ours (so converting back loses
+inputs with ours (real positions only; tolerance 1e-4). The question answering, token
+classification and causal language model classes have no pooler: the file keeps ours (so converting back loses
 nothing), which transformers reports as unexpected; those two keys are the only ones
 allowed.
 """
@@ -91,13 +91,14 @@ def check_head(head_dir, original_dir):
   if architecture == "BertForQuestionAnswering":
     pairs = [(out.start_logits.numpy()[real], reference["start_logits"][real]),
              (out.end_logits.numpy()[real], reference["end_logits"][real])]
-  elif architecture == "BertForTokenClassification":  # [B, S, C], real tokens only
+  elif architecture in ("BertForTokenClassification", "BertLMHeadModel"):  # [B, S, C]: real
     pairs = [(out.logits.numpy()[real], reference["logits"][real])]
   else:  # [B, C]: sentence classes, or the choices of a question
     pairs = [(out.logits.numpy(), reference["logits"])]
   diff = max(float(np.abs(a - b).max()) for a, b in pairs)
   loading = {k: sorted(v) for k, v in info.items() if k != "error_msgs"}
-  no_pooler = architecture in ("BertForQuestionAnswering", "BertForTokenClassification")
+  no_pooler = architecture in ("BertForQuestionAnswering", "BertForTokenClassification",
+                               "BertLMHeadModel")
   pooler_keys = ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]
   allowed = {"unexpected_keys": pooler_keys} if no_pooler else {}
   report = {"transformers": transformers.__version__, "architecture": architecture,

@@ -54,6 +54,12 @@ _HF_HEADS = {
     "BertForMultipleChoice": {"cls/multiple_choice/output_weights": "classifier.weight",
                               "cls/multiple_choice/output_bias": "classifier.bias"},
 }
+# The masked-LM head alone (run_pretraining --objective=ltr's model): transformers'
+# BertLMHeadModel when the encoder is causal (config.json's is_decoder), else
+# BertForMaskedLM; the same keys either way.
+_MLM_ONLY = {n: k for n, k in _HF_HEADS["BertForPreTraining"].items()
+             if n.startswith("cls/predictions/")}
+_HF_HEADS["BertLMHeadModel"] = _HF_HEADS["BertForMaskedLM"] = _MLM_ONLY
 # Keys shared by several classes: the config's architecture decides; a file
 # without one reads as a sentence classifier (transformers' default use).
 _SHARED_HEAD_KEYS = ("classifier.weight", "classifier.bias")
@@ -165,13 +171,16 @@ def architecture_beside(path):
 
 # --- Writing ---------------------------------------------------------------
 
-def _architecture(weights):
+def _architecture(weights, causal=False):
   """The transformers class whose layout `weights` (original names) fill.
 
-  Raises ValueError naming every head variable no class holds (as the
-  feature-based tagger's BiLSTM), or those a class lacks.
+  `causal`: the encoder attends to earlier tokens only (a masked-LM head alone
+  is then BertLMHeadModel's). Raises ValueError naming every head variable no
+  class holds (as the feature-based tagger's BiLSTM), or those a class lacks.
   """
   heads = {n for n in weights if not n.startswith("bert/")}
+  if heads == set(_MLM_ONLY):
+    return "BertLMHeadModel" if causal else "BertForMaskedLM"
   for architecture, table in _HF_HEADS.items():
     if heads == set(table):
       return architecture
@@ -181,20 +190,20 @@ def _architecture(weights):
     raise ValueError(f"The head is {closest}'s without {', '.join(sorted(set(table) - heads))}"
                      "; Hugging Face has no class for it.")
   raise ValueError(f"No Hugging Face BERT class holds {', '.join(unplaced)}; the format holds "
-                   "the encoder alone or with the pretraining, sequence classification, "
+                   "the encoder alone or with the pretraining, masked-LM, sequence classification, "
                    "question answering, token classification or multiple choice head. "
                    "Convert to tf1 or tf2 instead.")
 
 
-def to_hf_tensors(weights, max_position_embeddings):
+def to_hf_tensors(weights, max_position_embeddings, causal=False):
   """{original name: array} -> ({Hugging Face key: array}, architecture name).
 
-  Every variable is written. The question answering and token classification
-  classes have no pooler; theirs (which SQuAD and the tagger never use) is
-  still written, so converting back gives every tensor; transformers lists it
-  as unexpected when loading and leaves it out.
+  Every variable is written. The question answering, token classification and
+  masked-LM-only classes have no pooler; theirs (which those tasks never use)
+  is still written, so converting back gives every tensor; transformers lists
+  it as unexpected when loading and leaves it out.
   """
-  architecture = _architecture(weights)
+  architecture = _architecture(weights, causal)
   prefix = "" if architecture == "BertModel" else "bert."
   tensors = {}
   for name, value in weights.items():
@@ -260,7 +269,8 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   Raises:
     ValueError: a head with no Hugging Face layout, or an unwritable output_dir.
   """
-  tensors, architecture = to_hf_tensors(weights, config.max_position_embeddings)
+  tensors, architecture = to_hf_tensors(weights, config.max_position_embeddings,
+                                        config.causal_attention)
   num_labels = (weights[_LABEL_ROWS[architecture]].shape[0]
                 if architecture in _LABEL_ROWS else None)
   if labels and len(labels) != num_labels:
