@@ -8,12 +8,13 @@ own TF2 checkpoints. Writes one of:
   hf:  a Hugging Face directory (`model.safetensors`, `config.json`,
        `vocab.txt`) that transformers' BertModel, BertForPreTraining,
        BertForSequenceClassification, BertForQuestionAnswering,
-       BertForTokenClassification or BertForMultipleChoice loads.
-Every model the scripts train converts with its head (pretraining, classifier
-or regression, SQuAD, multiple choice, tagger fine-tuned or feature-based),
-every variable kept; what a format cannot hold (the feature-based tagger's
-BiLSTM in hf) is refused in one line naming the variables, before anything
-is written. A tagger's label_list.txt beside the input names the classes in
+       BertForTokenClassification, BertForMultipleChoice or (the left-to-right
+       model) BertLMHeadModel loads.
+Every model the scripts train converts with its head (pretraining, left-to-right,
+classifier or regression, SQuAD, multiple choice, tagger fine-tuned or
+feature-based, --bilstm_head models), every variable kept; what a format cannot
+hold (a BiLSTM in hf) is refused in one line naming the variables, before
+anything is written. A tagger's label_list.txt beside the input names the classes in
 the hf config.json.
 
   python convert_checkpoint.py --input_checkpoint=path/to/hf_model_dir \

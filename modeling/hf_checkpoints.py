@@ -4,11 +4,12 @@ One table (`hf_name`) maps each original (TF1) variable name to its Hugging
 Face key and says whether the array is transposed; reading and writing both
 use it. Layouts follow transformers' BertModel (encoder keys without a prefix)
 and its task models (`bert.` before encoder keys, then the head):
-BertForPreTraining, BertForSequenceClassification, BertForQuestionAnswering,
-BertForTokenClassification and BertForMultipleChoice. The last three name
-their heads alike (`classifier.*` for the two, whose weights have the same
-layout as a sentence classifier's), so reading tells them apart by the
-`architectures` entry of the config.json beside the weights. Only numpy and
+BertForPreTraining, BertLMHeadModel / BertForMaskedLM (the masked-LM head alone, on
+a causal or bidirectional encoder), BertForSequenceClassification,
+BertForQuestionAnswering, BertForTokenClassification and BertForMultipleChoice. The
+sequence classification, token classification and multiple choice classes name
+their heads alike (`classifier.*`, weights of one layout), so reading tells
+them apart by the `architectures` entry of the config.json beside the weights. Only numpy and
 safetensors are needed; no torch.
 """
 
