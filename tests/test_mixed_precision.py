@@ -111,3 +111,18 @@ def test_dtype_flag_trains_like_float32(model_files, tmp_path):
   for dtype, tolerance in (("bfloat16", 1e-3), ("float16", 2e-4)):
     got = np.array([losses[dtype][s] for s in steps])
     np.testing.assert_allclose(got, want, rtol=tolerance, err_msg=dtype)
+
+
+def test_bfloat16_warning_only_where_it_is_emulated():
+  from modeling import distribution
+  amd_avx2 = "flags\t\t: fpu sse sse2 avx avx2 fma\n"
+  amd_bf16 = "flags\t\t: fpu avx2 avx512f avx512_bf16\n"
+  intel_amx = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_tile\n"
+  warning = distribution.bfloat16_warning("bfloat16", False, amd_avx2)
+  assert "slower than float32" in warning and "--dtype=float32" in warning
+  for cpuinfo in (amd_bf16, intel_amx):
+    assert distribution.bfloat16_warning("bfloat16", False, cpuinfo) is None
+  assert distribution.bfloat16_warning("bfloat16", True, amd_avx2) is None  # a GPU does it
+  assert distribution.bfloat16_warning("float32", False, amd_avx2) is None
+  assert distribution.bfloat16_warning("float16", False, amd_avx2) is None
+  assert distribution.bfloat16_warning("bfloat16", False, None) is None  # unknown CPU
