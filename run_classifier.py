@@ -191,7 +191,7 @@ def main(_):
   if FLAGS.export_dir and trainer.chief:
     module = export.TextClassifier(trainer.model, vocab_file, FLAGS.do_lower_case,
                                    FLAGS.max_seq_length, task.labels, task.is_pair)
-    export.save_text_classifier(module, FLAGS.export_dir)
+    export.save(module, FLAGS.export_dir)
     logging.info("Exported a raw-text SavedModel to %s", FLAGS.export_dir)
 
 

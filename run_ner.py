@@ -229,9 +229,9 @@ def main(_):
       logging.info("%s %s = %s", stem, key, results[key])
 
   if FLAGS.export_dir and trainer.chief:
-    module = tagging.TextTagger(trainer.model, vocab_file, FLAGS.do_lower_case,
-                                FLAGS.max_seq_length, labels)
-    export.save_text_classifier(module, FLAGS.export_dir)
+    module = export.TextTagger(trainer.model, vocab_file, FLAGS.do_lower_case,
+                               FLAGS.max_seq_length, labels)
+    export.save(module, FLAGS.export_dir)
     logging.info("Exported a raw-text SavedModel to %s", FLAGS.export_dir)
 
 

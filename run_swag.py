@@ -59,7 +59,7 @@ def main(_):
   import numpy as np
   import scipy.special
   from data import files, pipeline, swag
-  from modeling import multiple_choice, reports
+  from modeling import export, multiple_choice, reports
 
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
@@ -146,9 +146,9 @@ def main(_):
       logging.info("Wrote predictions for %d questions.", len(examples))
 
   if FLAGS.export_dir and trainer.chief:
-    module = multiple_choice.TextMultipleChoice(trainer.model, vocab_file, FLAGS.do_lower_case,
-                                                FLAGS.max_seq_length)
-    multiple_choice.save_text_multiple_choice(module, FLAGS.export_dir)
+    module = export.TextMultipleChoice(trainer.model, vocab_file, FLAGS.do_lower_case,
+                                       FLAGS.max_seq_length)
+    export.save(module, FLAGS.export_dir)
     logging.info("Exported a raw-text SavedModel to %s", FLAGS.export_dir)
 
 

@@ -1,8 +1,14 @@
-"""SavedModels that take raw text: tokenization runs inside the graph."""
+"""SavedModels that take raw text: tokenization runs inside the graph.
+
+One serving module per kind of task (a classifier or regressor, a word
+tagger, multiple choice), each wrapping a trained task model, and `save`,
+which writes any of them.
+"""
 
 import tensorflow as tf
+import tensorflow_text as tf_text
 
-from data import fast_tokenization
+from data import fast_tokenization, files
 from modeling import checkpoints
 
 
@@ -41,14 +47,106 @@ class TextClassifier(tf.Module):
             "label": tf.gather(self.labels, tf.argmax(probabilities, axis=-1))}
 
 
-def save_text_classifier(module, export_dir):
+class TextTagger(tf.Module):
+  """Serving module: raw sentences [B] -> a tag per whitespace-separated word.
+
+  Words are tokenized in the graph (the same ids as data/tokenization.py) and
+  each sentence stands alone: one window when it fits `max_seq_length`, else
+  consecutive non-overlapping windows, so every word gets a tag. Returns
+  `tags` string [B, W] (padded with "") and `num_words` int32 [B].
+  """
+
+  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels):
+    super().__init__(name="text_tagger")
+    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
+    self.weights = checkpoints.NamedVariables(model)  # every variable, tracked by name
+    self._model = model
+    self.max_seq_length = max_seq_length
+    self.labels = tf.constant(labels)
+    ids = self.tokenizer.special_ids
+    self.cls_id, self.sep_id, self.unk_id = ids["[CLS]"], ids["[SEP]"], ids["[UNK]"]
+    self.serve = tf.function(self._tag, input_signature=[tf.TensorSpec([None], tf.string,
+                                                                       name="text")])
+
+  def _tag(self, text):
+    words = tf.strings.split(text)  # [B, (W)]
+    pieces = self.tokenizer.tokenize(words.flat_values)  # [N, (P)]
+    # A word without pieces reads as [UNK], as in data/conll.py.
+    empty = tf.cast(tf.equal(pieces.row_lengths(), 0), tf.int64)
+    unk = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(empty)], tf.cast(self.unk_id, pieces.dtype)), empty)
+    pieces = tf.concat([pieces, unk], axis=1)
+    per_word = pieces.row_lengths()  # [N]
+    per_sentence = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(per_word, words.row_lengths()),
+                                 axis=1)  # [B]
+    budget = self.max_seq_length - 2
+    windows = tf.maximum((per_sentence + budget - 1) // budget, 1)
+    starts = tf.ragged.range(windows) * budget  # [B, (K)] offsets within each sentence
+    lengths = tf.maximum(tf.minimum(per_sentence[:, None] - starts, budget), 0).flat_values
+    chunks = tf.RaggedTensor.from_row_lengths(pieces.flat_values, lengths)  # [M, (<= budget)]
+    ids, segments = tf_text.combine_segments([chunks], self.cls_id, self.sep_id)
+    input_ids, input_mask = tf_text.pad_model_inputs(ids, self.max_seq_length)
+    segment_ids, _ = tf_text.pad_model_inputs(segments, self.max_seq_length)
+    logits = self._model({"input_ids": tf.cast(input_ids, tf.int32),
+                          "input_mask": tf.cast(input_mask, tf.int32),
+                          "segment_ids": tf.cast(segment_ids, tf.int32)},
+                         training=False)["logits"]  # [M, S, C]
+    first = tf.cumsum(per_word, exclusive=True)  # [N] each word's first piece overall
+    window_starts = tf.cumsum(lengths, exclusive=True)  # [M]
+    # "right": an empty window shares its start with the next one, which holds the piece.
+    window = tf.searchsorted(window_starts, first, side="right", out_type=tf.int64) - 1
+    offset = first - tf.gather(window_starts, window) + 1  # +1 for [CLS]
+    word_logits = tf.gather_nd(logits, tf.stack([window, offset], axis=1))  # [N, C]
+    tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
+    tags = tf.RaggedTensor.from_row_lengths(tags, words.row_lengths())
+    return {"tags": tags.to_tensor(default_value=""),
+            "num_words": tf.cast(words.row_lengths(), tf.int32)}
+
+
+class TextMultipleChoice(tf.Module):
+  """Serving module: raw strings -> a probability per ending and the chosen ending's index.
+
+  Inputs: sent1 [N] (the context, segment A), sent2 [N] (the start of every
+  ending, may be empty) and endings [N, C]; segment B of choice c is
+  `sent2 endings[:, c]`. Tokenization runs in the graph and pairs are
+  truncated as the original truncates them.
+  """
+
+  def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
+    super().__init__(name="text_multiple_choice")
+    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
+    self.weights = checkpoints.NamedVariables(model)  # every variable, tracked by name
+    self._model = model
+    self.max_seq_length = max_seq_length
+    self.cls_id = self.tokenizer.special_ids["[CLS]"]
+    self.sep_id = self.tokenizer.special_ids["[SEP]"]
+    self.serve = tf.function(self._choose, input_signature=[
+        tf.TensorSpec([None], tf.string, name="sent1"),
+        tf.TensorSpec([None], tf.string, name="sent2"),
+        tf.TensorSpec([None, None], tf.string, name="endings")])
+
+  def _choose(self, sent1, sent2, endings):
+    num_choices = tf.shape(endings)[1]
+    repeat = lambda t: tf.reshape(tf.repeat(t[:, None], num_choices, axis=1), [-1])  # [N*C]
+    segment_b = tf.strings.strip(tf.strings.join([repeat(sent2), tf.reshape(endings, [-1])],
+                                                 separator=" "))
+    packed = fast_tokenization.pack_inputs(
+        self.tokenizer.tokenize(repeat(sent1)), self.tokenizer.tokenize(segment_b),
+        self.max_seq_length, self.cls_id, self.sep_id)  # [N*C, S] each
+    features = {k: tf.reshape(v, [-1, num_choices, self.max_seq_length])
+                for k, v in packed.items()}
+    probabilities = tf.nn.softmax(self._model(features, training=False)["logits"], axis=-1)
+    return {"probabilities": probabilities,
+            "label": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+
+def save(module, export_dir):
   """Writes the SavedModel (serving signature: serving_default), replacing an old export whole.
 
   It is built under a temporary name and published by files.atomic_dir:
   renamed at once on a local disk; on a bucket moved file by file with
   saved_model.pb last, so a directory holding saved_model.pb is complete.
   """
-  from data import files
   with files.atomic_dir(export_dir, last=("saved_model.pb",)) as tmp:
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
   return export_dir

@@ -7,7 +7,6 @@ question are normalised together. A causal (left-to-right) encoder's pooled
 output reads each choice's last real token instead of [CLS].
 """
 
-import tensorflow as tf
 from keras import ops
 
 from modeling import heads, layers
@@ -66,49 +65,3 @@ class MultipleChoiceTask(ClassificationTask):
     model = BertMultipleChoice(self.config)
     model.build()
     return model
-
-
-class TextMultipleChoice(tf.Module):
-  """Serving module: raw strings -> a probability per ending and the chosen ending's index.
-
-  Inputs: sent1 [N] (the context, segment A), sent2 [N] (the start of every
-  ending, may be empty) and endings [N, C]; segment B of choice c is
-  `sent2 endings[:, c]`. Tokenization runs in the graph and pairs are
-  truncated as the original truncates them.
-  """
-
-  def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
-    super().__init__(name="text_multiple_choice")
-    from data import fast_tokenization  # tensorflow-text, needed only for export
-    from modeling import checkpoints
-    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    self.weights = checkpoints.NamedVariables(model)  # every variable, tracked by name
-    self._model = model
-    self.max_seq_length = max_seq_length
-    self.cls_id = self.tokenizer.special_ids["[CLS]"]
-    self.sep_id = self.tokenizer.special_ids["[SEP]"]
-    self.serve = tf.function(self._choose, input_signature=[
-        tf.TensorSpec([None], tf.string, name="sent1"),
-        tf.TensorSpec([None], tf.string, name="sent2"),
-        tf.TensorSpec([None, None], tf.string, name="endings")])
-
-  def _choose(self, sent1, sent2, endings):
-    from data import fast_tokenization
-    num_choices = tf.shape(endings)[1]
-    repeat = lambda t: tf.reshape(tf.repeat(t[:, None], num_choices, axis=1), [-1])  # [N*C]
-    segment_b = tf.strings.strip(tf.strings.join([repeat(sent2), tf.reshape(endings, [-1])],
-                                                 separator=" "))
-    packed = fast_tokenization.pack_inputs(
-        self.tokenizer.tokenize(repeat(sent1)), self.tokenizer.tokenize(segment_b),
-        self.max_seq_length, self.cls_id, self.sep_id)  # [N*C, S] each
-    features = {k: tf.reshape(v, [-1, num_choices, self.max_seq_length])
-                for k, v in packed.items()}
-    probabilities = tf.nn.softmax(self._model(features, training=False)["logits"], axis=-1)
-    return {"probabilities": probabilities,
-            "label": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
-
-
-def save_text_multiple_choice(module, export_dir):
-  """Writes the SavedModel (signature serving_default) under a temporary name, then renames."""
-  from modeling import export
-  return export.save_text_classifier(module, export_dir)

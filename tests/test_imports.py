@@ -1,0 +1,98 @@
+"""The house of imports: no circle among the library modules, and data -> modeling -> scripts.
+
+Imports are read from the source with `ast`, including those inside
+functions (which hide a circle from Python but not from a reader).
+"""
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("data", "modeling")
+
+
+def _library_modules():
+  """{dotted name: path} of every module under data/ and modeling/."""
+  modules = {}
+  for package in PACKAGES:
+    for path in sorted((ROOT / package).rglob("*.py")):
+      parts = path.relative_to(ROOT).with_suffix("").parts
+      if parts[-1] == "__init__":
+        parts = parts[:-1]
+      modules[".".join(parts)] = path
+  return modules
+
+
+def _script_names():
+  return {p.stem for p in ROOT.glob("*.py")}
+
+
+def imported_names(path):
+  """Every dotted name `path` imports, anywhere in the file (absolute imports only)."""
+  names = set()
+  for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    if isinstance(node, ast.Import):
+      names.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      assert node.level == 0, f"{path}: relative import"
+      names.add(node.module)
+      names.update(f"{node.module}.{alias.name}" for alias in node.names)
+  return names
+
+
+def import_graph():
+  """{module: sorted library modules it imports} over data/ and modeling/."""
+  modules = _library_modules()
+  return {name: sorted(n for n in imported_names(path) if n in modules and n != name)
+          for name, path in modules.items()}
+
+
+def find_cycle(graph):
+  """One circle of `graph` as a list of names (first == last), or None."""
+  state = {}  # name -> 1 on the current path, 2 done
+
+  def visit(name, path):
+    state[name] = 1
+    for dep in graph.get(name, ()):
+      if state.get(dep) == 1:
+        return path[path.index(dep):] + [dep]
+      if dep not in state:
+        found = visit(dep, path + [dep])
+        if found:
+          return found
+    state[name] = 2
+    return None
+
+  for name in graph:
+    if name not in state:
+      found = visit(name, [name])
+      if found:
+        return found
+  return None
+
+
+def test_find_cycle_sees_a_circle():
+  assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
+  assert find_cycle({"a": ["b", "c"], "b": ["c"], "c": []}) is None
+
+
+def test_function_level_imports_are_read(tmp_path):
+  source = tmp_path / "m.py"
+  source.write_text("import os\n\ndef f():\n  from modeling import export\n")
+  assert {"modeling", "modeling.export", "os"} <= imported_names(source)
+
+
+def test_library_has_no_import_circle():
+  graph = import_graph()
+  assert "modeling.checkpoints" in graph and "data.squad" in graph  # the walk found the files
+  assert find_cycle(graph) is None, f"import circle: {' -> '.join(find_cycle(graph))}"
+
+
+def test_layers_data_then_modeling_then_scripts():
+  scripts = _script_names()
+  for name, path in _library_modules().items():
+    imported = imported_names(path)
+    top = {n.split(".")[0] for n in imported}
+    assert not top & scripts, f"{name} imports an entry script: {sorted(top & scripts)}"
+    if name.startswith("data"):
+      assert "modeling" not in top, f"{name} imports modeling"
