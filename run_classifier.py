@@ -81,7 +81,7 @@ def main(_):
   import numpy as np
   import scipy.special
   from data import features, files, glue, pipeline
-  from modeling import export, heads, reports
+  from modeling import classification, export, reports
 
   task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
   config, vocab_file = script_utils.config_and_vocab(
@@ -120,7 +120,7 @@ def main(_):
       FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)
   trainer = script_utils.make_trainer(
-      strategy, heads.ClassificationTask(config, len(task.labels or [0]), task.is_regression,
+      strategy, classification.ClassificationTask(config, len(task.labels or [0]), task.is_regression,
                                          FLAGS.bilstm_head),
       num_train_steps, int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size,
       FLAGS)

@@ -71,7 +71,7 @@ def main(_):
                      "trains no next-sentence task.")
   script_utils.log_flags()
   from data import features, files, pipeline
-  from modeling import checkpoints, heads, language_model, reports
+  from modeling import checkpoints, language_model, pretraining, reports
   from modeling.config import BertConfig
 
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
@@ -113,7 +113,7 @@ def main(_):
   if FLAGS.objective == "ltr":
     task = language_model.LanguageModelTask(config)
   else:
-    task = heads.PretrainingTask(config, FLAGS.next_sentence_weight)
+    task = pretraining.PretrainingTask(config, FLAGS.next_sentence_weight)
   logging.info("Objectives trained: %s", ", ".join(task.objectives))
   trainer = script_utils.make_trainer(strategy, task, FLAGS.num_train_steps,
                                      FLAGS.num_warmup_steps, FLAGS.train_batch_size, FLAGS)

@@ -81,7 +81,7 @@ def main(_):
   import numpy as np
   from data import (features, files, pipeline, squad, squad_evaluation, squad_predictions,
                     tfrecords)
-  from modeling import heads, reports
+  from modeling import reports, span_labeling
 
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
@@ -122,7 +122,7 @@ def main(_):
   multiple = script_utils.batch_length_multiple(
       FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
   trainer = script_utils.make_trainer(
-      strategy, heads.SpanTask(config, FLAGS.bilstm_head), num_train_steps,
+      strategy, span_labeling.SpanTask(config, FLAGS.bilstm_head), num_train_steps,
       int(num_train_steps * FLAGS.warmup_proportion), FLAGS.train_batch_size, FLAGS)
 
   if FLAGS.do_train:

@@ -39,7 +39,7 @@ def main(_):
   import tensorflow as tf
   from official.nlp import optimization as mg_optimization
   from official.nlp.modeling import models as mg_models, networks
-  from modeling.heads import ClassificationTask
+  from modeling.classification import ClassificationTask
   from modeling.config import BertConfig
 
   rng = np.random.default_rng(0)

@@ -97,9 +97,9 @@ def parse_mode(mode):
 
 def run_ours(config, checkpoint, dtype, mode, train_path, predict_path, spec, predict_count):
   from data import pipeline
-  from modeling import checkpoints, heads
+  from modeling import checkpoints, classification
   mode, multiple = parse_mode(mode)
-  trainer = timing.benchmark_trainer(heads.ClassificationTask(config, 2), dtype,
+  trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), dtype,
                                      FLAGS.train_batch_size, 5e-5,
                                      pack_tokens=mode in ("trimmed", "bucketed"))
   checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)

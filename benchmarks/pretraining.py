@@ -66,11 +66,11 @@ def time_steps(run, steps_per_call):
 def ours(config, data, dtype, jit):
   import keras
   import tensorflow as tf
-  from modeling import heads, optimization, training
+  from modeling import optimization, pretraining, training
   keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
   try:
     trainer = training.Trainer(
-        tf.distribute.get_strategy(), heads.PretrainingTask(config),
+        tf.distribute.get_strategy(), pretraining.PretrainingTask(config),
         lambda names: optimization.create_optimizer("adamw", 1e-4, 10**6, 10, names),
         training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
                              global_batch_size=FLAGS.batch_size, jit_compile=jit))

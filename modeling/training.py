@@ -1,7 +1,7 @@
 """The training loop of the scripts, under any tf.distribute strategy.
 
 The Trainer only runs steps: the entry script gives it batches
-(data/pipeline.py) and a task (modeling/heads.py) that builds the model and
+(data/pipeline.py) and a task (e.g. modeling/classification.py) that builds the model and
 turns a batch into its loss; no loss or model is defined here.
 
 One optimizer step:
@@ -91,7 +91,7 @@ class Trainer:
 
   Args:
     strategy: a tf.distribute strategy.
-    task: e.g. heads.PretrainingTask.
+    task: e.g. pretraining.PretrainingTask.
     make_optimizer: callable(names: dict variable path -> original name) -> optimizer.
     config: TrainConfig.
   """

@@ -26,7 +26,7 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
   import keras
   import numpy as np
   from data import features
-  from modeling import checkpoints, heads, optimization, training
+  from modeling import checkpoints, optimization, pretraining, training
   from modeling.config import BertConfig
 
   strategy = {"single": tf.distribute.get_strategy,
@@ -51,7 +51,7 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
 
   def make_trainer(accumulation, out_dir=out_dir, steps=steps):
     return training.Trainer(
-        strategy, heads.PretrainingTask(config),
+        strategy, pretraining.PretrainingTask(config),
         lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
         training.TrainConfig(output_dir=out_dir, num_train_steps=steps, global_batch_size=batch,
                              steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps,

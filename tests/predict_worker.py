@@ -22,7 +22,7 @@ def main(records, max_seq_length, batch):
   import keras
   import numpy as np
   from data import features, pipeline
-  from modeling import heads, optimization, training
+  from modeling import classification, optimization, training
   from modeling.config import BertConfig
 
   config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
@@ -34,7 +34,7 @@ def main(records, max_seq_length, batch):
                    tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])):
     keras.utils.set_random_seed(0)  # the same initial weights in both runs
     trainer = training.Trainer(
-        strategy, heads.ClassificationTask(config, 3),
+        strategy, classification.ClassificationTask(config, 3),
         lambda names: optimization.create_optimizer("adamw", 1e-3, 10, 1, names),
         training.TrainConfig(output_dir="/tmp/unused", num_train_steps=10,
                              global_batch_size=batch))

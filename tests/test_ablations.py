@@ -9,7 +9,7 @@ import tensorflow as tf
 from data import features, pipeline, tokenization
 from data.pretraining import documents, generation, instances
 from data.pretraining.streaming import generate_streaming
-from modeling import checkpoints, heads, optimization, training
+from modeling import checkpoints, optimization, pretraining, training
 from modeling.config import BertConfig
 from scripts import last_error_line, run_script
 from test_pretraining_data import check_statistics, make_corpus, make_vocab, read_records
@@ -168,7 +168,7 @@ def _train(records, config, weight, out, steps=4):
                                    ctx.get_per_replica_batch_size(8), True, seed=3,
                                    input_context=ctx)
   trainer = training.Trainer(
-      tf.distribute.get_strategy(), heads.PretrainingTask(config, weight),
+      tf.distribute.get_strategy(), pretraining.PretrainingTask(config, weight),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 1, names),
       training.TrainConfig(output_dir=str(out), num_train_steps=steps, global_batch_size=8,
                            steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps))

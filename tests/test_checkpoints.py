@@ -11,7 +11,9 @@ import tensorflow as tf
 from modeling import checkpoints, hf_checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.heads import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.classification import BertClassifier
+from modeling.pretraining import BertPretrainer
+from modeling.span_labeling import BertSpanLabeler
 from helpers import randomize, random_features
 
 SMALL = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

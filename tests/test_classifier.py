@@ -13,7 +13,7 @@ from data import features, tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.heads import BertClassifier
+from modeling.classification import BertClassifier
 from scripts import last_error_line, run_script
 
 GOOD, BAD = ["good", "great", "fine"], ["bad", "awful", "poor"]

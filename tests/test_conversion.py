@@ -18,7 +18,9 @@ from helpers import randomize, random_features
 from modeling import checkpoints, conversion, language_model, optimization, training
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.heads import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.classification import BertClassifier
+from modeling.pretraining import BertPretrainer
+from modeling.span_labeling import BertSpanLabeler
 from modeling.multiple_choice import BertMultipleChoice, MultipleChoiceTask
 from modeling.tagging import BertFeatureTagger, BertTagger, TaggingTask
 from scripts import last_error_line, run_script

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from data import features
-from modeling import checkpoints, heads, optimization, training
+from modeling import checkpoints, optimization, pretraining, training
 from test_training import L, P, _finish, _worker, setup  # noqa: F401  (setup: the fixture)
 
 BATCH = 8
@@ -32,7 +32,7 @@ def _dataset_fn(records):
 def reference(setup):
   """One device, no trainer: the tape gradient of the task's loss on the first 8 records."""
   _, _, records, config, init = setup
-  task = heads.PretrainingTask(config)
+  task = pretraining.PretrainingTask(config)
   model = task.build_model()
   checkpoints.load_checkpoint(model, init)
   batch = next(iter(_dataset_fn(records)(None)))
@@ -71,7 +71,7 @@ def _assert_equal_gradients(got, want, label):
 def test_accumulated_gradients_equal_the_full_batch(setup, reference, tmp_path, accumulation):
   _, _, records, config, init = setup
   trainer = training.Trainer(
-      tf.distribute.get_strategy(), heads.PretrainingTask(config),
+      tf.distribute.get_strategy(), pretraining.PretrainingTask(config),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
       training.TrainConfig(output_dir=str(tmp_path), num_train_steps=1, global_batch_size=BATCH,
                            gradient_accumulation_steps=accumulation))

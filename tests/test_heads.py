@@ -6,11 +6,13 @@ import pytest
 import scipy.special
 import tensorflow as tf
 
-from modeling import checkpoints, heads
+from modeling import checkpoints, classification, heads, pretraining, span_labeling
 from modeling.multiple_choice import MultipleChoiceTask
 from modeling.tagging import TaggingTask
 from modeling.config import BertConfig
-from modeling.heads import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.classification import BertClassifier
+from modeling.pretraining import BertPretrainer
+from modeling.span_labeling import BertSpanLabeler
 from helpers import randomize, random_features
 
 CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -50,7 +52,8 @@ def test_task_losses_by_hand():
   q = np.log(3.0)  # logits [0, q]: probabilities [1/4, 3/4]
   # Classification: the padding example (is_real_example 0) weighs nothing.
   batch = {"label_ids": np.array([1, 0, 1]), "is_real_example": np.array([1, 1, 0])}
-  loss, metrics = _loss(heads.ClassificationTask(CONFIG, 2), _fixed(logits=[[0, q]] * 3), batch)
+  loss, metrics = _loss(classification.ClassificationTask(CONFIG, 2), _fixed(logits=[[0, q]] * 3),
+                        batch)
   np.testing.assert_allclose(loss, -(np.log(0.75) + np.log(0.25)) / 2, rtol=1e-6)
   assert metrics == {"accuracy": 0.5}
   # Multiple choice: the same loss over each question's choices.
@@ -58,12 +61,12 @@ def test_task_losses_by_hand():
                   {"label_ids": np.array([1, 2]), "is_real_example": np.array([1, 1])})
   np.testing.assert_allclose(loss, -(np.log(3 / 5) + np.log(1 / 5)) / 2, rtol=1e-6)
   # Regression: mean squared error over the real examples.
-  loss, metrics = _loss(heads.ClassificationTask(CONFIG, 1, regression=True),
+  loss, metrics = _loss(classification.ClassificationTask(CONFIG, 1, regression=True),
                         _fixed(logits=[[1.0], [2.0], [9.0]]),
                         {"label_ids": np.array([0.0, 4.0, 0.0]), "is_real_example": [1, 1, 0]})
   assert loss == 2.5 and metrics == {}
   # Span: the mean of the start and end cross entropies.
-  loss, metrics = _loss(heads.SpanTask(CONFIG),
+  loss, metrics = _loss(span_labeling.SpanTask(CONFIG),
                         _fixed(start_logits=[[0, q], [0, q]], end_logits=[[0, q], [q, 0]]),
                         {"input_ids": np.zeros((2, 2)), "start_positions": np.array([1, 0]),
                          "end_positions": np.array([1, 1])})
@@ -79,7 +82,7 @@ def test_task_losses_by_hand():
   # Pretraining: masked LM sum(w * nll) / (sum(w) + 1e-5), plus the next-sentence mean.
   batch = {"masked_lm_weights": np.array([[1.0, 0.0]]), "masked_lm_ids": np.array([[1, 0]]),
            "next_sentence_labels": np.array([[0]]), "input_ids": np.zeros((1, 4))}
-  loss, metrics = _loss(heads.PretrainingTask(CONFIG),
+  loss, metrics = _loss(pretraining.PretrainingTask(CONFIG),
                         _fixed(masked_lm_logits=[[[0, q], [0, q]]], next_sentence_logits=[[0, q]]),
                         batch)
   np.testing.assert_allclose(loss, -np.log(0.75) / (1 + 1e-5) - np.log(0.25), rtol=1e-6)

@@ -10,7 +10,8 @@ import scipy.special
 import tensorflow as tf
 
 from helpers import randomize, random_features
-from modeling import checkpoints, heads, language_model, layers
+from modeling import (checkpoints, classification, heads, language_model, layers, pretraining,
+                      span_labeling)
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 
@@ -324,8 +325,8 @@ def test_bilstm_heads_by_hand(config):
   """Names and shapes, and the logits against numpy LSTMs over the real tokens: at every
   position for SQuAD, from each direction's final output for the classifier."""
   f = _batch(np.random.default_rng(3), 50)
-  span = heads.SpanTask(config, bilstm_head=True).build_model()
-  classifier = heads.ClassificationTask(config, 3, bilstm_head=True).build_model()
+  span = span_labeling.SpanTask(config, bilstm_head=True).build_model()
+  classifier = classification.ClassificationTask(config, 3, bilstm_head=True).build_model()
   units = heads.bilstm_units(config)
   assert units == 8
   for model, prefix in ((span, "cls/squad/"), (classifier, "")):
@@ -359,7 +360,7 @@ def test_bilstm_heads_by_hand(config):
 def test_bilstm_head_gradients():
   """Every BiLSTM variable gets a gradient, and it matches finite differences."""
   f = _batch(np.random.default_rng(4), 50)
-  task = heads.ClassificationTask(TINY, 3, bilstm_head=True)
+  task = classification.ClassificationTask(TINY, 3, bilstm_head=True)
   model = task.build_model()
   randomize(model, 7, scale=0.3)
   f.update(label_ids=np.array([0, 2, 1, 0]), is_real_example=np.array([1, 1, 1, 0]))
@@ -391,8 +392,8 @@ def test_bilstm_head_gradients():
 
 def test_bilstm_heads_compile_with_xla_at_fixed_shapes():
   f = _batch(np.random.default_rng(5), 50)
-  for model in (heads.SpanTask(CAUSAL, True).build_model(),
-                heads.ClassificationTask(CAUSAL, 2, bilstm_head=True).build_model()):
+  for model in (span_labeling.SpanTask(CAUSAL, True).build_model(),
+                classification.ClassificationTask(CAUSAL, 2, bilstm_head=True).build_model()):
     want = model(f)
     got = tf.function(lambda x: model(x), jit_compile=True)(f)
     for key in want:
@@ -468,7 +469,7 @@ def test_pretraining_script_writes_a_causal_checkpoint(ltr_files, ltr_export):
   from modeling import conversion  # convert_checkpoint.py's reading: every variable placed
   _, model = conversion.load_for_conversion(str(ltr_export / "export"),
                                             checkpoints.find_config(str(ltr_export / "export")))
-  assert isinstance(model, heads.BertPretrainer) and model.next_sentence is None
+  assert isinstance(model, pretraining.BertPretrainer) and model.next_sentence is None
   assert model.encoder.config.causal_attention
   proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
                     f"--input_file={records}", f"--output_dir={ltr_export}", "--do_eval",
@@ -516,7 +517,7 @@ def test_classifier_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_pat
   assert config.causal_attention
 
   def predicted(config):
-    model = heads.BertClassifier(config, 2)
+    model = classification.BertClassifier(config, 2)
     checkpoints.load_checkpoint(model, str(out))
     return tf.nn.softmax(model(batch)["logits"]).numpy()
   np.testing.assert_allclose(probabilities, predicted(config), atol=1e-5)
@@ -553,7 +554,7 @@ def test_squad_fine_tunes_the_causal_encoder_with_the_bilstm_head(ltr_export, tm
   assert len(json.loads((out / "predictions.json").read_text())) == 24
   weights = checkpoints.read_checkpoint(str(out)).weights
   config = checkpoints.find_config(str(ltr_export / "export"))
-  model = heads.BertSpanLabeler.for_head_variables(
+  model = span_labeling.BertSpanLabeler.for_head_variables(
       config, {n: v.shape for n, v in weights.items()})
   assert model.bilstm is not None and model.encoder.config.causal_attention
   checkpoints.load_checkpoint(model, str(out))  # every variable in place, shapes equal

@@ -10,7 +10,7 @@ import tensorflow as tf
 import script_utils
 from data import glue
 from helpers import random_features
-from modeling import heads, optimization, training
+from modeling import classification, optimization, pretraining, training
 from modeling.config import BertConfig
 
 SMALL = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
@@ -19,7 +19,7 @@ SMALL = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attent
 
 def _trainer(tmp_path, batch=8, accumulation=1, task=None, jit_compile=False):
   return training.Trainer(
-      tf.distribute.get_strategy(), task or heads.ClassificationTask(SMALL, 3),
+      tf.distribute.get_strategy(), task or classification.ClassificationTask(SMALL, 3),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 10, 1, names),
       training.TrainConfig(output_dir=str(tmp_path), num_train_steps=10, global_batch_size=batch,
                            gradient_accumulation_steps=accumulation, jit_compile=jit_compile))
@@ -27,7 +27,7 @@ def _trainer(tmp_path, batch=8, accumulation=1, task=None, jit_compile=False):
 
 def test_evaluation_keeps_a_partial_batch_and_says_no_records_only_when_empty(tmp_path):
   """It used to say "no complete batch", although a partial batch is evaluated."""
-  trainer = _trainer(tmp_path, task=heads.PretrainingTask(SMALL))
+  trainer = _trainer(tmp_path, task=pretraining.PretrainingTask(SMALL))
   rng = np.random.default_rng(0)
   records = {**random_features(rng, 3, 6, SMALL.vocab_size),
              "masked_lm_positions": np.array([[1, 2], [0, 3], [2, 1]], np.int32),
@@ -43,7 +43,7 @@ def test_evaluation_keeps_a_partial_batch_and_says_no_records_only_when_empty(tm
     trainer.evaluate(lambda ctx: dataset.take(0).batch(8))
   assert str(error.value) == "The evaluation data holds no records."
   # With static shapes the scripts drop a last partial batch: records, but no batch.
-  compiled = _trainer(tmp_path, task=heads.PretrainingTask(SMALL), jit_compile=True)
+  compiled = _trainer(tmp_path, task=pretraining.PretrainingTask(SMALL), jit_compile=True)
   with pytest.raises(ValueError, match=r"^The evaluation data holds no complete batch, and "
                                        r"with static shapes \(XLA, TPUs\) a last partial "
                                        r"batch is not evaluated\.$"):
@@ -61,7 +61,7 @@ def _flags(**overrides):
 def test_the_training_batch_split_is_checked_by_flag_and_only_when_training(tmp_path):
   """Evaluation alone was refused because --train_batch_size did not split into
   --gradient_accumulation_steps; training is refused naming both flags."""
-  strategy, task = tf.distribute.get_strategy(), heads.ClassificationTask(SMALL, 3)
+  strategy, task = tf.distribute.get_strategy(), classification.ClassificationTask(SMALL, 3)
   flags = _flags(output_dir=str(tmp_path))
   assert script_utils.make_trainer(strategy, task, 0, 0, 32, flags).model is not None
   with pytest.raises(ValueError, match=r"^--train_batch_size=32 must divide evenly into 1 "

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from data import features, pipeline
-from modeling import checkpoints, heads, optimization, training
+from modeling import checkpoints, optimization, pretraining, training
 from scripts import run_script
 from test_classifier import _common, _sst2, model_files  # noqa: F401  (model_files: fixture)
 from test_training import L, P, setup  # noqa: F401  (setup: the fixture)
@@ -26,7 +26,7 @@ def float16():
 def _trainer(setup, out, steps, loss_scaling=True, growth=2):
   config = setup[3]
   return training.Trainer(
-      tf.distribute.get_strategy(), heads.PretrainingTask(config),
+      tf.distribute.get_strategy(), pretraining.PretrainingTask(config),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
       training.TrainConfig(output_dir=str(out), num_train_steps=steps, global_batch_size=8,
                            steps_per_loop=1, log_steps=1, save_checkpoints_steps=steps,

@@ -17,7 +17,8 @@ from conftest import write_vocab
 from data import glue, squad, tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
-from modeling.heads import BertClassifier, BertSpanLabeler
+from modeling.classification import BertClassifier
+from modeling.span_labeling import BertSpanLabeler
 from helpers import assert_same_numbers, randomize, read_eval_results
 from scripts import run_script
 

@@ -100,7 +100,7 @@ def test_length_sorted_prediction_batches_number_every_record_once(tmp_path):
 def test_predict_restores_record_order_and_traces_once(tmp_path):
   """Sorted prediction gives the unsorted outputs in file order; later passes reuse the step."""
   import keras
-  from modeling import heads, optimization, training
+  from modeling import classification, optimization, training
   from modeling.config import BertConfig
   lengths = [3, 30, 4, 5, 2, 2, 3, 9, 17, 40, 1, 6, 8, 8, 2, 5]
   _records(tmp_path / "r.tf_record", lengths)
@@ -109,7 +109,7 @@ def test_predict_restores_record_order_and_traces_once(tmp_path):
                       intermediate_size=32, max_position_embeddings=S)
   keras.utils.set_random_seed(0)
   trainer = training.Trainer(
-      tf.distribute.get_strategy(), heads.ClassificationTask(config, 3),
+      tf.distribute.get_strategy(), classification.ClassificationTask(config, 3),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 10, 1, names),
       training.TrainConfig(output_dir=str(tmp_path / "out"), num_train_steps=10,
                            global_batch_size=4))

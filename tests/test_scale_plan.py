@@ -43,7 +43,7 @@ def graph_flops(function, specs):
 @pytest.mark.parametrize("seq_length,predictions", [(16, 3), (32, 5)])
 def test_forward_flops_equal_the_models_matmuls(seq_length, predictions):
   from modeling.config import BertConfig
-  from modeling.heads import BertPretrainer
+  from modeling.pretraining import BertPretrainer
   config = dict(num_hidden_layers=2, hidden_size=24, num_attention_heads=3,
                 intermediate_size=40, vocab_size=53, max_position_embeddings=32,
                 type_vocab_size=2)

@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from data import features, pipeline
 from data.pretraining import generation, instances
-from modeling import checkpoints, heads, optimization, training
+from modeling import checkpoints, optimization, pretraining, training
 from modeling.config import BertConfig
-from modeling.heads import BertPretrainer
+from modeling.pretraining import BertPretrainer
 from scripts import ROOT, last_error_line, run_script
 from test_pretraining_data import make_corpus, make_vocab
 
@@ -53,7 +53,7 @@ def _batches(records, size, count):
 
 def test_losses_match_a_hand_computation(setup):
   _, _, records, config, init = setup
-  task = heads.PretrainingTask(config)
+  task = pretraining.PretrainingTask(config)
   model = task.build_model()
   checkpoints.load_checkpoint(model, init)
   batch = _batches(records, 6, 1)[0]
@@ -84,7 +84,7 @@ def _train_in_process(setup, tmp_path, accumulation, steps=3, batch=8, strategy=
                                    ctx.get_per_replica_batch_size(batch), True, seed=3,
                                    input_context=ctx)
   trainer = training.Trainer(
-      strategy or tf.distribute.get_strategy(), heads.PretrainingTask(model_config),
+      strategy or tf.distribute.get_strategy(), pretraining.PretrainingTask(model_config),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
       training.TrainConfig(output_dir=str(tmp_path), num_train_steps=steps, global_batch_size=batch,
                            steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps,
@@ -258,7 +258,7 @@ def test_nan_loss_stops_naming_the_step(setup, tmp_path):
     return ds.enumerate().map(lambda i, b: {
         **b, "masked_lm_weights": b["masked_lm_weights"] * tf.where(i == 2, np.nan, 1.0)})
   trainer = training.Trainer(
-      tf.distribute.get_strategy(), heads.PretrainingTask(config),
+      tf.distribute.get_strategy(), pretraining.PretrainingTask(config),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
       training.TrainConfig(output_dir=str(tmp_path), num_train_steps=10, global_batch_size=8,
                            steps_per_loop=5, log_steps=5, save_checkpoints_steps=5))
@@ -283,7 +283,7 @@ def test_compiled_loop_traces_its_step_once_and_sums_every_step(setup, tmp_path)
 
   def trainer_and_batches(name):
     trainer = training.Trainer(
-        tf.distribute.get_strategy(), heads.PretrainingTask(model_config),
+        tf.distribute.get_strategy(), pretraining.PretrainingTask(model_config),
         lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
         training.TrainConfig(output_dir=str(tmp_path / name), num_train_steps=100,
                              global_batch_size=4))

@@ -33,7 +33,8 @@ from data.pretraining import generation, instances
 from helpers import assert_same_numbers, randomize
 from modeling import checkpoints, distribution
 from modeling.config import BertConfig
-from modeling.heads import BertClassifier, BertPretrainer
+from modeling.classification import BertClassifier
+from modeling.pretraining import BertPretrainer
 from scripts import ROOT
 from test_pretraining_data import make_corpus, make_vocab
 

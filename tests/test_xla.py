@@ -24,7 +24,8 @@ import pytest
 import tensorflow as tf
 
 from data import conll, features, pipeline, swag, tfrecords
-from modeling import heads, language_model, multiple_choice, optimization, tagging, training
+from modeling import (classification, language_model, multiple_choice, optimization, pretraining,
+                      span_labeling, tagging, training)
 from modeling.config import BertConfig
 
 B, S, P, C = 4, 16, 3, 3  # batch, length, masked positions, choices
@@ -96,15 +97,15 @@ CAUSAL = language_model.causal_config(CONFIG)
 # accumulation ride on two tasks, so the compiled step is checked with them
 # without more compilations; likewise the causal encoder and the BiLSTM head.
 TASKS = {
-    "pretraining": ("pretraining", lambda: heads.PretrainingTask(CONFIG), {}),
-    "pretraining_no_nsp": ("pretraining",
-                           lambda: heads.PretrainingTask(CONFIG, next_sentence_weight=0.0), {}),
+    "pretraining": ("pretraining", lambda: pretraining.PretrainingTask(CONFIG), {}),
+    "pretraining_no_nsp": ("pretraining", lambda: pretraining.PretrainingTask(
+        CONFIG, next_sentence_weight=0.0), {}),
     "ltr": ("pretraining", lambda: language_model.LanguageModelTask(CAUSAL), {}),
-    "classification": ("classification", lambda: heads.ClassificationTask(CONFIG, 3),
+    "classification": ("classification", lambda: classification.ClassificationTask(CONFIG, 3),
                        {"loss_scaling": True}),
-    "regression_causal": ("regression",
-                          lambda: heads.ClassificationTask(CAUSAL, 1, regression=True), {}),
-    "span_bilstm": ("span", lambda: heads.SpanTask(CONFIG, bilstm_head=True),
+    "regression_causal": ("regression", lambda: classification.ClassificationTask(
+        CAUSAL, 1, regression=True), {}),
+    "span_bilstm": ("span", lambda: span_labeling.SpanTask(CONFIG, bilstm_head=True),
                     {"gradient_accumulation_steps": 2}),
     "tagging": ("tagging", lambda: tagging.TaggingTask(CONFIG, 5), {}),
     "tagging_feature_based": ("tagging", lambda: tagging.TaggingTask(
@@ -222,7 +223,7 @@ def test_xla_dropout_advances_the_rng_like_the_plain_step(tmp_path):
   arrays, spec = _records("pretraining", np.random.default_rng(1), 4 * B)
   path = _write(tmp_path / "train.tf_record", arrays, spec)
   config = dataclasses.replace(CONFIG, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-  xla, plain = _pair(lambda: heads.PretrainingTask(config), tmp_path, dropout=True)
+  xla, plain = _pair(lambda: pretraining.PretrainingTask(config), tmp_path, dropout=True)
 
   def states(trainer):
     return {k: v.numpy() for k, v in trainer._objects["state"].by_name.items()
