@@ -14,42 +14,23 @@ test_results.txt. --bert_config_file and --vocab_file default to the files
 beside --init_checkpoint.
 """
 
-import os
-
+import finetuning
 import script_utils
 from absl import flags, logging
 
-flags.DEFINE_string("data_dir", None,
-                    "Directory with train.txt, valid.txt (dev.txt, testa), test.txt (testb).")
-flags.DEFINE_string("bert_config_file", None,
-                    "bert_config.json. Default: the one beside --init_checkpoint.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint.")
-flags.DEFINE_string("output_dir", None,
-                    "Checkpoints, label_list.txt, records, results and predictions.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Weights to start from: original TF1, Hugging Face or ours.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_integer("max_seq_length", 128, "WordPiece tokens per window.", lower_bound=1)
-flags.DEFINE_bool("do_train", False, "Train on train.txt; saves label_list.txt.")
-flags.DEFINE_bool("do_eval", False, "Score the dev file; writes eval_results.txt.")
-flags.DEFINE_bool("do_predict", False, "Tag the test file; writes test_predictions.txt.")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size (windows).", lower_bound=1)
-flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.", lower_bound=1)
-flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", lower_bound=1)
-flags.DEFINE_float("learning_rate", None,
-                   "Peak learning rate. Default: 5e-5 fine-tuning (the original's), 1e-3 "
-                   "feature-based (a BiLSTM trained from scratch).")
-flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.",
-                   lower_bound=0.0, upper_bound=1.0)
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", lower_bound=1)
-flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.", lower_bound=1)
-script_utils.define_tpu_flags()
-script_utils.define_runtime_flags()
-script_utils.define_batching_flags()
-flags.DEFINE_string("export_dir", None,
-                    "Write a SavedModel here that takes raw sentences and returns a tag per "
-                    "whitespace-separated word.")
+finetuning.define_flags(
+    data_dir="Directory with train.txt, valid.txt (dev.txt, testa), test.txt (testb).",
+    output_dir="Checkpoints, label_list.txt, records, results and predictions.",
+    max_seq_length="WordPiece tokens per window.",
+    do_train="Train on train.txt; saves label_list.txt.",
+    do_eval="Score the dev file; writes eval_results.txt.",
+    do_predict="Tag the test file; writes test_predictions.txt.",
+    train_batch_size="Training batch size (windows).",
+    learning_rate=(None, "Peak learning rate. Default: 5e-5 fine-tuning (the original's), "
+                   "1e-3 feature-based (a BiLSTM trained from scratch)."),
+    num_train_epochs="Passes over the training windows.",
+    export_dir="Write a SavedModel here that takes raw sentences and returns a tag per "
+               "whitespace-separated word.")
 flags.DEFINE_bool("document_context", True,
                   "Fill each window with the neighbouring sentences (of the same document "
                   "when -DOCSTART- lines mark them); off: sentence by sentence.")
@@ -61,7 +42,6 @@ flags.DEFINE_list("feature_layers", ["-1"],
 flags.DEFINE_enum("feature_combine", "concat", ["concat", "sum", "weighted"],
                   "How the feature layers are combined; weighted: learned softmax weights.")
 flags.DEFINE_integer("lstm_units", 768, "BiLSTM units in each direction.", lower_bound=1)
-script_utils.require_positive("learning_rate", "num_train_epochs")
 FLAGS = flags.FLAGS
 
 
@@ -105,15 +85,13 @@ def _check_held_out_tags(held_out, labels):
                       flat.tags[first], " ".join(labels), len(unknown))
 
 
-def _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple, records):
+def _tag_split(runner, labels, flat, batch, records):
   """Predicted IOB2 tags of a split's words, run through the records file `records`."""
-  from data import conll, pipeline
-  arrays, _ = conll.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length,
+  from data import conll
+  arrays, _ = conll.window_arrays(runner.tokenizer, flat, labels, FLAGS.max_seq_length,
                                   FLAGS.doc_stride, False, pad_to=batch)
   conll.write_records(arrays, records)
-  spec = conll.feature_spec(FLAGS.max_seq_length)
-  out = trainer.predict(lambda ctx: pipeline.global_batches(
-      records, spec, batch, ctx, length_multiple=multiple, by_length=True))
+  out = runner.predict(records, conll.feature_spec(FLAGS.max_seq_length), batch)
   predicted = conll.word_predictions(out["logits"], arrays["word_positions"], len(flat.words))
   return [labels[i] for i in predicted]
 
@@ -130,30 +108,21 @@ def _scores(documents, tags, prefix):
 
 
 def main(_):
-  script_utils.require(data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir)
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-    raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
   if FLAGS.learning_rate is None:
     FLAGS.learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
-  script_utils.log_flags()
-  import numpy as np
-  from data import conll, files, pipeline
-  from modeling import export, reports, tagging
+  runner = finetuning.Runner(FLAGS)
+  runner.check_flags(data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir)
+  from data import conll
+  from modeling import export, tagging
 
-  config, vocab_file = script_utils.config_and_vocab(
-      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
-  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
-                                      FLAGS.init_checkpoint)
+  config = runner.load_config()
   if FLAGS.max_seq_length < 3:
     raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for words.")
   layers = _layers()
   if FLAGS.feature_based:
     tagging.layer_indices(layers, config.num_hidden_layers)
-  files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
-  script_utils.check_export_dir(FLAGS.export_dir)
-  tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
-  labels_path = os.path.join(FLAGS.output_dir, "label_list.txt")
-  num_train_steps = 0
+  tokenizer = runner.setup()
+  labels_path = runner.output("label_list.txt")
   model = {"feature_based": FLAGS.feature_based}
   if FLAGS.feature_based:
     model.update(feature_layers=layers, feature_combine=FLAGS.feature_combine,
@@ -164,75 +133,49 @@ def main(_):
       raise ValueError(f"--data_dir={FLAGS.data_dir} has no train.txt.")
     train_docs = conll.read_conll(train_path)
     labels = conll.labels_of(train_docs, train_path)
-    run = script_utils.run_record(FLAGS, task="ner", labels=labels, **model)
-    script_utils.check_run(FLAGS.output_dir, run)
+  else:
+    labels = conll.read_labels(labels_path)
+  runner.check_run(task="ner", labels=labels, **model)
+  if FLAGS.do_train:
     flat = conll.flatten(train_docs, train_path, FLAGS.document_context)
     train_arrays, num_windows = conll.window_arrays(
         tokenizer, flat, labels, FLAGS.max_seq_length, FLAGS.doc_stride, True)
-    num_train_steps = script_utils.train_steps(num_windows, FLAGS.train_batch_size,
-                                               FLAGS.num_train_epochs, train_path)
-  else:
-    labels = conll.read_labels(labels_path)
-    script_utils.check_run(FLAGS.output_dir, script_utils.run_record(
-        FLAGS, task="ner", labels=labels, **model))
+    runner.train_steps(num_windows, train_path)
   # Held-out files are read now, so a missing or empty one stops the run before training.
   held_out = {split: _read_split(split) for flag, split in
               ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test")) if flag}
   _check_held_out_tags(held_out, labels)
-  script_utils.require_weights(FLAGS)
   logging.info("Labels: %s", " ".join(labels))
-  strategy, _ = script_utils.runtime(FLAGS)
-  outputs = script_utils.worker_outputs(strategy, FLAGS.output_dir)
-  replicas = strategy.num_replicas_in_sync
-  multiple = script_utils.batch_length_multiple(
-      FLAGS.batch_length_multiple, FLAGS.jit_compile, strategy)
-  task = tagging.TaggingTask(config, len(labels), FLAGS.feature_based, layers,
-                             FLAGS.feature_combine, FLAGS.lstm_units)
-  trainer = script_utils.make_trainer(strategy, task, num_train_steps,
-                                      int(num_train_steps * FLAGS.warmup_proportion),
-                                      FLAGS.train_batch_size, FLAGS)
+  trainer = runner.start(tagging.TaggingTask(config, len(labels), FLAGS.feature_based, layers,
+                                             FLAGS.feature_combine, FLAGS.lstm_units))
 
   if FLAGS.do_train:
-    logging.info("%d training windows, %d steps", num_windows, num_train_steps)
-    path = outputs.path("train.tf_record")
+    logging.info("%d training windows, %d steps", num_windows, runner.num_train_steps)
+    path = runner.path("train.tf_record")
     conll.write_records(train_arrays, path)
-    if outputs.chief:
+    if runner.chief:
       conll.write_labels(labels_path, labels)
-      script_utils.save_run(FLAGS.output_dir, run)
-    spec = conll.feature_spec(FLAGS.max_seq_length)
-    trainer.train(lambda ctx: pipeline.record_dataset(
-        path, spec, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), True, FLAGS.seed,
-        ctx, shuffle_buffer=10000, length_multiple=multiple,
-        bucket_by_length=FLAGS.bucket_by_length), FLAGS.init_checkpoint)
+    runner.train(path, conll.feature_spec(FLAGS.max_seq_length))
   else:
-    logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
+    runner.restore()
 
   for flag, split, batch_size, stem, prefix in (
       (FLAGS.do_eval, "dev", FLAGS.eval_batch_size, "eval", "eval_"),
       (FLAGS.do_predict, "test", FLAGS.predict_batch_size, "test", "test_")):
     if not flag:
       continue
-    batch = batch_size * replicas // np.gcd(batch_size, replicas)
     record = "eval.tf_record" if split == "dev" else "predict.tf_record"
     documents, flat = held_out[split]
-    tags = _tag_split(trainer, tokenizer, labels, documents, flat, batch, multiple,
-                      outputs.path(record))
-    if not trainer.chief:
+    tags = _tag_split(runner, labels, flat, runner.batch_size(batch_size), runner.path(record))
+    if not runner.chief:
       continue
-    conll.write_predictions(os.path.join(FLAGS.output_dir, f"{stem}_predictions.txt"),
-                            documents, tags)
+    conll.write_predictions(runner.output(f"{stem}_predictions.txt"), documents, tags)
     if any(t is None for t in flat.tags):  # a test file to tag (dev files were checked)
       continue
-    results = {"global_step": trainer.global_step, **_scores(documents, tags, prefix)}
-    reports.write_eval_results(os.path.join(FLAGS.output_dir, f"{stem}_results.txt"), results)
-    for key in sorted(results):
-      logging.info("%s %s = %s", stem, key, results[key])
+    runner.write_results(f"{stem}_results.txt", {"global_step": trainer.global_step,
+                                                  **_scores(documents, tags, prefix)}, stem)
 
-  if FLAGS.export_dir and trainer.chief:
-    module = export.TextTagger(trainer.model, vocab_file, FLAGS.do_lower_case,
-                               FLAGS.max_seq_length, labels)
-    export.save(module, FLAGS.export_dir)
-    logging.info("Exported a raw-text SavedModel to %s", FLAGS.export_dir)
+  runner.export(export.TextTagger, labels)
 
 
 if __name__ == "__main__":
