@@ -58,6 +58,7 @@ def main(_):
       iterator = iter(tf.data.Dataset.from_generator(
           lambda: (batches[i % len(batches)] for i in range(10**9)),
           output_signature=signature).prefetch(2))
+      trainer.build_optimizer()  # its variables exist before the step is traced
       step = tf.function(lambda b: trainer.strategy.run(trainer._replica_step, args=(b,)))
 
       def per_length(n):

@@ -114,11 +114,15 @@ _TF1_SKIPPED = re.compile(r"(.*/adam_[mv]|global_step|.*/(Adam|Adam_1|Momentum))
 
 
 class NamedVariables(tf.Module):
-  """A trackable {original name: variable} dict, the `model` of our checkpoints."""
+  """A trackable {name: variable} dict whose checkpoint keys are the names.
 
-  def __init__(self, model):
-    super().__init__(name="named_variables")
-    self.by_name = variable_map(model)
+  Our checkpoints' `model` entry is NamedVariables(variable_map(model)): the
+  model's variables under their original names.
+  """
+
+  def __init__(self, by_name, name="named_variables"):
+    super().__init__(name=name)
+    self.by_name = dict(by_name)
 
 
 @dataclasses.dataclass
@@ -338,7 +342,7 @@ def save_tf2_checkpoint(model, prefix):
 
   The directory's `checkpoint` file is updated so the directory resolves to it.
   """
-  path = tf.train.Checkpoint(model=NamedVariables(model)).write(prefix)
+  path = tf.train.Checkpoint(model=NamedVariables(variable_map(model))).write(prefix)
   _write_state_file(os.path.dirname(path) or ".", os.path.basename(path))
   return path
 

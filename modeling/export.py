@@ -22,7 +22,7 @@ class TextClassifier(tf.Module):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels, pair):
     super().__init__(name="text_classifier")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    self.weights = checkpoints.NamedVariables(model)  # every variable, tracked by name
+    self.weights = checkpoints.NamedVariables(checkpoints.variable_map(model))  # tracked by name
     self._model = model
     self.max_seq_length = max_seq_length
     self.labels = None if labels is None else tf.constant(labels)
@@ -59,7 +59,7 @@ class TextTagger(tf.Module):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels):
     super().__init__(name="text_tagger")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    self.weights = checkpoints.NamedVariables(model)  # every variable, tracked by name
+    self.weights = checkpoints.NamedVariables(checkpoints.variable_map(model))  # tracked by name
     self._model = model
     self.max_seq_length = max_seq_length
     self.labels = tf.constant(labels)
@@ -115,7 +115,7 @@ class TextMultipleChoice(tf.Module):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
     super().__init__(name="text_multiple_choice")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    self.weights = checkpoints.NamedVariables(model)  # every variable, tracked by name
+    self.weights = checkpoints.NamedVariables(checkpoints.variable_map(model))  # tracked by name
     self._model = model
     self.max_seq_length = max_seq_length
     self.cls_id = self.tokenizer.special_ids["[CLS]"]

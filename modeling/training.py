@@ -1,8 +1,11 @@
 """The training loop of the scripts, under any tf.distribute strategy.
 
 The Trainer only runs steps: the entry script gives it batches
-(data/pipeline.py) and a task (e.g. modeling/classification.py) that builds the model and
-turns a batch into its loss; no loss or model is defined here.
+(data/pipeline.py) and a task (e.g. modeling/classification.py) that builds
+the model and turns a batch into its loss; no loss or model is defined here.
+What a checkpoint holds (and restoring it) is modeling/train_state.py's;
+evaluation and prediction are modeling/prediction.py's, which the Trainer
+hands its model to.
 
 One optimizer step:
   1. the task's loss denominators (mask weights, example counts) are summed
@@ -29,12 +32,10 @@ import signal
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from data import pipeline
-from modeling import checkpoints, distribution, reports
+from modeling import distribution, prediction, reports, train_state
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -78,16 +79,11 @@ def compiles_whole_step(strategy):
       strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy())
 
 
-class _Bundle(tf.Module):
-  """A trackable {name: variable} dict: checkpoint keys are the names."""
-
-  def __init__(self, variables, name):
-    super().__init__(name=name)
-    self.by_name = dict(variables)
-
-
 class Trainer:
-  """Builds a task's model and optimizer under a strategy; trains, evaluates, saves.
+  """Builds a task's model under a strategy; trains, evaluates, predicts, saves.
+
+  The optimizer is built when training first needs it (train, restore for
+  training, load_start), so evaluation or prediction alone builds none.
 
   Args:
     strategy: a tf.distribute strategy.
@@ -113,25 +109,7 @@ class Trainer:
         for layer in self.model._flatten_layers():
           if isinstance(layer, keras.layers.LSTM):
             layer.use_cudnn = False
-      table = checkpoints.variable_map(self.model)
-      self.optimizer = make_optimizer({v.path: n for n, v in table.items()})
-      # Built whatever the dtype, so every checkpoint holds the loss scale
-      # and a float32 run can resume in float16.
-      self.scaler = keras.optimizers.LossScaleOptimizer(
-          self.optimizer, dynamic_growth_steps=config.loss_scale_growth_steps)
-      self.scaler.build(self.model.trainable_variables)
-    slots = {"global_step": self.optimizer.iterations}
-    for name, var in table.items():
-      if var.trainable:
-        slots[f"{name}/adam_m"], slots[f"{name}/adam_v"] = self.optimizer.slots(var)
-    mapped = {id(v) for v in table.values()}
-    # The rest are dropout RNG states; their Keras names depend on creation
-    # order across the process, so they are keyed by their order in the model.
-    others = [v for v in self.model.variables if id(v) not in mapped]
-    state = {f"model_state_{i}": v for i, v in enumerate(others)}
-    state.update(loss_scale=self.scaler.dynamic_scale, good_steps=self.scaler.step_counter)
-    self._objects = {"model": checkpoints.NamedVariables(self.model),
-                     "optimizer": _Bundle(slots, "optimizer"), "state": _Bundle(state, "state")}
+    self.state = train_state.TrainState(strategy, self.model, make_optimizer, config)
     # Under jit_compile, XLA compiles the whole per-replica step (forward, backward,
     # clipping, loss scaling, update) as one function where the strategy allows it;
     # several replicas synchronize through merge_call, which cannot sit inside a
@@ -143,61 +121,45 @@ class Trainer:
                            if whole else None)
     self._micro_step = (tf.function(self._micro_gradients, jit_compile=True, autograph=False)
                         if jit and not whole else self._micro_gradients)
-    self._jit = jit  # evaluation and prediction compile each replica's work
-    self._traced = {}  # evaluation and prediction steps, by input signature
-    self._initialized = None  # (init_checkpoint, description) once load_start has loaded it
+    self.predictor = prediction.Predictor(strategy, task, self.model, jit, self.static_shapes)
     self._stop_requested = False
     self.chief = distribution.is_chief(strategy)
 
+  # --- Checkpoint state (modeling/train_state.py) -----------------------------
+
+  def build_optimizer(self):
+    """Builds the optimizer (and loss scaler) now if not yet built; returns it.
+
+    Training builds it; evaluation and prediction never do.
+    """
+    return self.state.build_optimizer()
+
+  @property
+  def optimizer(self):
+    return self.build_optimizer()
+
+  @property
+  def scaler(self):
+    """The dynamic loss scaler around the optimizer (built with it)."""
+    self.build_optimizer()
+    return self.state.scaler
+
   @property
   def global_step(self):
-    return int(self.optimizer.iterations.numpy())
+    return int(self.state.step.numpy())
 
   @property
   def loss_scale(self):
     """The current dynamic loss scale (used only with loss_scaling)."""
     return float(self.scaler.dynamic_scale.numpy())
 
-  # --- Checkpoints ---------------------------------------------------------
-
-  def _checkpoint(self, iterator=None):
-    objects = dict(self._objects)
-    if iterator is not None and not isinstance(self.strategy, tf.distribute.TPUStrategy):
-      objects["iterator"] = iterator  # resume exactly where the input stopped
-    return tf.train.Checkpoint(**objects)
-
-  def _manager(self, checkpoint):
-    # Every worker takes part in saving; those other than the chief write aside.
-    directory = distribution.worker_dir(self.strategy, self.config.output_dir)
-    return tf.train.CheckpointManager(checkpoint, directory, self.config.keep_checkpoint_max,
-                                      step_counter=self.optimizer.iterations)
-
   def restore(self, init_checkpoint=None, iterator=None, for_training=True):
     """Resumes from output_dir's latest checkpoint, else loads init_checkpoint.
 
-    Returns a description of what was loaded, for the log.
+    for_training=False (evaluation or prediction alone) builds no optimizer and
+    reads only the model and the step. Returns a description for the log.
     """
-    latest = tf.train.latest_checkpoint(self.config.output_dir)
-    if latest:
-      try:
-        status = self._checkpoint(iterator).restore(latest)
-        if for_training:
-          status.assert_existing_objects_matched()
-        else:
-          status.expect_partial()
-      # A cut .data file raises IndexError inside TensorFlow; a different model, AssertionError.
-      except (tf.errors.OpError, IndexError, AssertionError) as e:
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ValueError(f"{latest}: the checkpoint to resume from cannot be read ({reason}). "
-                         "Remove its files to resume from an earlier one, or train into a "
-                         "new output directory.") from None
-      return f"resumed from {latest} at step {self.global_step}"
-    if init_checkpoint:
-      if self._initialized and self._initialized[0] == init_checkpoint:
-        return self._initialized[1]  # loaded by load_start, untouched since
-      ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint, allow_new_heads=True)
-      return f"initialized from {ckpt.path} ({ckpt.format})"
-    return "initialized from scratch"
+    return self.state.restore(init_checkpoint, iterator, for_training)
 
   def load_start(self, init_checkpoint=None):
     """Reads now the weights train() would start from, so that a checkpoint that is
@@ -207,10 +169,7 @@ class Trainer:
     again, with the input position); else init_checkpoint is loaded, and
     train() keeps it instead of reading it twice.
     """
-    if tf.train.latest_checkpoint(self.config.output_dir):
-      self.restore()
-    elif init_checkpoint:
-      self._initialized = (init_checkpoint, self.restore(init_checkpoint))
+    self.state.load_start(init_checkpoint)
 
   # --- One step --------------------------------------------------------------
 
@@ -281,6 +240,7 @@ class Trainer:
     """{variable path: numpy gradient} of the first global batch's loss: summed over
     micro-batches and replicas and unscaled, as a step has them before clipping.
     Applies no update (for tests and debugging)."""
+    self.build_optimizer()  # the loss scale
     batch = next(iter(self.strategy.distribute_datasets_from_function(dataset_fn)))
 
     @tf.function
@@ -289,9 +249,13 @@ class Trainer:
       return [self.strategy.experimental_local_results(g)[0] / self._scale() for g in grads]
     return {v.path: g.numpy() for v, g in zip(self.model.trainable_variables, run(batch))}
 
-  @tf.function
   def _train_loop(self, iterator, steps):
     """Runs `steps` steps; returns summed values and the first non-finite step (or -1)."""
+    self.build_optimizer()  # its variables exist before the loop is traced
+    return self._train_loop_graph(iterator, steps)
+
+  @tf.function
+  def _train_loop_graph(self, iterator, steps):
 
     def one_step():
       values, finite = self.strategy.run(self._replica_step, args=(next(iterator),))
@@ -323,8 +287,9 @@ class Trainer:
     config = self.config
     iterator, description = self._input(dataset_fn, init_checkpoint)
     logging.info("Model %s.", description)
-    checkpoint = self._checkpoint(iterator if isinstance(iterator, tf.data.Iterator) else None)
-    manager = self._manager(checkpoint)
+    checkpoint = self.state.checkpoint(
+        iterator if isinstance(iterator, tf.data.Iterator) else None)
+    manager = self.state.manager(checkpoint)
     preemption = distribution.preemption_handler(self.strategy, manager)
     step, seconds_per_step = self.global_step, None
     log = reports.StepLog(config.output_dir, config.num_train_steps, config.global_batch_size,
@@ -395,111 +360,15 @@ class Trainer:
     logging.warning("SIGTERM received: the run will save a checkpoint and stop.")
     self._stop_requested = True
 
-  # --- Evaluation --------------------------------------------------------------
+  # --- Evaluation and prediction (modeling/prediction.py) ----------------------
 
   def evaluate(self, dataset_fn, max_steps=None):
-    """The task's eval results over the dataset (at most max_steps batches)."""
-    dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
-
-    local = self._compiled(lambda batch: (
-        *self.task.numerators(self.model, batch, training=False), self.task.denominators(batch)))
-
-    @tf.autograph.experimental.do_not_convert
-    def replica(batch):
-      context = tf.distribute.get_replica_context()
-      sums, metrics, denominators = context.all_reduce(SUM, local(batch))
-      loss, _ = self.task.losses(sums, denominators)
-      return sums, metrics, denominators, loss
-
-    def step(batch):
-      out = self.strategy.run(replica, args=(batch,))
-      return tf.nest.map_structure(lambda v: self.strategy.experimental_local_results(v)[0], out)
-
-    step = self._traced_once(("evaluate",), dataset.element_spec, step)
-    totals, batch_losses = None, []
-    for count, batch in enumerate(dataset):
-      if max_steps is not None and count >= max_steps:
-        break
-      sums, metrics, denominators, loss = tf.nest.map_structure(float, step(batch))
-      batch_losses.append(loss)
-      part = (sums, metrics, denominators)
-      totals = part if totals is None else tf.nest.map_structure(lambda a, b: a + b, totals, part)
-    if totals is None:
-      if max_steps == 0:
-        raise ValueError("Evaluation was asked for 0 batches.")
-      if self.static_shapes:  # the scripts' input then drops a last partial batch
-        raise ValueError("The evaluation data holds no complete batch, and with static "
-                         "shapes (XLA, TPUs) a last partial batch is not evaluated.")
-      raise ValueError("The evaluation data holds no records.")  # partial batches count
-    results = self.task.eval_results(*totals, batch_losses)
+    """The task's eval results over the dataset (at most max_steps batches), with the
+    global step."""
+    results = self.predictor.evaluate(dataset_fn, max_steps)
     results["global_step"] = self.global_step
     return results
 
-
   def predict(self, dataset_fn, keep=(), fill=0.0):
-    """Model outputs for a dataset of whole global batches, in dataset order.
-
-    dataset_fn must give each input pipeline its replicas' rows of every
-    global batch (see pipeline.global_batches). Returns numpy arrays of the
-    model's outputs plus the input features named in `keep`. Per-token outputs
-    of trimmed batches are padded back to the longest batch with `fill`.
-    Batches sorted by length (rows carrying pipeline.RECORD_INDEX) come back
-    in record order.
-    """
-    if self.strategy.num_replicas_in_sync == 1:
-      # One replica: the plain dataset; a distributed one's Python-side
-      # iteration costs a third of the time of small prediction batches.
-      dataset = dataset_fn(tf.distribute.InputContext())
-    else:
-      dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
-
-    numbered = pipeline.RECORD_INDEX in dataset.element_spec
-    keep = tuple(keep) + ((pipeline.RECORD_INDEX,) if numbered else ())
-
-    local = self._compiled(lambda batch: dict(self.model(batch, training=False)))
-
-    @tf.autograph.experimental.do_not_convert
-    def replica(batch):
-      outputs = local(batch)
-      outputs.update({k: batch[k] for k in keep})
-      return outputs
-
-    def step(batch):
-      out = self.strategy.run(replica, args=(batch,))
-      return {k: self.strategy.gather(v, axis=0) for k, v in out.items()}
-
-    step = self._traced_once(("predict",) + tuple(keep), dataset.element_spec, step)
-    chunks = [{k: v.numpy() for k, v in step(batch).items()} for batch in dataset]
-    if not chunks:
-      return {}
-    outputs = {k: _concatenate([c[k] for c in chunks], fill) for k in chunks[0]}
-    if numbered:
-      order = np.argsort(outputs.pop(pipeline.RECORD_INDEX), kind="stable")
-      outputs = {k: v[order] for k, v in outputs.items()}
-    return outputs
-
-  def _compiled(self, fn):
-    """fn (a replica's share of an evaluation or prediction step), XLA-compiled under
-    jit_compile; as is otherwise (and on TPUs, which compile the whole step anyway)."""
-    return tf.function(fn, jit_compile=True, autograph=False) if self._jit else fn
-
-  def _traced_once(self, key, spec, fn):
-    """fn compiled for the input `spec`, whose unknown lengths cover trimmed batches.
-
-    Kept per (key, spec): a later pass over data of the same layout (another
-    evaluation, another file to predict) reuses the graph instead of tracing
-    the model again (~0.5-1 s for MiniLM).
-    """
-    key = key + (repr(spec),)
-    if key not in self._traced:
-      self._traced[key] = tf.function(fn, autograph=False, input_signature=[spec])
-    return self._traced[key]
-
-
-def _concatenate(arrays, fill):
-  """Concatenates along axis 0, padding every other axis to its largest size with `fill`."""
-  shape = np.max([a.shape for a in arrays], axis=0)
-  padded = [a if a.shape[1:] == tuple(shape[1:]) else
-            np.pad(a, [(0, 0)] + [(0, int(s - n)) for s, n in zip(shape[1:], a.shape[1:])],
-                   constant_values=fill) for a in arrays]
-  return np.concatenate(padded)
+    """Model outputs for a dataset of whole global batches (see Predictor.predict)."""
+    return self.predictor.predict(dataset_fn, keep, fill)

@@ -122,7 +122,7 @@ def test_predict_restores_record_order_and_traces_once(tmp_path):
   np.testing.assert_allclose(first["logits"], plain["logits"], atol=1e-5)
   np.testing.assert_array_equal(second["logits"], first["logits"])
   # One traced step per input layout and kept features, each traced once for all lengths.
-  steps = list(trainer._traced.values())
+  steps = list(trainer.predictor.traced.values())
   assert len(steps) == 2 and [f.experimental_get_tracing_count() for f in steps] == [1, 1]
 
 

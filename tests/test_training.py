@@ -104,6 +104,41 @@ def test_one_replica_strategies_train_like_the_default(setup, tmp_path):
     np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-6, err_msg=a.path)
 
 
+def test_evaluation_alone_builds_no_optimizer_and_restores_a_training_checkpoint(setup, tmp_path):
+  """An eval-only Trainer over a training run's --output_dir: no optimizer is made (nor its
+  Adam moments), yet the model's weights and the step come back from the checkpoint."""
+  _, _, records, model_config, _ = setup
+  trained = _train_in_process(setup, tmp_path, 1)
+  made = []
+
+  def make_optimizer(names):
+    made.append(names)
+    return optimization.create_optimizer("adamw", 1e-3, 100, 2, names)
+  evaluator = training.Trainer(
+      tf.distribute.get_strategy(), pretraining.PretrainingTask(model_config), make_optimizer,
+      training.TrainConfig(output_dir=str(tmp_path), num_train_steps=1, global_batch_size=1))
+  assert evaluator.restore(for_training=False) == (
+      f"resumed from {tmp_path / 'ckpt-3'} at step 3")
+  want = checkpoints.model_weights(trained.model)
+  got = checkpoints.model_weights(evaluator.model)
+  assert got.keys() == want.keys()
+  for name in want:
+    np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+  batch = _batches(records, 4, 1)[0]
+  predicted = evaluator.predict(lambda ctx: tf.data.Dataset.from_tensors(batch))
+  np.testing.assert_allclose(predicted["masked_lm_logits"],
+                             trained.model(batch)["masked_lm_logits"].numpy(), atol=1e-6)
+  assert evaluator.evaluate(lambda ctx: tf.data.Dataset.from_tensors(batch))["global_step"] == 3
+  assert made == [] and evaluator.state.optimizer is None
+  # Training from there builds the optimizer and restores its moments too.
+  evaluator.restore()
+  assert len(made) == 1 and evaluator.global_step == 3
+  name = "bert/encoder/layer_0/attention/self/query/kernel"
+  var = evaluator.state.table[name]
+  np.testing.assert_array_equal(evaluator.optimizer.slots(var)[0].numpy(),
+                                trained.optimizer.slots(trained.state.table[name])[0].numpy())
+
+
 def test_damaged_checkpoint_in_output_dir_is_one_line(setup, tmp_path):
   """Resuming from a cut checkpoint names it instead of failing deep inside TensorFlow."""
   _train_in_process(setup, tmp_path / "run", 1)

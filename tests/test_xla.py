@@ -199,7 +199,7 @@ def test_xla_steps_equal_the_plain_steps(name, tmp_path):
                                                    length_multiple=0, by_length=True)
   got = [xla.predict(dataset_fn) for _ in range(2)][-1]
   _assert_close(got, plain.predict(dataset_fn), rtol=1e-5, atol=1e-5)
-  (step,) = [f for key, f in xla._traced.items() if key[0] == "predict"]
+  (step,) = [f for key, f in xla.predictor.traced.items() if key[0] == "predict"]
   assert step.experimental_get_tracing_count() == 1
   _assert_static(step.input_signature)
 
@@ -211,7 +211,7 @@ def test_xla_steps_equal_the_plain_steps(name, tmp_path):
     assert got.pop("objectives") == want.pop("objectives")
     _assert_close(got, want, rtol=1e-5, atol=1e-6)
     assert traces == [tf.TensorShape([B, S])]
-    (step,) = [f for key, f in xla._traced.items() if key[0] == "evaluate"]
+    (step,) = [f for key, f in xla.predictor.traced.items() if key[0] == "evaluate"]
     assert step.experimental_get_tracing_count() == 1
     _assert_static(step.input_signature)
 
@@ -226,8 +226,7 @@ def test_xla_dropout_advances_the_rng_like_the_plain_step(tmp_path):
   xla, plain = _pair(lambda: pretraining.PretrainingTask(config), tmp_path, dropout=True)
 
   def states(trainer):
-    return {k: v.numpy() for k, v in trainer._objects["state"].by_name.items()
-            if k.startswith("model_state_")}
+    return {k: v.numpy() for k, v in trainer.state.model_state.items()}
   before = states(xla)
   assert before and all(np.array_equal(before[k], v) for k, v in states(plain).items())
   (got,), (want,) = _train(xla, path, spec, calls=1), _train(plain, path, spec, calls=1)

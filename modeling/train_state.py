@@ -1,0 +1,125 @@
+"""What a training checkpoint holds, and how it is saved and restored.
+
+A checkpoint of the scripts holds four entries: `model` (the model's
+variables under their original names), `optimizer` (the global step and the
+Adam moments of every trainable variable), `state` (the dynamic loss scale
+and the dropout RNG states) and, under the default strategy, `iterator` (the
+input's position). The optimizer is built only when something trains: a run
+that only evaluates or predicts restores the model and the step from a
+training checkpoint and leaves the moments unread.
+"""
+
+import keras
+import tensorflow as tf
+
+from modeling import checkpoints, distribution
+
+
+class TrainState:
+  """A model's checkpoint state: its variables, the optimizer (built on demand), the step.
+
+  Args:
+    strategy: the tf.distribute strategy the model was built under.
+    model: a built task model.
+    make_optimizer: callable(names: dict variable path -> original name) -> optimizer.
+    config: training.TrainConfig (output_dir, keep_checkpoint_max,
+      loss_scale_growth_steps are read).
+  """
+
+  def __init__(self, strategy, model, make_optimizer, config):
+    self.strategy, self.model, self.config = strategy, model, config
+    self._make_optimizer = make_optimizer
+    self.table = checkpoints.variable_map(model)
+    mapped = {id(v) for v in self.table.values()}
+    # The rest are dropout RNG states; their Keras names depend on creation
+    # order across the process, so they are keyed by their order in the model.
+    others = [v for v in model.variables if id(v) not in mapped]
+    self.model_state = {f"model_state_{i}": v for i, v in enumerate(others)}
+    self.optimizer = self.scaler = None
+    self._step = None  # the step variable while there is no optimizer
+    self._initialized = None  # (init_checkpoint, description) once load_start has loaded it
+
+  def build_optimizer(self):
+    """Builds the optimizer and its loss scaler once; returns the optimizer."""
+    if self.optimizer is None:
+      with self.strategy.scope():
+        optimizer = self._make_optimizer({v.path: n for n, v in self.table.items()})
+        # Built whatever the dtype, so every checkpoint holds the loss scale
+        # and a float32 run can resume in float16.
+        scaler = keras.optimizers.LossScaleOptimizer(
+            optimizer, dynamic_growth_steps=self.config.loss_scale_growth_steps)
+        scaler.build(self.model.trainable_variables)
+      self.optimizer, self.scaler = optimizer, scaler
+    return self.optimizer
+
+  @property
+  def step(self):
+    """The global step variable: the optimizer's iterations, or one of its own without
+    an optimizer (restored from a checkpoint all the same)."""
+    if self.optimizer is not None:
+      return self.optimizer.iterations
+    if self._step is None:
+      with self.strategy.scope():
+        self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    return self._step
+
+  def checkpoint(self, iterator=None):
+    """A tf.train.Checkpoint of the state (and of `iterator`'s position)."""
+    slots = {"global_step": self.step}
+    state = dict(self.model_state)
+    if self.optimizer is not None:
+      for name, var in self.table.items():
+        if var.trainable:
+          slots[f"{name}/adam_m"], slots[f"{name}/adam_v"] = self.optimizer.slots(var)
+      state.update(loss_scale=self.scaler.dynamic_scale, good_steps=self.scaler.step_counter)
+    objects = {"model": checkpoints.NamedVariables(self.table),
+               "optimizer": checkpoints.NamedVariables(slots, "optimizer"),
+               "state": checkpoints.NamedVariables(state, "state")}
+    if iterator is not None and not isinstance(self.strategy, tf.distribute.TPUStrategy):
+      objects["iterator"] = iterator  # resume exactly where the input stopped
+    return tf.train.Checkpoint(**objects)
+
+  def manager(self, checkpoint):
+    """The CheckpointManager that saves `checkpoint` in output_dir, numbered by step."""
+    # Every worker takes part in saving; those other than the chief write aside.
+    directory = distribution.worker_dir(self.strategy, self.config.output_dir)
+    return tf.train.CheckpointManager(checkpoint, directory, self.config.keep_checkpoint_max,
+                                      step_counter=self.step)
+
+  def restore(self, init_checkpoint=None, iterator=None, for_training=True):
+    """Resumes from output_dir's latest checkpoint, else loads init_checkpoint.
+
+    for_training builds the optimizer and requires every saved object to
+    match; otherwise the optimizer's moments and the loss scale stay unread.
+    Returns a description of what was loaded, for the log.
+    """
+    if for_training:
+      self.build_optimizer()
+    latest = tf.train.latest_checkpoint(self.config.output_dir)
+    if latest:
+      try:
+        status = self.checkpoint(iterator).restore(latest)
+        if for_training:
+          status.assert_existing_objects_matched()
+        else:
+          status.expect_partial()
+      # A cut .data file raises IndexError inside TensorFlow; a different model, AssertionError.
+      except (tf.errors.OpError, IndexError, AssertionError) as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"{latest}: the checkpoint to resume from cannot be read ({reason}). "
+                         "Remove its files to resume from an earlier one, or train into a "
+                         "new output directory.") from None
+      return f"resumed from {latest} at step {int(self.step.numpy())}"
+    if init_checkpoint:
+      if self._initialized and self._initialized[0] == init_checkpoint:
+        return self._initialized[1]  # loaded by load_start, untouched since
+      ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint, allow_new_heads=True)
+      return f"initialized from {ckpt.path} ({ckpt.format})"
+    return "initialized from scratch"
+
+  def load_start(self, init_checkpoint=None):
+    """Reads now the weights training would start from (see Trainer.load_start)."""
+    if tf.train.latest_checkpoint(self.config.output_dir):
+      self.restore()
+    elif init_checkpoint:
+      self._initialized = (init_checkpoint, self.restore(init_checkpoint))
