@@ -176,5 +176,6 @@ def bilstm_over(bilstm, sequence_output, features, training):
   mask = features.get("input_mask")
   mask = ops.ones(ops.shape(sequence_output)[:2], "bool") if mask is None else \
       ops.cast(mask, "bool")
-  x = bilstm(ops.cast(sequence_output, "float32"), mask=mask, training=training)
+  x = bilstm(ops.cast(sequence_output, "float32"), mask=layers.lstm_mask(mask),
+             training=training)
   return x * ops.cast(mask, "float32")[..., None]

@@ -248,10 +248,26 @@ def bidirectional_lstm(units, name):
 
   Masked (padded) steps are skipped: each direction's state passes over them
   unchanged, so real positions get what the unpadded sequence gives them.
+  Call it with `lstm_mask(input_mask)`, which keeps rows without a real token valid.
   """
   return keras.layers.Bidirectional(
       keras.layers.LSTM(units, return_sequences=True, dtype="float32"),
       name=name, dtype="float32")
+
+
+def lstm_mask(input_mask):
+  """int/bool [B, S] mask -> bool [B, S] for bidirectional_lstm: the mask, with position 0
+  counted as real in rows that have no real token.
+
+  cuDNN's LSTM kernel (used by Keras on a GPU outside XLA) fails on a sequence
+  of length 0, and prediction files are padded with all-padding rows; their
+  outputs are discarded (and zeroed by the callers), and the other rows are
+  untouched.
+  """
+  mask = ops.cast(input_mask, "bool")
+  empty = ops.logical_not(ops.any(mask, axis=1, keepdims=True))  # [B, 1]
+  first = ops.arange(ops.shape(mask)[1])[None, :] == 0  # [1, S]
+  return ops.logical_or(mask, ops.logical_and(empty, first))
 
 
 def bidirectional_lstm_variables(prefix, bilstm):

@@ -121,8 +121,9 @@ class BertFeatureTagger(TaskModel):
       w = ops.softmax(self.layer_weights)
       x = sum(w[i] * chosen[i] for i in range(len(chosen)))
     mask = ops.cast(features["input_mask"], "bool") if "input_mask" in features else None
+    lstm_mask = None if mask is None else layers.lstm_mask(mask)
     for lstm in self.lstms:
-      x = lstm(x, mask=mask, training=training)  # [B, S, 2*units]
+      x = lstm(x, mask=lstm_mask, training=training)  # [B, S, 2*units]
     if mask is not None:  # zero the padding (a new tensor: the dense head takes no mask)
       x = x * ops.cast(mask, "float32")[..., None]
     return {"logits": self.tagger(self.dropout(x, training=training))}

@@ -157,3 +157,29 @@ def test_mixed_precision_heads_return_float32_close_to_float32():
     np.testing.assert_allclose(got[key], want[key], atol=0.1, err_msg=key)
   assert not np.allclose(got["masked_lm_logits"], want["masked_lm_logits"], atol=1e-6, rtol=0)
   assert half.masked_lm.output_bias.dtype == "float32"
+
+
+def test_lstm_mask_makes_rows_without_a_real_token_one_token_long():
+  from modeling import layers
+  mask = np.array([[1, 1, 0], [0, 0, 0], [1, 0, 0]])
+  np.testing.assert_array_equal(layers.lstm_mask(mask),
+                                [[True, True, False], [True, False, False], [True, False, False]])
+
+
+@pytest.mark.parametrize("make", [lambda: span_labeling.SpanTask(CONFIG, bilstm_head=True),
+                                  lambda: classification.ClassificationTask(CONFIG, 3,
+                                                                            bilstm_head=True),
+                                  lambda: TaggingTask(CONFIG, 4, feature_based=True,
+                                                      lstm_units=6)])
+def test_an_all_padding_row_leaves_the_bilstm_models_finite_and_other_rows_alone(make):
+  """Prediction files are padded with rows of no real token (cuDNN's LSTM refuses a
+  sequence of length 0): such a row gives finite outputs, and the real rows the values
+  they have without it."""
+  model = make().build_model()
+  randomize(model, 3)
+  real = random_features(np.random.default_rng(4), 2, 8, CONFIG.vocab_size)
+  padded = {k: np.concatenate([v, np.zeros_like(v[:1])]) for k, v in real.items()}
+  alone, together = model(real), model(padded)
+  for key, value in together.items():
+    assert np.all(np.isfinite(value)), key
+    np.testing.assert_allclose(value[:2], alone[key], rtol=1e-5, atol=1e-6, err_msg=key)
