@@ -24,7 +24,7 @@ import re
 import numpy as np
 from absl import logging
 
-from data import files
+from data import files, windows
 
 _TAG = re.compile(r"^(O|[BI]-\S+)$")
 # Columns are separated by spaces and tabs only: str.split() would also cut a
@@ -167,36 +167,6 @@ def read_labels(path):
 
 # --- Windows ---------------------------------------------------------------
 
-def doc_spans(num_pieces, max_pieces, doc_stride):
-  """(start, length) windows over num_pieces pieces, as the original cut SQuAD documents."""
-  spans, start = [], 0
-  while start < num_pieces:
-    length = min(num_pieces - start, max_pieces)
-    spans.append((start, length))
-    if start + length == num_pieces:
-      break
-    start += min(length, doc_stride)
-  return spans
-
-
-def max_context_windows(spans, num_pieces):
-  """For each piece, the index of the span where it has the most context.
-
-  The original's `_check_is_max_context` rule: score = min(pieces left,
-  pieces right) + 0.01 * span length; the first best span wins ties. Computed
-  span by span so a long file costs O(pieces * overlap), not O(pieces * spans).
-  """
-  best = np.full(num_pieces, -np.inf)
-  owner = np.full(num_pieces, -1, np.int64)
-  for index, (start, length) in enumerate(spans):
-    position = np.arange(start, start + length)
-    score = np.minimum(position - start, start + length - 1 - position) + 0.01 * length
-    better = score > best[position]
-    best[position[better]] = score[better]
-    owner[position[better]] = index
-  return owner
-
-
 @dataclasses.dataclass
 class Words:
   """All words of a file in reading order, with their labels and where they came from."""
@@ -257,8 +227,8 @@ def window_arrays(tokenizer, flat, labels, max_seq_length, doc_stride, training,
       ids += pieces[w]
       word_of += [w] * len(pieces[w])
       first += [True] + [False] * (len(pieces[w]) - 1)
-    spans = doc_spans(len(ids), max_seq_length - 2, doc_stride)
-    owner = max_context_windows(spans, len(ids))
+    spans = windows.doc_spans(len(ids), max_seq_length - 2, doc_stride)
+    owner = windows.max_context_windows(spans, len(ids))
     for index, (start, length) in enumerate(spans):
       rows.append((ids[start:start + length], word_of[start:start + length],
                    first[start:start + length], owner[start:start + length] == index))

@@ -12,7 +12,7 @@ import json
 
 from absl import logging
 
-from data import files, tokenization
+from data import files, tokenization, windows
 
 
 @dataclasses.dataclass
@@ -168,19 +168,6 @@ def _improve_answer_span(doc_tokens, start, end, tokenizer, answer_text):
   return start, end
 
 
-def _check_is_max_context(doc_spans, current, position):
-  """True when span `current` gives `position` more context than any other span."""
-  best_score, best_index = None, None
-  for index, (start, length) in enumerate(doc_spans):
-    end = start + length - 1
-    if position < start or position > end:
-      continue
-    score = min(position - start, end - position) + 0.01 * length
-    if best_score is None or score > best_score:
-      best_score, best_index = score, index
-  return current == best_index
-
-
 def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                  max_query_length, is_training):
   """InputFeatures of each document span of each example, unique ids from 1000000000."""
@@ -210,21 +197,15 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
       tok_start, tok_end = _improve_answer_span(all_doc_tokens, tok_start, tok_end, tokenizer,
                                                 example.orig_answer_text)
     max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-    doc_spans, start_offset = [], 0
-    while start_offset < len(all_doc_tokens):
-      length = min(len(all_doc_tokens) - start_offset, max_tokens_for_doc)
-      doc_spans.append((start_offset, length))
-      if start_offset + length == len(all_doc_tokens):
-        break
-      start_offset += min(length, doc_stride)
+    doc_spans = windows.doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+    owner = windows.max_context_windows(doc_spans, len(all_doc_tokens))
     for span_index, (span_start, span_length) in enumerate(doc_spans):
       tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
       token_to_orig_map, token_is_max_context = {}, {}
       for i in range(span_length):
         split_index = span_start + i
         token_to_orig_map[len(tokens)] = tok_to_orig_index[split_index]
-        token_is_max_context[len(tokens)] = _check_is_max_context(doc_spans, span_index,
-                                                                  split_index)
+        token_is_max_context[len(tokens)] = bool(owner[split_index] == span_index)
         tokens.append(all_doc_tokens[split_index])
       tokens.append("[SEP]")
       input_ids = tokenizer.convert_tokens_to_ids(tokens)

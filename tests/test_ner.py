@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 
 from conftest import write_vocab
-from data import conll, ner_metrics, tokenization
+from data import conll, ner_metrics, tokenization, windows
 from helpers import randomize
 from modeling import checkpoints
 from modeling.config import BertConfig
@@ -131,9 +131,9 @@ def _check_is_max_context(doc_spans, cur_span_index, position):
                          [(1, 6, 3), (6, 6, 3), (7, 6, 3), (40, 10, 4), (41, 10, 10),
                           (33, 8, 20), (100, 22, 7)])
 def test_windows_follow_the_max_context_rule(num_pieces, max_pieces, stride):
-  spans = conll.doc_spans(num_pieces, max_pieces, stride)
+  spans = windows.doc_spans(num_pieces, max_pieces, stride)
   assert spans == _squad_spans(num_pieces, max_pieces, stride)
-  owner = conll.max_context_windows(spans, num_pieces)
+  owner = windows.max_context_windows(spans, num_pieces)
   for position in range(num_pieces):
     want = [i for i in range(len(spans)) if _check_is_max_context(spans, i, position)]
     assert want == [owner[position]]

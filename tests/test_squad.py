@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import write_vocab
-from data import squad, squad_evaluation, squad_predictions, tokenization
+from data import squad, squad_evaluation, squad_predictions, tokenization, windows
 from scripts import last_error_line, run_script
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "sat", "on", "mat",
@@ -94,9 +94,10 @@ def test_features_improve_the_span_and_slide_over_long_contexts(tmp_path, tokeni
 def test_max_context_prefers_the_centred_span():
   spans = [(0, 10), (5, 10), (10, 10)]
   # Token 9: 9 left/0 right in span 0, 4/5 in span 1, outside span 2.
-  assert squad._check_is_max_context(spans, 1, 9)
-  assert not squad._check_is_max_context(spans, 0, 9)
-  assert squad._check_is_max_context(spans, 2, 19)
+  owner = windows.max_context_windows(spans, 20)
+  assert owner[9] == 1 and owner[19] == 2
+  # Token 7: 7/2 in span 0 (score 2.1), 2/7 in span 1 (2.1): the first wins the tie.
+  assert owner[7] == 0 and owner[0] == 0
 
 
 @pytest.mark.parametrize("pred,orig,lower,want", [
