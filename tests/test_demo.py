@@ -20,8 +20,10 @@ def test_demo_pipeline_end_to_end(tmp_path):
   assert (work / "pretraining.tfrecord").stat().st_size > 0
   assert (work / "pretrained" / "export" / "bert_model.ckpt.index").exists()
   assert (work / "pretrained" / "training_curves.png").exists()
-  results = (work / "classifier" / "eval_results.txt").read_text()
-  assert "eval_accuracy = " in results
-  assert "-> positive (label 1)" in out or "-> negative (label 0)" in out
+  results = dict(line.split(" = ") for line in
+                 (work / "classifier" / "eval_results.txt").read_text().splitlines())
+  # The dev set's adjectives are unseen in training: well above chance means it learned.
+  assert float(results["eval_accuracy"]) >= 0.9, results
+  assert "-> positive (label 1)" in out  # a plainly positive sentence
   assert "What was made:" in out and "total" in out
   assert os.path.isdir(work / "saved_model")

@@ -176,10 +176,15 @@ def test_buckets_group_similar_lengths_and_keep_every_example(tmp_path, multiple
   assert counts.min() >= 1 and counts.sum() == 1600
 
 
-def test_the_unset_multiple_is_chosen_for_the_hardware():
+def test_the_unset_multiple_is_chosen_for_the_hardware(monkeypatch):
   import script_utils
-  assert script_utils.batch_length_multiple(None) == 1  # CPU: exact lengths
-  assert script_utils.batch_length_multiple(None, jit_compile=True) == 16  # XLA: few shapes
+  # Whatever this machine has: a host with a GPU gets 8, one without 1.
+  for gpus, want in (([], 1), (["/device:GPU:0"], 8)):
+    monkeypatch.setattr(tf.config, "list_logical_devices",
+                        lambda kind=None, gpus=gpus: gpus if kind == "GPU" else [])
+    assert script_utils.batch_length_multiple(None) == want  # CPU: exact lengths; GPU: 8
+    assert script_utils.batch_length_multiple(None, jit_compile=True) == 16  # XLA: few shapes
+  monkeypatch.undo()
   assert script_utils.batch_length_multiple(0, jit_compile=True) == 0  # as the original
   assert script_utils.batch_length_multiple(4) == 4
   strategy = tf.distribute.get_strategy()

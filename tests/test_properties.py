@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import original_tokenizer
 from conftest import write_vocab
-from data import conll, glue, swag, tokenization
+from data import files, conll, glue, swag, tokenization
 
 SETTINGS = settings(max_examples=150, deadline=None, database=None)
 
@@ -66,14 +66,45 @@ ANY_BYTES = st.one_of(
 def test_readers_on_any_bytes_give_a_result_or_one_line_naming_the_file(data):
   path = _temporary_file(data)
   try:
-    for read in (glue.read_tsv, tokenization.load_vocab, conll.read_conll,
-                 lambda p: swag.read_examples(p, num_choices=2, require_labels=False)):
+    checks = ((glue.read_tsv, _check_tsv_rows), (tokenization.load_vocab, _check_vocab),
+              (conll.read_conll, _check_conll),
+              (lambda p: swag.read_examples(p, num_choices=2, require_labels=False),
+               _check_swag))
+    for read, check in checks:
       try:
-        read(path)
+        result = read(path)
       except ValueError as e:
         assert path in str(e) and "\n" not in str(e), str(e)
+      else:  # a result must be what the bytes say, line for line
+        check(result, files.text_lines(files.decode_utf8(data, path)))
   finally:
     os.remove(path)
+
+
+def _check_tsv_rows(rows, lines):
+  for number, fields in rows:
+    assert "\t".join(fields) == lines[number - 1], (number, fields)
+
+
+def _check_vocab(vocab, lines):
+  # The original's rule: each line stripped is a token, its id the line's index (a
+  # repeated token keeps its last line's).
+  assert vocab == {line.strip(): index for index, line in enumerate(lines)}
+
+
+def _check_conll(documents, lines):
+  for document in documents:
+    for sentence in document.sentences:
+      tags = sentence.tags or [""] * len(sentence.words)  # None: a file without tags
+      assert len(sentence.words) == len(tags) == len(sentence.line_numbers)
+      for word, tag, number in zip(sentence.words, tags, sentence.line_numbers):
+        # IOB1 tags are read as IOB2, so an I- may come back as B-: the type is kept.
+        assert word in lines[number - 1] and tag.split("-")[-1] in lines[number - 1]
+
+
+def _check_swag(examples, lines):
+  assert all(len(example.endings) == 2 for example in examples)
+  assert all(example.label in (None, 0, 1) for example in examples)
 
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "un", "want", "##want", "##ed",
