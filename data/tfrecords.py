@@ -5,8 +5,8 @@ numba-compiled protobuf encoder: the bytes a tf.train.Example with those
 features serializes to (packed int64 / float lists), parsed by any protobuf
 reader, about ten times faster than building protos in Python.
 `RecordWriters` frames them in the TFRecord format (length, masked CRC-32C,
-data, masked CRC-32C), optionally GZIP-compressed, without TensorFlow's
-record writer (files are opened through data/files.py).
+data, masked CRC-32C), optionally GZIP-compressed, without TensorFlow
+(files are opened through data/files.py, which loads it only for URLs).
 """
 
 import gzip

@@ -31,3 +31,9 @@ def tiny_vocab(tmp_path):
   tokens = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un",
             "runn", "##ing", ","]
   return write_vocab(tmp_path / "vocab.txt", tokens)
+
+
+def pytest_collection_modifyitems(items):
+  """Slow tests first (stable order otherwise): with two xdist workers the long runs
+  then spread over both from the start, rather than one worker finishing them alone."""
+  items.sort(key=lambda item: item.get_closest_marker("slow") is None)
