@@ -264,8 +264,10 @@ def test_classifier_two_workers_write_once_what_one_worker_writes(tmp_path, proc
   assert_same_numbers(_eval_results(multi / "eval_results.txt"), results, 1e-5)
   np.testing.assert_allclose(np.loadtxt(multi / "test_results.tsv"),
                              np.loadtxt(single / "test_results.tsv"), atol=1e-5)
+  # train_log.csv prints 6 significant digits: a loss near 4 moves by 1e-5 when one run's
+  # value sits just across a rounding boundary from the other's.
   assert_same_numbers(_last_rows(multi / "train_log.csv"), _last_rows(single / "train_log.csv"),
-                      1e-5)
+                      1e-4)
   _assert_same_weights(multi, single)
   reader = {out: tf.train.load_checkpoint(str(out / "export" / "variables" / "variables"))
             for out in (single, multi)}
@@ -350,7 +352,9 @@ def test_pretraining_two_workers_resume_after_a_kill_and_match_one_worker(tmp_pa
   results = _eval_results(single / "eval_results.txt")
   assert results["global_step"] == steps
   assert_same_numbers(_eval_results(multi / "eval_results.txt"), results, 1e-5)
+  # train_log.csv prints 6 significant digits: a loss near 4 moves by 1e-5 when one run's
+  # value sits just across a rounding boundary from the other's.
   assert_same_numbers(_last_rows(multi / "train_log.csv"), _last_rows(single / "train_log.csv"),
-                      1e-5)
+                      1e-4)
   _assert_same_weights(multi / "export", single / "export")
   _assert_same_weights(multi, single)
