@@ -19,12 +19,15 @@ import glob
 import json
 import os
 import shlex
-import subprocess
 import sys
 
-from absl import app, flags, logging
+from absl import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks import script_runs  # noqa: E402
+from benchmarks.script_runs import run  # noqa: E402
 
 flags.DEFINE_string("input_files", os.path.join(ROOT, "..", "shared", "data", "corpus",
                                                 "gutenberg", "*.txt"),
@@ -48,17 +51,6 @@ flags.DEFINE_string("generator_flags", "",
 flags.DEFINE_string("pretraining_flags", "",
                     "More run_pretraining.py flags, e.g. '--next_sentence_weight=0'.")
 FLAGS = flags.FLAGS
-
-
-def run(script, *args):
-  """Runs one of the project's scripts; raises with its last error line if it fails."""
-  command = [sys.executable, os.path.join(ROOT, script), *args]
-  logging.info("$ %s", " ".join(shlex.quote(a) for a in command[1:]))
-  proc = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-  if proc.returncode:
-    lines = proc.stderr.strip().splitlines() or ["(no output)"]
-    raise RuntimeError(f"{script} failed ({proc.returncode}): {lines[-1]}")
 
 
 def parse_size(text):
@@ -199,12 +191,5 @@ def main(_):
   print(f"plot: {png}")
 
 
-def guarded(argv):
-  try:
-    main(argv)
-  except (ValueError, RuntimeError) as e:
-    sys.exit(f"error: {e}")
-
-
 if __name__ == "__main__":
-  app.run(guarded)
+  script_runs.main_guarded(main)

@@ -30,8 +30,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags, logging  # noqa: E402
 
+from benchmarks import script_runs  # noqa: E402
 from benchmarks.script_runs import (GUTENBERG, books, make_records, prepare_text,  # noqa: E402
                                     read_results, run, write_config)
 
@@ -234,12 +235,5 @@ def main(_):
   print(f"wall time {time.time() - start:.0f} s (runs already done in --work_dir are reused)")
 
 
-def guarded(argv):
-  try:
-    main(argv)
-  except (ValueError, RuntimeError) as e:
-    sys.exit(f"error: {e}")
-
-
 if __name__ == "__main__":
-  app.run(guarded)
+  script_runs.main_guarded(main)

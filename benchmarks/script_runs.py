@@ -8,7 +8,7 @@ import shlex
 import subprocess
 import sys
 
-from absl import logging
+from absl import app, logging
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared", "data")
@@ -77,3 +77,13 @@ def write_config(path, vocab_file, size):
   with open(path, "w") as f:
     json.dump(config, f, indent=2)
   return path
+
+
+def main_guarded(main):
+  """absl's app.run of `main`, a failed script run or bad flag reported as one line."""
+  def guarded(argv):
+    try:
+      main(argv)
+    except (ValueError, RuntimeError) as e:
+      sys.exit(f"error: {e}")
+  app.run(guarded)
