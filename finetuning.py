@@ -172,12 +172,18 @@ class Runner:
     """Saves what defines the run (the chief), then fine-tunes on the records at `path`."""
     from data import pipeline
     v = self.values
-    if self.chief:
-      script_utils.save_run(v.output_dir, self.run)
-    self.trainer.train(lambda ctx: pipeline.record_dataset(
+    self.train_on(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(v.train_batch_size), True, v.seed, ctx,
         shuffle_buffer=10000, length_multiple=self.multiple,
-        bucket_by_length=v.bucket_by_length), v.init_checkpoint)
+        bucket_by_length=v.bucket_by_length))
+
+  def train_on(self, dataset_fn):
+    """Saves what defines the run (the chief), then trains on dataset_fn(input_context):
+    per-replica batches, repeating."""
+    v = self.values
+    if self.chief:
+      script_utils.save_run(v.output_dir, self.run)
+    self.trainer.train(dataset_fn, v.init_checkpoint)
 
   def restore(self):
     """Not training: loads the weights to evaluate or predict with."""

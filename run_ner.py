@@ -6,6 +6,11 @@
   # Feature-based (paper section 5.3): frozen encoder, last four layers concatenated.
   python run_ner.py ... --feature_based --feature_layers=-1,-2,-3,-4 --feature_combine=concat
 
+Feature-based, the encoder runs once over each file's windows; the BiLSTM
+then reads each sentence's words (their features at their first piece), and
+training steps and --num_train_epochs count batches of --train_batch_size
+sentences.
+
 data_dir holds train.txt, valid.txt (or dev.txt, testa) and test.txt (or
 testb). Evaluation writes eval_results.txt (conlleval precision, recall, F1)
 and eval_predictions.txt; prediction writes test_predictions.txt (the test
@@ -85,15 +90,41 @@ def _check_held_out_tags(held_out, labels):
                       flat.tags[first], " ".join(labels), len(unknown))
 
 
-def _tag_split(runner, labels, flat, batch, records):
-  """Predicted IOB2 tags of a split's words, run through the records file `records`."""
+def _tag_split(runner, labels, documents, flat, batch, records):
+  """Predicted IOB2 tags of a split's words: fine-tuned, through the records file
+  `records`; feature-based, the encoder's features once, then the BiLSTM by sentence."""
   from data import conll
+  from modeling import tagging
   arrays, _ = conll.window_arrays(runner.tokenizer, flat, labels, FLAGS.max_seq_length,
                                   FLAGS.doc_stride, False, pad_to=batch)
+  if FLAGS.feature_based:
+    model = runner.trainer.model
+    features = tagging.word_features(model, arrays, len(flat.words), batch)
+    predicted = tagging.tag_sentences(model, features, conll.sentence_lengths(documents), batch)
+    return [labels[i] for i in predicted]
   conll.write_records(arrays, records)
   out = runner.predict(records, conll.feature_spec(FLAGS.max_seq_length), batch)
   predicted = conll.word_predictions(out["logits"], arrays["word_positions"], len(flat.words))
   return [labels[i] for i in predicted]
+
+
+def _train_feature_based(runner, task, labels, flat, lengths):
+  """Features of the training words once (the frozen encoder's prediction pass), then the
+  BiLSTM and dense trained over shuffled batches of sentences."""
+  from data import conll
+  from modeling import tagging
+  arrays, _ = conll.window_arrays(runner.tokenizer, flat, labels, FLAGS.max_seq_length,
+                                  FLAGS.doc_stride, False)
+  task.set_word_features(tagging.word_features(runner.trainer.model, arrays, len(flat.words),
+                                               FLAGS.train_batch_size))
+  index = {label: i for i, label in enumerate(labels)}
+  label_ids = [index[t] for t in flat.tags]
+  if runner.chief:
+    conll.write_labels(runner.output("label_list.txt"), labels)
+  runner.train_on(lambda ctx: conll.sentence_dataset(
+      lengths, label_ids, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), FLAGS.seed,
+      ctx))
+  task.set_word_features(None)
 
 
 def _scores(documents, tags, prefix):
@@ -138,18 +169,27 @@ def main(_):
   runner.check_run(task="ner", labels=labels, **model)
   if FLAGS.do_train:
     flat = conll.flatten(train_docs, train_path, FLAGS.document_context)
-    train_arrays, num_windows = conll.window_arrays(
-        tokenizer, flat, labels, FLAGS.max_seq_length, FLAGS.doc_stride, True)
-    runner.train_steps(num_windows, train_path)
+    if FLAGS.feature_based:  # steps are batches of sentences
+      lengths = conll.sentence_lengths(train_docs)
+      runner.train_steps(len(lengths), train_path)
+    else:  # steps are batches of windows
+      train_arrays, num_windows = conll.window_arrays(
+          tokenizer, flat, labels, FLAGS.max_seq_length, FLAGS.doc_stride, True)
+      runner.train_steps(num_windows, train_path)
   # Held-out files are read now, so a missing or empty one stops the run before training.
   held_out = {split: _read_split(split) for flag, split in
               ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test")) if flag}
   _check_held_out_tags(held_out, labels)
   logging.info("Labels: %s", " ".join(labels))
-  trainer = runner.start(tagging.TaggingTask(config, len(labels), FLAGS.feature_based, layers,
-                                             FLAGS.feature_combine, FLAGS.lstm_units))
+  task = tagging.TaggingTask(config, len(labels), FLAGS.feature_based, layers,
+                             FLAGS.feature_combine, FLAGS.lstm_units)
+  trainer = runner.start(task)
 
-  if FLAGS.do_train:
+  if FLAGS.do_train and FLAGS.feature_based:
+    logging.info("%d training sentences, %d steps of %d sentences", len(lengths),
+                 runner.num_train_steps, FLAGS.train_batch_size)
+    _train_feature_based(runner, task, labels, flat, lengths)
+  elif FLAGS.do_train:
     logging.info("%d training windows, %d steps", num_windows, runner.num_train_steps)
     path = runner.path("train.tf_record")
     conll.write_records(train_arrays, path)
@@ -166,7 +206,8 @@ def main(_):
       continue
     record = "eval.tf_record" if split == "dev" else "predict.tf_record"
     documents, flat = held_out[split]
-    tags = _tag_split(runner, labels, flat, runner.batch_size(batch_size), runner.path(record))
+    tags = _tag_split(runner, labels, documents, flat, runner.batch_size(batch_size),
+                      runner.path(record))
     if not runner.chief:
       continue
     conll.write_predictions(runner.output(f"{stem}_predictions.txt"), documents, tags)

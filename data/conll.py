@@ -261,6 +261,38 @@ def window_arrays(tokenizer, flat, labels, max_seq_length, doc_stride, training,
   return out, len(rows)
 
 
+def sentence_lengths(documents):
+  """Words per sentence, in file order (flatten's word order)."""
+  return [len(s.words) for doc in documents for s in doc.sentences]
+
+
+def sentence_dataset(lengths, label_ids, batch_size, seed, context=None):
+  """Training batches of `batch_size` sentences, reshuffled every epoch (seeded), repeating.
+
+  Words are rows of a cached feature array (tagging.word_features), sentence
+  after sentence. Each batch: `word_index` int32 [B, W] (a word's row; 0 at
+  padding), `label_ids` int32 [B, W] and `label_weights` float32 [B, W] (1 at
+  real words, which come first in a row), W the longest sentence of the batch.
+  context: a tf.distribute.InputContext, whose pipeline reads its own share.
+  """
+  import tensorflow as tf
+  lengths = np.asarray(lengths, np.int32)
+  starts = tf.constant(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32))
+  labels, lengths = tf.constant(np.asarray(label_ids, np.int32)), tf.constant(lengths)
+  sentences = tf.data.Dataset.range(len(lengths))
+  if context is not None and context.num_input_pipelines > 1:
+    sentences = sentences.shard(context.num_input_pipelines, context.input_pipeline_id)
+  sentences = sentences.shuffle(len(lengths), seed=seed, reshuffle_each_iteration=True)
+
+  def batch(ids):
+    count = tf.gather(lengths, ids)  # [B]
+    mask = tf.range(tf.reduce_max(count))[None, :] < count[:, None]  # [B, W]
+    index = tf.where(mask, tf.gather(starts, ids)[:, None] + tf.range(tf.shape(mask)[1]), 0)
+    return {"word_index": index, "label_ids": tf.where(mask, tf.gather(labels, index), 0),
+            "label_weights": tf.cast(mask, tf.float32)}
+  return sentences.repeat().batch(batch_size, drop_remainder=True).map(batch).prefetch(2)
+
+
 def feature_spec(max_seq_length):
   """The record layout of window_arrays' model inputs."""
   import tensorflow as tf

@@ -52,7 +52,8 @@ class TextTagger(tf.Module):
 
   Words are tokenized in the graph (the same ids as data/tokenization.py) and
   each sentence stands alone: one window when it fits `max_seq_length`, else
-  consecutive non-overlapping windows, so every word gets a tag. Returns
+  consecutive non-overlapping windows, so every word gets a tag (a feature-based
+  tagger's BiLSTM then reads the whole sentence's words). Returns
   `tags` string [B, W] (padded with "") and `num_words` int32 [B].
   """
 
@@ -87,16 +88,27 @@ class TextTagger(tf.Module):
     ids, segments = tf_text.combine_segments([chunks], self.cls_id, self.sep_id)
     input_ids, input_mask = tf_text.pad_model_inputs(ids, self.max_seq_length)
     segment_ids, _ = tf_text.pad_model_inputs(segments, self.max_seq_length)
-    logits = self._model({"input_ids": tf.cast(input_ids, tf.int32),
-                          "input_mask": tf.cast(input_mask, tf.int32),
-                          "segment_ids": tf.cast(segment_ids, tf.int32)},
-                         training=False)["logits"]  # [M, S, C]
+    inputs = {"input_ids": tf.cast(input_ids, tf.int32),
+              "input_mask": tf.cast(input_mask, tf.int32),
+              "segment_ids": tf.cast(segment_ids, tf.int32)}
     first = tf.cumsum(per_word, exclusive=True)  # [N] each word's first piece overall
     window_starts = tf.cumsum(lengths, exclusive=True)  # [M]
     # "right": an empty window shares its start with the next one, which holds the piece.
     window = tf.searchsorted(window_starts, first, side="right", out_type=tf.int64) - 1
     offset = first - tf.gather(window_starts, window) + 1  # +1 for [CLS]
-    word_logits = tf.gather_nd(logits, tf.stack([window, offset], axis=1))  # [N, C]
+    first_pieces = tf.stack([window, offset], axis=1)  # [N, 2]
+    if hasattr(self._model, "tag_words"):
+      # Feature-based: the BiLSTM reads each sentence's words, across its windows.
+      x = tf.gather_nd(self._model.encode(inputs), first_pieces)  # [N, F]
+      sentences = tf.RaggedTensor.from_row_lengths(x, words.row_lengths())  # [B, (W), F]
+      padded = sentences.to_tensor()
+      mask = tf.sequence_mask(sentences.row_lengths(), tf.shape(padded)[1])
+      logits = self._model.tag_words(padded, mask)["logits"]  # [B, W, C]
+      word_logits = tf.RaggedTensor.from_tensor(
+          logits, lengths=sentences.row_lengths()).flat_values  # [N, C]
+    else:
+      logits = self._model(inputs, training=False)["logits"]  # [M, S, C]
+      word_logits = tf.gather_nd(logits, first_pieces)  # [N, C]
     tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
     tags = tf.RaggedTensor.from_row_lengths(tags, words.row_lengths())
     return {"tags": tags.to_tensor(default_value=""),

@@ -14,6 +14,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from modeling import lstm
 from modeling.config import LAYER_NORM_EPSILON
 
 # The original's additive attention bias for padded positions.
@@ -248,11 +249,9 @@ def bidirectional_lstm(units, name):
 
   Masked (padded) steps are skipped: each direction's state passes over them
   unchanged, so real positions get what the unpadded sequence gives them.
-  Call it with `lstm_mask(input_mask)`, which keeps rows without a real token valid.
+  Keras' LSTM variables and gate order (see modeling/lstm.py).
   """
-  return keras.layers.Bidirectional(
-      keras.layers.LSTM(units, return_sequences=True, dtype="float32"),
-      name=name, dtype="float32")
+  return lstm.BidirectionalLSTM(units, name=name)
 
 
 def lstm_mask(input_mask):
@@ -272,9 +271,9 @@ def lstm_mask(input_mask):
 
 def bidirectional_lstm_variables(prefix, bilstm):
   """{`prefix`/fw|bw/kernel|recurrent_kernel|bias: variable} of a bidirectional_lstm."""
-  return {f"{prefix}/{direction}/{var}": getattr(layer.cell, var)
-          for direction, layer in (("fw", bilstm.forward_layer), ("bw", bilstm.backward_layer))
-          for var in ("kernel", "recurrent_kernel", "bias")}
+  return {f"{prefix}/{direction}/{var}": variable
+          for direction, named in bilstm.weights_by_direction.items()
+          for var, variable in named.items()}
 
 
 class PackedTokens:

@@ -6,6 +6,7 @@ hidden layers combined and fed to a two-layer bidirectional LSTM and a dense
 layer. Head variables are named under `cls/ner/`.
 """
 
+import numpy as np
 import tensorflow as tf
 from keras import ops
 
@@ -67,11 +68,13 @@ class BertTagger(TaskModel):
 
 
 class BertFeatureTagger(TaskModel):
-  """Frozen encoder; its layers combined; 2-layer BiLSTM; dense: logits float32 [B, S, C].
+  """Frozen encoder; its layers combined; 2-layer BiLSTM over words; dense.
 
   The encoder is not trainable (no gradients, no optimizer slots) and always
-  runs without dropout: its outputs are fixed features, as in the paper.
-  `weighted` learns one scalar per layer, softmax-normalized.
+  runs without dropout: its outputs are fixed features, as in the paper, so
+  training computes them once (`encode`, see word_features) and runs only
+  `tag_words` over sentences. The BiLSTM reads each word's features at its
+  first piece. `weighted` learns one scalar per layer, softmax-normalized.
   """
 
   uses_pooler = False
@@ -109,24 +112,55 @@ class BertFeatureTagger(TaskModel):
     self.tagger.build((None, None, width))
     self.built = True
 
-  def call(self, features, training=False):
+  @property
+  def feature_width(self):
+    """Width of `encode`'s features: k*H (concat, and weighted, whose layers are combined
+    later by learned weights) or H (sum)."""
+    return self.config.hidden_size * (1 if self.feature_combine == "sum" else len(self.indices))
+
+  def encode(self, features):
+    """The frozen encoder's chosen layers at every position: float32 [B, S, feature_width]."""
     out = self.encoder(features, training=False)
     hidden = [out["embedding_output"]] + list(out["encoder_outputs"])
-    chosen = [ops.stop_gradient(ops.cast(hidden[i], "float32")) for i in self.indices]
-    if self.feature_combine == "concat":
-      x = ops.concatenate(chosen, axis=-1)  # [B, S, k*H]
-    elif self.feature_combine == "sum":
-      x = sum(chosen[1:], chosen[0])
-    else:
-      w = ops.softmax(self.layer_weights)
-      x = sum(w[i] * chosen[i] for i in range(len(chosen)))
-    mask = ops.cast(features["input_mask"], "bool") if "input_mask" in features else None
-    lstm_mask = None if mask is None else layers.lstm_mask(mask)
+    chosen = [tf.stop_gradient(tf.cast(hidden[i], tf.float32)) for i in self.indices]
+    if self.feature_combine == "sum":
+      return tf.add_n(chosen)
+    return tf.concat(chosen, axis=-1)  # [B, S, k*H]
+
+  def tag_words(self, words, mask, training=False):
+    """BiLSTM and dense over words: float32 [B, W, feature_width] (encode's features at each
+    word's first piece) and a mask [B, W] (real words first) -> logits float32 [B, W, C]."""
+    x = tf.cast(words, tf.float32)
+    if self.feature_combine == "weighted":
+      k, hidden = len(self.indices), self.config.hidden_size
+      layers_apart = tf.reshape(x, tf.concat([tf.shape(x)[:2], [k, hidden]], 0))  # [B, W, k, H]
+      x = tf.einsum("bwkh,k->bwh", layers_apart, tf.nn.softmax(self.layer_weights))
+    mask = tf.cast(mask, tf.bool)
     for lstm in self.lstms:
-      x = lstm(x, mask=lstm_mask, training=training)  # [B, S, 2*units]
-    if mask is not None:  # zero the padding (a new tensor: the dense head takes no mask)
-      x = x * ops.cast(mask, "float32")[..., None]
+      x = lstm(x, mask=mask, training=training)  # [B, W, 2*units], zeros at padding
     return {"logits": self.tagger(self.dropout(x, training=training))}
+
+  def call(self, features, training=False):
+    """Windows -> logits [B, S, C] at each word's first piece (zeros elsewhere).
+
+    Each window row is read as one sentence: the BiLSTM runs over its words,
+    whose first pieces `word_starts` (int [B, S], 1 = a word starts here)
+    marks; without it every real piece counts as a word.
+    """
+    x = self.encode(features)  # [B, S, F]
+    starts = features.get("word_starts", features.get("input_mask"))
+    if starts is None:
+      starts = tf.ones(tf.shape(features["input_ids"]), tf.int32)
+    positions = tf.where(tf.not_equal(starts, 0))  # int64 [N, 2]: (row, piece)
+    rows = tf.shape(starts, out_type=tf.int64)[0]
+    words = tf.RaggedTensor.from_value_rowids(tf.gather_nd(x, positions), positions[:, 0],
+                                              nrows=rows)  # [B, (W), F]
+    counts = words.row_lengths()
+    mask = tf.sequence_mask(counts, tf.reduce_max(tf.concat([counts, [0]], 0)))
+    logits = self.tag_words(words.to_tensor(), mask, training)["logits"]  # [B, W, C]
+    per_word = tf.RaggedTensor.from_tensor(logits, lengths=counts).flat_values  # [N, C]
+    shape = tf.concat([tf.shape(starts, out_type=tf.int64), [self.num_labels]], 0)
+    return {"logits": tf.scatter_nd(positions, per_word, shape)}
 
   def head_variable_map(self):
     """Original-style names of the head's variables."""
@@ -168,6 +202,47 @@ class BertFeatureTagger(TaskModel):
             "lstm_units": self.lstm_units}
 
 
+def word_features(model, arrays, num_words, batch_size):
+  """Every word's features from its max-context window: float32 [num_words, F].
+
+  A prediction pass of the frozen encoder over window_arrays' `arrays` in
+  batches of `batch_size`; from each batch only the word_positions' first
+  pieces are kept, so the windows' outputs are never all held at once.
+  """
+  encode = tf.function(model.encode, reduce_retracing=True)
+  out = np.zeros((num_words, model.feature_width), np.float32)
+  for start in range(0, len(arrays["input_ids"]), batch_size):
+    rows = slice(start, start + batch_size)
+    positions = arrays["word_positions"][rows]
+    if not (positions >= 0).any():
+      continue
+    length = int(arrays["input_mask"][rows].sum(axis=1).max())  # padding cut
+    x = encode({k: tf.constant(arrays[k][rows, :length])
+                for k in ("input_ids", "input_mask", "segment_ids")})  # [b, length, F]
+    r, c = np.nonzero(positions[:, :length] >= 0)
+    out[positions[r, c]] = tf.gather_nd(x, np.stack([r, c], axis=1)).numpy()
+  return out
+
+
+def tag_sentences(model, features, lengths, batch_size):
+  """The label index of every word: tag_words over sentences of `lengths` words, whose
+  features are consecutive rows of float32 `features` [num_words, F]; int64 [num_words]."""
+  tag = tf.function(lambda x, mask: tf.argmax(model.tag_words(x, mask)["logits"], axis=-1),
+                    reduce_retracing=True)
+  lengths = np.asarray(lengths)
+  starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+  out = np.full(len(features), -1, np.int64)
+  order = np.argsort(-lengths, kind="stable")  # similar lengths share a batch: less padding
+  for first in range(0, len(order), batch_size):
+    chosen = order[first:first + batch_size]
+    width = max(int(lengths[chosen].max()), 1)
+    mask = np.arange(width)[None, :] < lengths[chosen][:, None]  # [b, W]
+    index = np.where(mask, starts[chosen][:, None] + np.arange(width)[None, :], 0)
+    predicted = tag(tf.constant(features[index]), tf.constant(mask)).numpy()
+    out[index[mask]] = predicted[mask]
+  return out
+
+
 class TaggingTask:
   """Per-token softmax cross entropy over the tags, weighted by label_weights.
 
@@ -178,6 +253,7 @@ class TaggingTask:
                feature_combine="concat", lstm_units=768):
     self.config, self.num_labels = config, num_labels
     self.feature_based = feature_based
+    self.word_features = None
     self.options = dict(feature_layers=feature_layers, feature_combine=feature_combine,
                         lstm_units=lstm_units)
 
@@ -189,11 +265,22 @@ class TaggingTask:
     model.build()
     return model
 
+  def set_word_features(self, features):
+    """Training over cached features: float32 [num_words, F], which the batches'
+    `word_index` rows point into (see data/conll.sentence_dataset)."""
+    self.word_features = None if features is None else tf.constant(features)
+
   def denominators(self, batch):
     return {"loss": tf.reduce_sum(tf.cast(batch["label_weights"], tf.float32))}
 
   def numerators(self, model, batch, training):
-    logits = model(batch, training=training)["logits"]  # [B, S, C]
+    """Sums of the loss and correct tags; a batch of windows ([B, S] model inputs), or of
+    sentences ([B, W] word_index into the cached features, with a feature tagger)."""
+    if "word_index" in batch:
+      words = tf.gather(self.word_features, batch["word_index"])  # [B, W, F]
+      logits = model.tag_words(words, batch["label_weights"] > 0, training)["logits"]
+    else:
+      logits = model(batch, training=training)["logits"]  # [B, S, C]
     weights = tf.cast(batch["label_weights"], tf.float32)
     labels = batch["label_ids"]
     return ({"loss": tf.reduce_sum(weights * heads.cross_entropy(logits, labels))},
