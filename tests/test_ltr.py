@@ -559,3 +559,23 @@ def test_squad_fine_tunes_the_causal_encoder_with_the_bilstm_head(ltr_export, tm
   assert model.bilstm is not None and model.encoder.config.causal_attention
   checkpoints.load_checkpoint(model, str(out))  # every variable in place, shapes equal
   assert weights["bilstm/fw/kernel"].shape == (32, 64)  # hidden 32 -> 16 units x 4 gates
+
+
+@pytest.mark.slow
+def test_extract_features_reads_the_causal_encoder(ltr_files, ltr_export, tmp_path):
+  """extract_features.py from the LTR export: two lines sharing their first words get the
+  same features there (no position sees a later token), and differ after."""
+  from scripts import run_script
+  _, vocab, _, _ = ltr_files
+  text = tmp_path / "input.txt"
+  text.write_text("the cat sat on the mat .\nthe cat sat on a big red tree in the park .\n")
+  out = tmp_path / "features.jsonl"
+  run_script("extract_features.py", f"--input_file={text}", f"--output_file={out}",
+             f"--init_checkpoint={ltr_export / 'export'}", f"--vocab_file={vocab}",
+             "--layers=-1", f"--max_seq_length={L}")
+  lines = [json.loads(line) for line in out.read_text().splitlines()]
+  vectors = [np.array([t["layers"][0]["values"] for t in line["features"]]) for line in lines]
+  tokens = [[t["token"] for t in line["features"]] for line in lines]
+  assert tokens[0][:5] == tokens[1][:5] == ["[CLS]", "the", "cat", "sat", "on"]
+  np.testing.assert_allclose(vectors[0][:5], vectors[1][:5], atol=1e-5)
+  assert np.abs(vectors[0][5:7] - vectors[1][5:7]).max() > 1e-3
