@@ -48,10 +48,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
   update = m / (sqrt(v) + eps) [+ weight_decay_rate * w unless excluded];
-  w -= lr * update, every row (the moments decay where the gradient is 0 too).
-  Where each variable has one copy (one replica), one XLA function updates
-  every variable, reading and writing them in place: one launch per step, not
-  one per variable (`fused`); mirrored variables are updated one by one.
+  w -= lr * update (compiled with XLA into a single pass).
   With lamb=True it is LAMB (You et al., 2019) instead: bias-corrected moments
   and the update scaled per variable by ||w|| / ||update|| (variables excluded
   from decay are excluded from this layer adaptation too).
@@ -63,8 +60,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     Gradient clipping is left to the caller (the training loop clips the
     global norm after summing across replicas).
   """
-
-  fused = True  # one compiled update of all variables where they have one copy each
 
   def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
                epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
@@ -134,11 +129,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     before `apply`; Keras' own step would all-reduce them a second time,
     multiplying them by the number of replicas.
     """
-    if self.fused and not self.lamb and not any(
-        isinstance(_tf_variable(v), tf.distribute.DistributedValues) for v in trainable_variables):
-      self._fused_update(grads, trainable_variables, learning_rate)
-      return
-
     def update(strategy, grads, variables, learning_rate):
       for grad, variable in zip(grads, variables):
         strategy.extended.update(variable, lambda var, g, lr: self.update_step(g, var, lr),
@@ -146,16 +136,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
     tf.__internal__.distribute.interim.maybe_merge_call(
         update, self._distribution_strategy, grads, variables, learning_rate)
-
-  def _fused_update(self, grads, variables, learning_rate):
-    """The AdamWeightDecay update of every variable in one XLA function."""
-    indices = [self._get_variable_index(v) for v in variables]
-    decays = tuple(self.weight_decay_rate if self._decay[i] else 0.0 for i in indices)
-    _fused_adam_weight_decay_update(
-        [_tf_variable(v) for v in variables], [_tf_variable(self._m[i]) for i in indices],
-        [_tf_variable(self._v[i]) for i in indices],
-        [tf.cast(g, v.dtype) for g, v in zip(grads, variables)],
-        tf.cast(learning_rate, tf.float32), self.beta_1, self.beta_2, self.epsilon, decays)
 
   def get_config(self):
     return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
@@ -175,23 +155,6 @@ def _adam_weight_decay_update(w, m, v, g, lr, beta_1, beta_2, epsilon, decay):
   m = beta_1 * m + (1.0 - beta_1) * g
   v = beta_2 * v + (1.0 - beta_2) * tf.square(g)
   return w - lr * (m / (tf.sqrt(v) + epsilon) + decay * w), m, v
-
-
-def _tf_variable(variable):
-  """The tf.Variable (or distributed variable) behind a Keras variable."""
-  return variable.value if isinstance(variable, keras.Variable) else variable
-
-
-@tf.function(jit_compile=True, autograph=False)
-def _fused_adam_weight_decay_update(ws, ms, vs, gs, lr, beta_1, beta_2, epsilon, decays):
-  """_adam_weight_decay_update of every variable, assigned in place, in one XLA function."""
-  for w, m, v, g, decay in zip(ws, ms, vs, gs, decays):
-    new_w, new_m, new_v = _adam_weight_decay_update.python_function(
-        w.read_value(), m.read_value(), v.read_value(), g, tf.cast(lr, w.dtype), beta_1, beta_2,
-        epsilon, decay)
-    m.assign(new_m)
-    v.assign(new_v)
-    w.assign(new_w)
 
 
 def create_optimizer(name, learning_rate, num_train_steps, num_warmup_steps, names=None):
