@@ -151,16 +151,16 @@ class BertFeatureTagger(TaskModel):
     starts = features.get("word_starts", features.get("input_mask"))
     if starts is None:
       starts = tf.ones(tf.shape(features["input_ids"]), tf.int32)
-    positions = tf.where(tf.not_equal(starts, 0))  # int64 [N, 2]: (row, piece)
-    rows = tf.shape(starts, out_type=tf.int64)[0]
-    words = tf.RaggedTensor.from_value_rowids(tf.gather_nd(x, positions), positions[:, 0],
-                                              nrows=rows)  # [B, (W), F]
-    counts = words.row_lengths()
-    mask = tf.sequence_mask(counts, tf.reduce_max(tf.concat([counts, [0]], 0)))
-    logits = self.tag_words(words.to_tensor(), mask, training)["logits"]  # [B, W, C]
-    per_word = tf.RaggedTensor.from_tensor(logits, lengths=counts).flat_values  # [N, C]
-    shape = tf.concat([tf.shape(starts, out_type=tf.int64), [self.num_labels]], 0)
-    return {"logits": tf.scatter_nd(positions, per_word, shape)}
+    starts = tf.cast(tf.not_equal(starts, 0), tf.int32)  # [B, S]
+    # Static shapes (XLA): each row's first pieces moved to its front, in order.
+    position = tf.range(tf.shape(starts)[1])[None, :]
+    order = tf.argsort(tf.where(starts > 0, position, position + tf.shape(starts)[1]), axis=1)
+    words = tf.gather(x, order, batch_dims=1)  # [B, S, F]: the words first
+    mask = position < tf.reduce_sum(starts, axis=1, keepdims=True)  # [B, S]
+    logits = self.tag_words(words, mask, training)["logits"]  # [B, S, C] by word
+    word = tf.maximum(tf.cumsum(starts, axis=1) - 1, 0)  # [B, S]: the word a piece is in
+    placed = tf.gather(logits, word, batch_dims=1)  # [B, S, C]
+    return {"logits": placed * tf.cast(starts, tf.float32)[..., None]}
 
   def head_variable_map(self):
     """Original-style names of the head's variables."""
