@@ -208,13 +208,16 @@ def metrics(args, logits, dev, gold, names):
     values = np.concatenate(logits)[:, 0]
     return {"pearson": float(pearsonr(values, gold)[0]),
             "spearman": float(spearmanr(values, gold)[0])}
-  from sklearn.metrics import f1_score, matthews_corrcoef
   predicted = np.concatenate(logits).argmax(-1)
   out = {"accuracy": float((predicted == gold).mean())}
+  # Binary counts in numpy (the peer's venv need not have scikit-learn).
+  tp, fp = np.sum((predicted == 1) & (gold == 1)), np.sum((predicted == 1) & (gold == 0))
+  fn, tn = np.sum((predicted == 0) & (gold == 1)), np.sum((predicted == 0) & (gold == 0))
   if args.task_name.lower() == "cola":
-    out["mcc"] = float(matthews_corrcoef(gold, predicted))
+    norm = math.sqrt(float((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
+    out["mcc"] = float((tp * tn - fp * fn) / norm) if norm else 0.0
   if args.task_name.lower() in ("mrpc", "qqp"):
-    out["f1"] = float(f1_score(gold, predicted))
+    out["f1"] = float(2 * tp / (2 * tp + fp + fn)) if tp else 0.0
   return out
 
 
