@@ -11,6 +11,9 @@ that you can run it yourself on your own data:
                              sentiment task (GLUE SST-2 layout), evaluated and exported
   6. the exported SavedModel classifies a sentence given on the command line
 
+Step 5 needs neither the corpus nor the small BERT, so it runs alongside steps 2 to 4
+(whose vocabulary learning and data generation keep one core busy).
+
   python demo.py [--corpus_file=my_text.txt] [--glue_dir=my_task --task_name=SST-2]
                  [--sentence="A wonderful film."] [--work_dir=demo_output]
 """
@@ -19,6 +22,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # the demo's own output stays readable
@@ -42,20 +46,35 @@ FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
-def _step(number, title, explanation, script, args, timings):
-  """Prints what a step does and its command, runs it, records its wall time."""
+def _start(number, title, explanation, script, args):
+  """Prints what a step does and its command, and starts it; returns what _finish needs."""
   print(f"\n[{number}] {title}\n    {explanation}")
   command = [sys.executable, os.path.join(ROOT, script)] + args
   print(f"    $ python {script} " + " ".join(shlex.quote(a) for a in args), flush=True)
-  start = time.time()
-  proc = subprocess.run(command, check=False, capture_output=True, text=True,
-                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: a pipe left unread fills up
+  proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  return number, title, script, proc, stderr, time.time()
+
+
+def _finish(started, timings):
+  """Waits for a started step, records its wall time; returns its log (stderr)."""
+  number, title, script, proc, stderr, start = started
+  code = proc.wait()
   seconds = time.time() - start
-  if proc.returncode:
+  stderr.seek(0)
+  err = stderr.read()
+  stderr.close()
+  if code:
     raise ValueError(f"step {number} ({script}) failed: "
-                     f"{proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}")
+                     f"{err.strip().splitlines()[-1] if err.strip() else code}")
   timings.append((number, title, seconds))
-  return proc.stderr
+  return err
+
+
+def _step(number, title, explanation, script, args, timings):
+  """Prints what a step does and its command, runs it, records its wall time."""
+  return _finish(_start(number, title, explanation, script, args), timings)
 
 
 def _lines(text, *needles):
@@ -91,6 +110,45 @@ def main(_):
               "between documents.", "prepare_corpus.py",
               [f"--input_file={inputs}", f"--output_file={corpus}"], timings)
   print("    " + err.strip().splitlines()[-1])
+
+  # 5. Fine-tuning. It needs neither the corpus nor the small BERT, so it runs while
+  # steps 2-4 do: the vocabulary and the data are one core's Python work.
+  task_dir = FLAGS.glue_dir or demo_data.write_sentiment_task(
+      os.path.join(work, "sentiment"), train=96 if quick else 400, dev=40 if quick else 100)
+  task = FLAGS.task_name if FLAGS.glue_dir else "SST-2"
+  classifier, export = os.path.join(work, "classifier"), os.path.join(work, "saved_model")
+  what = ("your data" if FLAGS.glue_dir else "a small sentiment task in the GLUE SST-2 layout "
+          "whose dev set uses adjectives unseen in training")
+  fine_tuning = _start(5, "Fine-tuning", f"The real all-MiniLM-L6-v2 checkpoint (a 6-layer BERT) "
+              f"fine-tuned on {task} ({what}), evaluated, and exported as a SavedModel that "
+              "takes raw text; it runs alongside steps 2 to 4.",
+              "run_classifier.py",
+              [f"--task_name={task}", f"--data_dir={task_dir}", f"--init_checkpoint={minilm}",
+               f"--output_dir={classifier}", "--do_train", "--do_eval", "--max_seq_length=64",
+               # --quick: 9 steps at a higher rate, enough to classify the sentence reliably.
+               "--train_batch_size=32", f"--learning_rate={1e-4 if quick else 5e-5:g}",
+               "--num_train_epochs=3", "--eval_batch_size=32", "--seed=1",
+               f"--export_dir={export}"])
+  try:
+    _pretrain(work, quick, timings)
+  except BaseException:
+    fine_tuning[3].kill()  # not left running when a step before it fails
+    raise
+
+  # 5. Fine-tuning, started after step 1 (printed there): it needs only MiniLM.
+  err = _finish(fine_tuning, timings)
+  print("\n[5] Fine-tuning (finished)")
+  for line in _lines(err, "eval eval_"):
+    print("    " + line)
+
+  _serve(export, timings)
+  _summary(work, timings, start)
+
+
+def _pretrain(work, quick, timings):
+  """Steps 2 to 4: the vocabulary, the pretraining data and the small BERT."""
+  from data import files
+  corpus = os.path.join(work, "corpus.txt")
 
   # 2. Vocabulary.
   vocab = os.path.join(work, "vocab.txt")
@@ -137,27 +195,10 @@ def main(_):
               f"masked_lm_accuracy {float(values['masked_lm_accuracy']):.3f}")
     print("    " + line)
 
-  # 5. Fine-tuning.
-  task_dir = FLAGS.glue_dir or demo_data.write_sentiment_task(
-      os.path.join(work, "sentiment"), train=96 if quick else 400, dev=40 if quick else 100)
-  task = FLAGS.task_name if FLAGS.glue_dir else "SST-2"
-  classifier, export = os.path.join(work, "classifier"), os.path.join(work, "saved_model")
-  what = ("your data" if FLAGS.glue_dir else "a small sentiment task in the GLUE SST-2 layout "
-          "whose dev set uses adjectives unseen in training")
-  err = _step(5, "Fine-tuning", f"The real all-MiniLM-L6-v2 checkpoint (a 6-layer BERT) "
-              f"fine-tuned on {task} ({what}), evaluated, and exported as a SavedModel that "
-              "takes raw text.",
-              "run_classifier.py",
-              [f"--task_name={task}", f"--data_dir={task_dir}", f"--init_checkpoint={minilm}",
-               f"--output_dir={classifier}", "--do_train", "--do_eval", "--max_seq_length=64",
-               # --quick: 9 steps at a higher rate, enough to classify the sentence reliably.
-               "--train_batch_size=32", f"--learning_rate={1e-4 if quick else 5e-5:g}",
-               "--num_train_epochs=3", "--eval_batch_size=32", "--seed=1",
-               f"--export_dir={export}"], timings)
-  for line in _lines(err, "eval eval_"):
-    print("    " + line)
 
-  # 6. Serving.
+
+def _serve(export, timings):
+  """Step 6: the exported SavedModel classifies FLAGS.sentence."""
   print(f"\n[6] Serving\n    The SavedModel, reloaded, classifies: {FLAGS.sentence!r}")
   t = time.time()
   import tensorflow as tf
@@ -175,11 +216,16 @@ def main(_):
     print(f"    -> score {float(out['score'].numpy()[0]):.3f}")
   timings.append((6, "Serving", time.time() - t))
 
+
+def _summary(work, timings, start):
+  """The table of what each step made and its wall time."""
+  pretrained = os.path.join(work, "pretrained")
   print("\nWhat was made:")
   print(f"  {'step':<22} {'seconds':>8}  where")
-  made = {1: corpus, 2: vocab, 3: records, 4: os.path.join(pretrained, "export"),
-          5: os.path.join(classifier, "eval_results.txt"), 6: export}
-  for number, title, seconds in timings:
+  made = {1: "corpus.txt", 2: "vocab.txt", 3: "pretraining.tfrecord", 4: "pretrained/export",
+          5: "classifier/eval_results.txt", 6: "saved_model"}
+  made = {number: os.path.join(work, path) for number, path in made.items()}
+  for number, title, seconds in sorted(timings):
     print(f"  {f'[{number}] {title}':<22} {seconds:8.1f}  {made[number]}")
   print(f"  {'total':<22} {time.time() - start:8.1f}")
   print(f"  pretraining curves: {os.path.join(pretrained, 'training_curves.png')}")
