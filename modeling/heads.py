@@ -16,6 +16,7 @@ the large-batch loss of the original.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from modeling import layers
@@ -112,7 +113,8 @@ def cross_entropy(logits, labels):
 
 def correct(logits, labels):
   """1.0 where the highest logit is the label's (the first on ties), else 0.0: float32 [...]."""
-  predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
+  # tf.argmax, not keras.ops.argmax: Keras' takes several passes (it orders -0.0 before 0.0).
+  predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
   return ops.cast(ops.equal(predicted, ops.cast(labels, "int32")), "float32")
 
 

@@ -31,7 +31,6 @@ import dataclasses
 import signal
 import time
 
-import keras
 import tensorflow as tf
 from absl import logging
 
@@ -105,10 +104,6 @@ class Trainer:
       self.model = task.build_model()
       if hasattr(self.model, "encoder"):
         self.model.encoder.pack_tokens = packs_tokens(config, strategy)
-      if config.jit_compile:  # cuDNN's LSTM kernels have no XLA form: plain loops instead
-        for layer in self.model._flatten_layers():
-          if isinstance(layer, keras.layers.LSTM):
-            layer.use_cudnn = False
     self.state = train_state.TrainState(strategy, self.model, make_optimizer, config)
     # Under jit_compile, XLA compiles the whole per-replica step (forward, backward,
     # clipping, loss scaling, update) as one function where the strategy allows it;
