@@ -439,8 +439,10 @@ def test_bilstm_equals_keras_lstm_on_the_same_weights():
       y = layer(x, mask=mask)
       loss = tf.reduce_sum(y * upstream)
     return [y] + tape.gradient(loss, [x] + layer.trainable_variables)
-  for a, b in zip(run(ours), run(ref)):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+  want = run(ref)
+  for got in (run(ours), tf.function(run)(ours)):  # eager, and in a graph (the scripts')
+    for a, b in zip(got, want):
+      np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
 
 
 def test_sentence_batches_cover_every_sentence_once_per_epoch():
