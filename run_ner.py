@@ -123,7 +123,7 @@ def _train_feature_based(runner, task, labels, flat, lengths):
     conll.write_labels(runner.output("label_list.txt"), labels)
   runner.train_on(lambda ctx: conll.sentence_dataset(
       lengths, label_ids, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), FLAGS.seed,
-      ctx))
+      ctx, FLAGS.bucket_by_length))
   task.set_word_features(None)
 
 

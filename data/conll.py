@@ -266,7 +266,8 @@ def sentence_lengths(documents):
   return [len(s.words) for doc in documents for s in doc.sentences]
 
 
-def sentence_dataset(lengths, label_ids, batch_size, seed, context=None):
+def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_by_length=False,
+                     pool_batches=64):
   """Training batches of `batch_size` sentences, reshuffled every epoch (seeded), repeating.
 
   Words are rows of a cached feature array (tagging.word_features), sentence
@@ -274,6 +275,10 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None):
   padding), `label_ids` int32 [B, W] and `label_weights` float32 [B, W] (1 at
   real words, which come first in a row), W the longest sentence of the batch.
   context: a tf.distribute.InputContext, whose pipeline reads its own share.
+  bucket_by_length: each run of `pool_batches` batches' worth of shuffled
+  sentences is sorted by length, cut into batches, and those batches are
+  shuffled: sentences of similar length share a batch, so the BiLSTM's
+  steps (as many as the batch's longest sentence) are fewer.
   """
   import tensorflow as tf
   lengths = np.asarray(lengths, np.int32)
@@ -290,7 +295,17 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None):
     index = tf.where(mask, tf.gather(starts, ids)[:, None] + tf.range(tf.shape(mask)[1]), 0)
     return {"word_index": index, "label_ids": tf.where(mask, tf.gather(labels, index), 0),
             "label_weights": tf.cast(mask, tf.float32)}
-  return sentences.repeat().batch(batch_size, drop_remainder=True).map(batch).prefetch(2)
+  sentences = sentences.repeat()
+  if bucket_by_length:
+    def sorted_batches(ids):  # [pool_batches * batch_size] -> batches of similar lengths
+      ids = tf.gather(ids, tf.argsort(tf.gather(lengths, ids), stable=True))
+      return tf.data.Dataset.from_tensor_slices(tf.reshape(ids, [pool_batches, batch_size])
+                                                ).shuffle(pool_batches, seed=seed)
+    batches = sentences.batch(pool_batches * batch_size, drop_remainder=True).flat_map(
+        sorted_batches)
+  else:
+    batches = sentences.batch(batch_size, drop_remainder=True)
+  return batches.map(batch).prefetch(2)
 
 
 def feature_spec(max_seq_length):

@@ -464,6 +464,25 @@ def test_sentence_batches_cover_every_sentence_once_per_epoch():
       b["word_index"][:, 0].tolist() for b in batches[2:]]  # reshuffled
 
 
+def test_bucketed_sentence_batches_cover_every_sentence_with_less_padding():
+  """--bucket_by_length: one epoch still holds every sentence once, and batches of similar
+  lengths pad far less than shuffled ones."""
+  rng = np.random.default_rng(3)
+  lengths = rng.integers(1, 41, 640).tolist()
+  labels = [0] * sum(lengths)
+  starts = np.cumsum([0] + lengths)[:-1]
+
+  def epoch(bucket):
+    batches = conll.sentence_dataset(lengths, labels, 8, 1, None, bucket, pool_batches=10)
+    return list(batches.take(80).as_numpy_iterator())  # 640 sentences: one epoch
+  padded = {}
+  for bucket in (False, True):
+    batches = epoch(bucket)
+    assert sorted(int(i) for b in batches for i in b["word_index"][:, 0]) == sorted(starts)
+    padded[bucket] = sum(b["label_weights"].size for b in batches) / sum(lengths)
+  assert padded[False] > 1.5 and padded[True] < 1.15, padded
+
+
 def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, tmp_path):
   """word_features keeps the encoder's chosen layers at each word's first piece; the
   BiLSTM over cached features gives the logits BertFeatureTagger.call gives on the
