@@ -297,12 +297,15 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_
             "label_weights": tf.cast(mask, tf.float32)}
   sentences = sentences.repeat()
   if bucket_by_length:
-    def sorted_batches(ids):  # [pool_batches * batch_size] -> batches of similar lengths
+    def sorted_batches(pool, ids):  # [pool_batches * batch_size] -> batches of similar lengths
       ids = tf.gather(ids, tf.argsort(tf.gather(lengths, ids), stable=True))
-      return tf.data.Dataset.from_tensor_slices(tf.reshape(ids, [pool_batches, batch_size])
-                                                ).shuffle(pool_batches, seed=seed)
-    batches = sentences.batch(pool_batches * batch_size, drop_remainder=True).flat_map(
-        sorted_batches)
+      # The batches' order: a stateless draw per pool (a shuffle op here would keep
+      # the iterator out of checkpoints).
+      key = tf.random.stateless_uniform([pool_batches], [seed or 0, tf.cast(pool, tf.int32)])
+      return tf.data.Dataset.from_tensor_slices(
+          tf.gather(tf.reshape(ids, [pool_batches, batch_size]), tf.argsort(key)))
+    batches = sentences.batch(pool_batches * batch_size, drop_remainder=True).enumerate(
+        ).flat_map(sorted_batches)
   else:
     batches = sentences.batch(batch_size, drop_remainder=True)
   return batches.map(batch).prefetch(2)

@@ -464,7 +464,7 @@ def test_sentence_batches_cover_every_sentence_once_per_epoch():
       b["word_index"][:, 0].tolist() for b in batches[2:]]  # reshuffled
 
 
-def test_bucketed_sentence_batches_cover_every_sentence_with_less_padding():
+def test_bucketed_sentence_batches_cover_every_sentence_with_less_padding(tmp_path):
   """--bucket_by_length: one epoch still holds every sentence once, and batches of similar
   lengths pad far less than shuffled ones."""
   rng = np.random.default_rng(3)
@@ -481,6 +481,12 @@ def test_bucketed_sentence_batches_cover_every_sentence_with_less_padding():
     assert sorted(int(i) for b in batches for i in b["word_index"][:, 0]) == sorted(starts)
     padded[bucket] = sum(b["label_weights"].size for b in batches) / sum(lengths)
   assert padded[False] > 1.5 and padded[True] < 1.15, padded
+  iterator = iter(conll.sentence_dataset(lengths, labels, 8, 1, None, True, pool_batches=10))
+  next(iterator)
+  path = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "ckpt"))  # resumable
+  after = next(iterator)["word_index"]
+  tf.train.Checkpoint(iterator=iterator).restore(path)
+  np.testing.assert_array_equal(next(iterator)["word_index"], after)
 
 
 def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, tmp_path):
