@@ -154,7 +154,7 @@ def main(_):
     tagging.layer_indices(layers, config.num_hidden_layers)
   tokenizer = runner.setup()
   labels_path = runner.output("label_list.txt")
-  model = {"feature_based": FLAGS.feature_based}
+  model = {"feature_based": FLAGS.feature_based, "causal_attention": config.causal_attention}
   if FLAGS.feature_based:
     model.update(feature_layers=layers, feature_combine=FLAGS.feature_combine,
                  lstm_units=FLAGS.lstm_units)

@@ -52,9 +52,10 @@ def main(_):
   from data import swag
   from modeling import export, multiple_choice
 
-  runner.load_config()
+  config = runner.load_config()
   tokenizer = runner.setup()
-  runner.check_run(task="multiple choice", num_choices=FLAGS.num_choices)
+  runner.check_run(task="multiple choice", num_choices=FLAGS.num_choices,
+                   causal_attention=config.causal_attention)
   train_examples = _read("train.csv", True) if FLAGS.do_train else []
   # Held-out files are read now, so an empty one stops the run before training.
   held_out = {name: _read(name, labelled) for flag, name, labelled in

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from helpers import randomize, random_features
 from modeling import (checkpoints, classification, heads, language_model, layers, pretraining,
-                      span_labeling)
+                      span_labeling, tagging)
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 
@@ -579,3 +579,98 @@ def test_extract_features_reads_the_causal_encoder(ltr_files, ltr_export, tmp_pa
   assert tokens[0][:5] == tokens[1][:5] == ["[CLS]", "the", "cat", "sat", "on"]
   np.testing.assert_allclose(vectors[0][:5], vectors[1][:5], atol=1e-5)
   assert np.abs(vectors[0][5:7] - vectors[1][5:7]).max() > 1e-3
+
+
+@pytest.mark.slow
+def test_ner_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_path):
+  """run_ner.py from the LTR export: its run is recorded as causal and its test tags are
+  the causal tagger's, word by word."""
+  from data import features, tokenization
+  from scripts import run_script
+  _, vocab, _, _ = ltr_files
+  import random
+  rng = random.Random(5)
+  entities = {"cat": "B-PER", "dog": "B-PER", "park": "B-LOC", "tree": "B-LOC"}
+
+  def conll(n):
+    sentences = [[rng.choice(WORDS[:16]) for _ in range(rng.randint(3, 9))] for _ in range(n)]
+    text = "".join("".join(f"{w} {entities.get(w, 'O')} 0\n" for w in s) + "\n"
+                   for s in sentences)
+    return sentences, text
+  data = tmp_path / "conll"
+  data.mkdir()
+  for split, n in (("train", 48), ("valid", 8)):
+    (data / f"{split}.txt").write_text(conll(n)[1])
+  tests, text = conll(20)
+  (data / "test.txt").write_text(text)
+  out = tmp_path / "out"
+  run_script("run_ner.py", f"--data_dir={data}", f"--init_checkpoint={ltr_export / 'export'}",
+             f"--output_dir={out}", "--max_seq_length=16", "--doc_stride=8",
+             "--nodocument_context", "--do_train", "--do_predict", "--train_batch_size=16",
+             "--num_train_epochs=8", "--learning_rate=5e-3", "--seed=3")
+  assert json.loads((out / "run.json").read_text())["causal_attention"] is True
+  labels = (out / "label_list.txt").read_text().split()
+  predicted = [line.split()[-1] for line in (out / "test_predictions.txt").read_text().splitlines()
+               if line.strip()]
+  tokenizer = tokenization.FullTokenizer(vocab)
+  batch = features.pad_batch([features.pack_pair(tokenizer, " ".join(s), None, 16)
+                              for s in tests], 16)
+  config = checkpoints.find_config(str(ltr_export / "export"))
+
+  def tags(causal):
+    model = tagging.BertTagger(
+        BertConfig.from_dict({**config.to_dict(), "causal_attention": causal}), len(labels))
+    checkpoints.load_checkpoint(model, str(out))
+    best = model(batch)["logits"].numpy().argmax(-1)
+    return [labels[best[i, j + 1]] for i, s in enumerate(tests) for j in range(len(s))]
+  # The tags hang on each word itself, so both readings learn them; the run record says
+  # which encoder was built (the classifier and SWAG tests tell the two apart by value).
+  assert len(set(predicted)) == 3 and predicted == tags(True)
+
+
+@pytest.mark.slow
+def test_swag_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_path):
+  """run_swag.py from the LTR export: each choice is scored at its last real token by the
+  causal model."""
+  import csv
+  from data import swag, tokenization
+  from modeling.multiple_choice import BertMultipleChoice
+  from scripts import run_script
+  _, vocab, _, _ = ltr_files
+  import random
+  rng = random.Random(8)
+  header = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+            "ending0", "ending1", "ending2", "ending3", "label"]
+  words = lambda: " ".join(rng.choice(WORDS[:14]) for _ in range(rng.randint(1, 4)))
+
+  def write(path, n, labelled=True):
+    with open(path, "w", newline="") as f:
+      w = csv.writer(f)
+      w.writerow(header if labelled else header[:-1])
+      for i in range(n):
+        row = [f"v{i}", str(i), "", words(), words(), "gold"] + [words() for _ in range(4)]
+        w.writerow(row + [str(rng.randint(0, 3))] if labelled else row)
+  data = tmp_path / "swag"
+  data.mkdir()
+  write(data / "train.csv", 32)
+  write(data / "val.csv", 8)
+  write(data / "test.csv", 9, labelled=False)
+  out = tmp_path / "out"
+  run_script("run_swag.py", f"--data_dir={data}", f"--init_checkpoint={ltr_export / 'export'}",
+             f"--output_dir={out}", "--max_seq_length=24", "--do_train", "--do_predict",
+             "--train_batch_size=8", "--num_train_epochs=1", "--learning_rate=1e-3",
+             "--predict_batch_size=4", "--seed=2")
+  assert json.loads((out / "run.json").read_text())["causal_attention"] is True
+  probabilities = np.loadtxt(out / "test_results.tsv")
+  examples = swag.read_examples(str(data / "test.csv"), require_labels=False)
+  arrays = swag.feature_arrays(examples, tokenization.FullTokenizer(vocab), 24, 4)
+  batch = {k: tf.constant(arrays[k]) for k in ("input_ids", "input_mask", "segment_ids")}
+  config = checkpoints.find_config(str(ltr_export / "export"))
+
+  def predicted(causal):
+    model = BertMultipleChoice(
+        BertConfig.from_dict({**config.to_dict(), "causal_attention": causal}))
+    checkpoints.load_checkpoint(model, str(out))
+    return tf.nn.softmax(model(batch)["logits"]).numpy()
+  np.testing.assert_allclose(probabilities, predicted(True), atol=1e-5)
+  assert np.abs(predicted(False) - probabilities).max() > 1e-3
