@@ -2,7 +2,8 @@
 
 Fine-tuning runs with the script's defaults (float32); the feature-based run
 with the paper's configuration (last four layers concatenated, a 2-layer
-BiLSTM of --lstm_units each way, lr 1e-3, 3 epochs). Printed: each run's
+BiLSTM of --lstm_units each way, lr 1e-3, 3 epochs), its batches made of
+sentences of similar lengths unless --nobucket_by_length. Printed: each run's
 wall time and dev F1, the wall-time ratio, and the BiLSTM's training FLOP/s
 (forward and backward, batches of 32 sentences of 15-40 words) against a
 plain [4096, H] x [H, 4H] matmul's, both measured here.
@@ -28,6 +29,9 @@ flags.DEFINE_string("init_checkpoint", None, "Checkpoint to start from. Default:
 flags.DEFINE_integer("max_sentences", None,
                      "Keep the first N training sentences (and N/4 dev sentences) for a quick run.")
 flags.DEFINE_integer("lstm_units", 768, "BiLSTM units each way of the feature-based run.")
+flags.DEFINE_bool("bucket_by_length", True,
+                  "Pass --bucket_by_length to the feature-based run (batches of sentences of "
+                  "similar word counts).")
 flags.DEFINE_float("seconds", 10.0, "Least measuring time of each FLOP/s figure.")
 flags.DEFINE_bool("runs", True, "Run the two scripts (off: only the FLOP/s figures).")
 flags.DEFINE_string("work_dir", None, "Keep the runs' outputs here (default: a temporary "
@@ -108,7 +112,8 @@ def main(_):
       feature = _run("feature_based", data, work, init, "--feature_based",
                      "--feature_layers=-1,-2,-3,-4", "--feature_combine=concat",
                      f"--lstm_units={FLAGS.lstm_units}", "--learning_rate=1e-3",
-                     "--num_train_epochs=3")
+                     "--num_train_epochs=3",
+                     *(["--bucket_by_length"] if FLAGS.bucket_by_length else []))
       print(f"feature-based {FLAGS.lstm_units}: {feature[0]:8.1f} s  dev F1 {feature[1]:.2f}",
             flush=True)
       fine = _run("fine_tuned", data, work, init)
