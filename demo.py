@@ -11,8 +11,9 @@ that you can run it yourself on your own data:
                              sentiment task (GLUE SST-2 layout), evaluated and exported
   6. the exported SavedModel classifies a sentence given on the command line
 
-Step 5 needs neither the corpus nor the small BERT, so it runs alongside steps 2 to 4
-(whose vocabulary learning and data generation keep one core busy).
+Step 5 needs neither the corpus nor the small BERT, so it runs alongside steps 2 and 3
+(one core's Python work each); step 4 starts once it has finished, so that pretraining has
+every core to itself (two TensorFlow jobs side by side slow each other more than they gain).
 
   python demo.py [--corpus_file=my_text.txt] [--glue_dir=my_task --task_name=SST-2]
                  [--sentence="A wonderful film."] [--work_dir=demo_output]
@@ -112,7 +113,7 @@ def main(_):
   print("    " + err.strip().splitlines()[-1])
 
   # 5. Fine-tuning. It needs neither the corpus nor the small BERT, so it runs while
-  # steps 2-4 do: the vocabulary and the data are one core's Python work.
+  # steps 2 and 3 do: the vocabulary and the data are one core's Python work.
   task_dir = FLAGS.glue_dir or demo_data.write_sentiment_task(
       os.path.join(work, "sentiment"), train=96 if quick else 400, dev=40 if quick else 100)
   task = FLAGS.task_name if FLAGS.glue_dir else "SST-2"
@@ -121,7 +122,7 @@ def main(_):
           "whose dev set uses adjectives unseen in training")
   fine_tuning = _start(5, "Fine-tuning", f"The real all-MiniLM-L6-v2 checkpoint (a 6-layer BERT) "
               f"fine-tuned on {task} ({what}), evaluated, and exported as a SavedModel that "
-              "takes raw text; it runs alongside steps 2 to 4.",
+              "takes raw text; it runs alongside steps 2 and 3.",
               "run_classifier.py",
               [f"--task_name={task}", f"--data_dir={task_dir}", f"--init_checkpoint={minilm}",
                f"--output_dir={classifier}", "--do_train", "--do_eval", "--max_seq_length=64",
@@ -130,24 +131,24 @@ def main(_):
                "--num_train_epochs=3", "--eval_batch_size=32", "--seed=1",
                f"--export_dir={export}"])
   try:
-    _pretrain(work, quick, timings)
+    vocab, records = _vocab_and_data(work, quick, timings)
   except BaseException:
     fine_tuning[3].kill()  # not left running when a step before it fails
     raise
 
-  # 5. Fine-tuning, started after step 1 (printed there): it needs only MiniLM.
+  # 5. Fine-tuning, started after step 1 (printed there); pretraining waits for it.
   err = _finish(fine_tuning, timings)
   print("\n[5] Fine-tuning (finished)")
   for line in _lines(err, "eval eval_"):
     print("    " + line)
 
+  _pretrain(work, vocab, records, quick, timings)
   _serve(export, timings)
   _summary(work, timings, start)
 
 
-def _pretrain(work, quick, timings):
-  """Steps 2 to 4: the vocabulary, the pretraining data and the small BERT."""
-  from data import files
+def _vocab_and_data(work, quick, timings):
+  """Steps 2 and 3: the vocabulary and the pretraining records; returns their paths."""
   corpus = os.path.join(work, "corpus.txt")
 
   # 2. Vocabulary.
@@ -169,7 +170,12 @@ def _pretrain(work, quick, timings):
   for line in err.strip().splitlines()[-6:-1]:
     print("    " + line)
 
-  # 4. Pretraining.
+  return vocab, records
+
+
+def _pretrain(work, vocab, records, quick, timings):
+  """Step 4: the small BERT, pretrained from scratch on the records."""
+  from data import files
   config = os.path.join(work, "small_bert_config.json")
   from modeling.config import BertConfig
   size = len(files.read_text(vocab).splitlines())
