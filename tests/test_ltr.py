@@ -632,29 +632,21 @@ def test_ner_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_path):
 def test_swag_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_path):
   """run_swag.py from the LTR export: each choice is scored at its last real token by the
   causal model."""
-  import csv
   from data import swag, tokenization
   from modeling.multiple_choice import BertMultipleChoice
   from scripts import run_script
+  from test_swag import HEADER, _row, _write_csv
   _, vocab, _, _ = ltr_files
   import random
   rng = random.Random(8)
-  header = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
-            "ending0", "ending1", "ending2", "ending3", "label"]
   words = lambda: " ".join(rng.choice(WORDS[:14]) for _ in range(rng.randint(1, 4)))
-
-  def write(path, n, labelled=True):
-    with open(path, "w", newline="") as f:
-      w = csv.writer(f)
-      w.writerow(header if labelled else header[:-1])
-      for i in range(n):
-        row = [f"v{i}", str(i), "", words(), words(), "gold"] + [words() for _ in range(4)]
-        w.writerow(row + [str(rng.randint(0, 3))] if labelled else row)
+  rows = lambda n: [_row(i, words(), words(), [words() for _ in range(4)], rng.randint(0, 3))
+                    for i in range(n)]
   data = tmp_path / "swag"
   data.mkdir()
-  write(data / "train.csv", 32)
-  write(data / "val.csv", 8)
-  write(data / "test.csv", 9, labelled=False)
+  _write_csv(data / "train.csv", rows(32))
+  _write_csv(data / "val.csv", rows(8))
+  _write_csv(data / "test.csv", [row[:-1] for row in rows(9)], HEADER[:-1])
   out = tmp_path / "out"
   run_script("run_swag.py", f"--data_dir={data}", f"--init_checkpoint={ltr_export / 'export'}",
              f"--output_dir={out}", "--max_seq_length=24", "--do_train", "--do_predict",
