@@ -5,7 +5,8 @@ hundred times. So each run is a child forked from a server process that has impo
 TensorFlow, Keras and tensorflow-text but never started TensorFlow's runtime (forking
 after that would be unsafe); the child then runs the script as `python script args`
 would, with its own environment, working directory, argv, stdout and stderr.
-BERT_TESTS_FORK=0 runs each script in a plain new interpreter instead.
+BERT_TESTS_FORK=0 (or a platform without forkserver) runs each script in a plain new
+interpreter instead.
 """
 
 import multiprocessing
@@ -22,7 +23,8 @@ _context = None
 
 def _forking():
   global _context
-  if os.environ.get("BERT_TESTS_FORK", "1") == "0":
+  if (os.environ.get("BERT_TESTS_FORK", "1") == "0"
+      or "forkserver" not in multiprocessing.get_all_start_methods()):
     return None
   if _context is None:
     _context = multiprocessing.get_context("forkserver")
