@@ -289,6 +289,7 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_
     sentences = sentences.shard(context.num_input_pipelines, context.input_pipeline_id)
   sentences = sentences.shuffle(len(lengths), seed=seed, reshuffle_each_iteration=True)
 
+  @tf.autograph.experimental.do_not_convert  # no control flow on tensors
   def batch(ids):
     count = tf.gather(lengths, ids)  # [B]
     mask = tf.range(tf.reduce_max(count))[None, :] < count[:, None]  # [B, W]
@@ -297,6 +298,7 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_
             "label_weights": tf.cast(mask, tf.float32)}
   sentences = sentences.repeat()
   if bucket_by_length:
+    @tf.autograph.experimental.do_not_convert
     def sorted_batches(pool, ids):  # [pool_batches * batch_size] -> batches of similar lengths
       ids = tf.gather(ids, tf.argsort(tf.gather(lengths, ids), stable=True))
       # The batches' order: a stateless draw per pool (a shuffle op here would keep

@@ -13,7 +13,6 @@ import gzip
 
 import numba
 import numpy as np
-from numba.typed import List
 
 from data import files
 
@@ -52,25 +51,28 @@ def _field_sizes(payload, key_length):
 
 
 @numba.njit(cache=True)
-def _encode(values, kinds, keys):
-  """Serializes N examples; values[f] is int64 [N, L_f] (fixed32 bits for floats).
+def _encode(values, starts, kinds, keys, key_starts):
+  """Serializes N examples of F features held side by side in int64 values [N, C]:
+  feature f is columns starts[f]:starts[f + 1] (fixed32 bits for floats), named by
+  the bytes keys[key_starts[f]:key_starts[f + 1]]. Flat arrays, not lists of
+  arrays: one compiled signature, cached on disk, for any set of features.
 
   Returns the concatenated records and their offsets [N + 1].
   """
-  n_records, n_features = values[0].shape[0], len(values)
+  n_records, n_features = values.shape[0], len(kinds)
   payload = np.zeros((n_records, n_features), np.int64)
   bodies = np.zeros(n_records, np.int64)
   sizes = np.zeros(n_records, np.int64)
   for r in range(n_records):  # sizes first: protobuf prefixes every message by its length
     for f in range(n_features):
       if kinds[f] == _FIXED32:
-        p = 4 * values[f].shape[1]
+        p = 4 * (starts[f + 1] - starts[f])
       else:
         p = 0
-        for v in values[f][r]:
+        for v in values[r, starts[f]:starts[f + 1]]:
           p += _varint_size(v)
       payload[r, f] = p
-      entry = _field_sizes(p, len(keys[f]))[2]
+      entry = _field_sizes(p, key_starts[f + 1] - key_starts[f])[2]
       bodies[r] += 1 + _varint_size(entry) + entry
     sizes[r] = 1 + _varint_size(bodies[r]) + bodies[r]
   offsets = np.zeros(n_records + 1, np.int64)
@@ -80,7 +82,7 @@ def _encode(values, kinds, keys):
     buf[offsets[r]] = 0x0A  # Example.features
     pos = _put_varint(buf, offsets[r] + 1, bodies[r])
     for f in range(n_features):
-      p, key = payload[r, f], keys[f]
+      p, key = payload[r, f], keys[key_starts[f]:key_starts[f + 1]]
       value_list, feature, entry = _field_sizes(p, len(key))
       buf[pos] = 0x0A  # Features.feature map entry
       pos = _put_varint(buf, pos + 1, entry)
@@ -95,7 +97,7 @@ def _encode(values, kinds, keys):
       if p:
         buf[pos] = 0x0A  # the packed values
         pos = _put_varint(buf, pos + 1, p)
-        for v in values[f][r]:
+        for v in values[r, starts[f]:starts[f + 1]]:
           if kinds[f] == _FIXED32:
             for b in range(4):
               buf[pos] = np.uint8((v >> (8 * b)) & 0xFF)
@@ -116,17 +118,22 @@ class ExampleEncoder:
   def __init__(self, int_features, float_features=()):
     self.names = list(int_features) + list(float_features)
     self.kinds = np.array([_VARINT] * len(int_features) + [_FIXED32] * len(float_features))
-    self.keys = List([np.frombuffer(n.encode(), np.uint8) for n in self.names])
+    keys = [n.encode() for n in self.names]
+    self.keys = np.frombuffer(b"".join(keys), np.uint8)
+    self.key_starts = np.cumsum([0] + [len(k) for k in keys]).astype(np.int64)
 
   def encode_batch(self, features):
     """dict name -> array [N, L_name] -> (uint8 buffer, offsets [N + 1]) of N examples."""
-    values = List()
+    columns = []
     for name, kind in zip(self.names, self.kinds):
       array = np.asarray(features[name])
       if kind == _FIXED32:
         array = array.astype("<f4").view("<u4")
-      values.append(np.ascontiguousarray(array, dtype=np.int64))
-    return _encode(values, self.kinds, self.keys)
+      columns.append(array.astype(np.int64)[:, None] if array.ndim == 1 else
+                     array.astype(np.int64))
+    starts = np.cumsum([0] + [c.shape[1] for c in columns]).astype(np.int64)
+    return _encode(np.concatenate(columns, axis=1), starts, self.kinds, self.keys,
+                   self.key_starts)
 
   def encode(self, features):
     """dict name -> array [N, L_name] -> list of N serialized examples (bytes)."""
