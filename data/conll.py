@@ -281,6 +281,8 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_
   steps (as many as the batch's longest sentence) are fewer.
   """
   import tensorflow as tf
+
+  from data import pipeline
   lengths = np.asarray(lengths, np.int32)
   starts = tf.constant(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32))
   labels, lengths = tf.constant(np.asarray(label_ids, np.int32)), tf.constant(lengths)
@@ -289,7 +291,7 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_
     sentences = sentences.shard(context.num_input_pipelines, context.input_pipeline_id)
   sentences = sentences.shuffle(len(lengths), seed=seed, reshuffle_each_iteration=True)
 
-  @tf.autograph.experimental.do_not_convert  # no control flow on tensors
+  @pipeline.no_autograph
   def batch(ids):
     count = tf.gather(lengths, ids)  # [B]
     mask = tf.range(tf.reduce_max(count))[None, :] < count[:, None]  # [B, W]
@@ -298,7 +300,7 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_
             "label_weights": tf.cast(mask, tf.float32)}
   sentences = sentences.repeat()
   if bucket_by_length:
-    @tf.autograph.experimental.do_not_convert
+    @pipeline.no_autograph
     def sorted_batches(pool, ids):  # [pool_batches * batch_size] -> batches of similar lengths
       ids = tf.gather(ids, tf.argsort(tf.gather(lengths, ids), stable=True))
       # The batches' order: a stateless draw per pool (a shuffle op here would keep

@@ -17,8 +17,8 @@ from data import files
 # The functions these pipelines hand tf.data have no Python control flow on
 # tensors, so AutoGraph has nothing to convert in them; its source rewriting cost
 # 0.35 s of the 0.5 s it took to build a prediction pipeline (a short prediction
-# pass's set-up). Each such function is marked to be traced as written.
-as_written = tf.autograph.experimental.do_not_convert
+# pass's set-up). Each is marked do_not_convert: traced as written.
+no_autograph = tf.autograph.experimental.do_not_convert
 
 
 # Files check_records reads at once.
@@ -163,7 +163,7 @@ def trimmer(spec, multiple, length_feature="input_mask"):
     raise ValueError(f"The batch length multiple must be 0 (off) or positive, not {multiple}.")
   names = sequence_features(spec, length_feature)
 
-  @as_written
+  @no_autograph
   def trim(batch):
     mask = batch[length_feature]
     longest = tf.reduce_max(tf.reduce_sum(mask, axis=-1))
@@ -179,7 +179,7 @@ BUCKET_WIDTH = 16
 
 
 def _parse(spec):
-  @as_written
+  @no_autograph
   def parse(records):
     parsed = tf.io.parse_example(records, spec)
     return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
@@ -245,7 +245,7 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   names, record_shard = pipeline_shard(
       files.expand_file_patterns(file_patterns, "records"), input_context)
 
-  @as_written
+  @no_autograph
   def read(path):
     records = tf.data.TFRecordDataset(path, compression)
     return records.shard(*record_shard) if record_shard else records
@@ -294,11 +294,11 @@ def _bucketed(records, spec, batch_size, width, length_feature="input_mask"):
   parsed = records.batch(256).map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
   boundaries = list(range(width + 1, full + 1, width))  # lengths 1..w, w+1..2w, ...
   batches = parsed.bucket_by_sequence_length(
-      as_written(lambda r: tf.reduce_max(tf.reduce_sum(r[length_feature], axis=-1))), boundaries,
+      no_autograph(lambda r: tf.reduce_max(tf.reduce_sum(r[length_feature], axis=-1))), boundaries,
       [batch_size] * (len(boundaries) + 1), drop_remainder=True, no_padding=True)
   # Every batch is full, but the bucketing leaves the batch size unknown in the
   # dataset's spec; stated, compiled steps (XLA, TPUs) see one static shape.
-  return batches.map(as_written(lambda b: {k: tf.ensure_shape(v, [batch_size] + v.shape[1:])
+  return batches.map(no_autograph(lambda b: {k: tf.ensure_shape(v, [batch_size] + v.shape[1:])
                                            for k, v in b.items()}))
 
 
@@ -322,22 +322,22 @@ def global_batches(file_patterns, spec, global_batch_size, input_context=None, c
   """
   names = files.expand_file_patterns(file_patterns, "records")
   dataset = tf.data.TFRecordDataset(names, compression)
-  parse, trim = _parse(spec), trimmer(spec, length_multiple) or as_written(lambda batch: batch)
+  parse, trim = _parse(spec), trimmer(spec, length_multiple) or no_autograph(lambda batch: batch)
   # Few traced functions: building them is much of a short prediction pass's set-up.
   if by_length and length_multiple:
     dataset = dataset.batch(global_batch_size * window)
-    dataset = dataset.scan(tf.constant(0, tf.int64), as_written(
+    dataset = dataset.scan(tf.constant(0, tf.int64), no_autograph(
         lambda start, records: _numbered_and_sorted(start, parse(records))))
     dataset = dataset.unbatch().batch(global_batch_size, drop_remainder=True).map(trim)
   else:
     dataset = dataset.batch(global_batch_size, drop_remainder=True)
-    dataset = dataset.map(as_written(lambda records: trim(parse(records))))
+    dataset = dataset.map(no_autograph(lambda records: trim(parse(records))))
   pipelines = input_context.num_input_pipelines if input_context else 1
   index = input_context.input_pipeline_id if input_context else 0
   replicas = input_context.num_replicas_in_sync if input_context else 1
   per_pipeline, per_replica = global_batch_size // pipelines, global_batch_size // replicas
   if pipelines > 1:
-    dataset = dataset.map(as_written(lambda b: {
+    dataset = dataset.map(no_autograph(lambda b: {
         k: v[index * per_pipeline:(index + 1) * per_pipeline] for k, v in b.items()}))
   if replicas > 1:
     dataset = dataset.unbatch().batch(per_replica, drop_remainder=True)

@@ -48,7 +48,8 @@ def test_adam_weight_decay_one_step_by_hand():
     """No bias correction; decay on the kernel only (its name has no "bias")."""
     m, v = np.zeros_like(w, "float64"), np.zeros_like(w, "float64")
     for _ in range(2):
-      m, v = (1 - one_minus_b1) * m + one_minus_b1 * g, (1 - one_minus_b2) * v + one_minus_b2 * g ** 2
+      m = (1 - one_minus_b1) * m + one_minus_b1 * g
+      v = (1 - one_minus_b2) * v + one_minus_b2 * g ** 2
       w = w - 0.1 * (m / (np.sqrt(v) + 1e-6) + decay * w)
     return w
   # TensorFlow's Adam kernel forms 1 - beta in float32 from float32 betas ...
