@@ -107,10 +107,11 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
       # reads it from.
       if self._decay[index]:
         variable.assign_sub(_read(variable) * (lr * self.weight_decay_rate))
+      scalar = lambda x: tf.constant(x, variable.dtype)  # the op's dtype is the weights'
       tf.raw_ops.ResourceApplyAdam(
-          var=_handle(variable), m=_handle(m), v=_handle(v), beta1_power=0.0,
-          beta2_power=0.0, lr=lr, beta1=self.beta_1, beta2=self.beta_2,
-          epsilon=self.epsilon, grad=g)
+          var=_handle(variable), m=_handle(m), v=_handle(v), beta1_power=scalar(0.0),
+          beta2_power=scalar(0.0), lr=lr, beta1=scalar(self.beta_1),
+          beta2=scalar(self.beta_2), epsilon=scalar(self.epsilon), grad=g)
       return
     self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)
     self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g))

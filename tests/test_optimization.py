@@ -62,6 +62,22 @@ def test_adam_weight_decay_one_step_by_hand():
   np.testing.assert_allclose(b.numpy(), by_hand(b0, gb, 0.0, 0.1, 0.001), rtol=0, atol=1e-5)
 
 
+def test_adam_weight_decay_in_a_graph_equals_eager_in_any_float_dtype():
+  import tensorflow as tf
+  for dtype in ("float32", "float64"):
+    results = []
+    for graph in (False, True):
+      w = keras.Variable(np.array([[0.5, -1.0], [2.0, 0.25]], dtype), name="kernel")
+      opt = optimization.AdamWeightDecay(0.1, names={w.path: "bert/pooler/dense/kernel"})
+      g = tf.constant([[0.2, -0.4], [0.0, 1.0]], dtype)
+      apply = lambda: opt.apply_gradients([(g, w)])
+      for _ in range(2):
+        tf.function(apply)() if graph else apply()
+      results.append(w.numpy())
+    assert results[1].dtype == dtype
+    np.testing.assert_array_equal(results[0], results[1])
+
+
 def test_layer_norm_is_excluded_from_decay():
   g = _variable("gamma", [1.0, 1.0])
   opt = optimization.AdamWeightDecay(0.1, names={g.path: "bert/embeddings/LayerNorm/gamma"})
