@@ -98,13 +98,13 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     lr = ops.cast(learning_rate, variable.dtype)
     g = ops.cast(gradient, variable.dtype)
     if not self.lamb:
-      # TensorFlow's own Adam kernel: one multi-threaded pass over (w, m, v), no
-      # compilation, 1.5x the XLA-compiled update of the same formula here. With
-      # both beta powers 0 it applies no bias correction, as the original; it
-      # forms 1 - beta_2 in float32, an effective beta_2 1.3e-8 above the
-      # original's (float64 1 - 0.999), so v differs by ~1e-5 relative.
-      # The decay term lr * rate * w is taken first, from the w the original
-      # reads it from.
+      # TensorFlow's own Adam kernel: one multi-threaded pass over (w, m, v) and no
+      # compilation, 1.5x as fast on 2 CPU cores as this formula compiled with XLA.
+      # With both beta powers 0 it applies no bias correction, as the original. It
+      # forms 1 - beta_1 and 1 - beta_2 in float32: beta_2 then acts 1.3e-8 above
+      # the original's (which took 1 - 0.999 in float64), so v differs by ~1e-5
+      # relative. The decay term lr * rate * w is taken first, from the w the
+      # original reads it from.
       if self._decay[index]:
         variable.assign_sub(_read(variable) * (lr * self.weight_decay_rate))
       scalar = lambda x: tf.constant(x, variable.dtype)  # the op's dtype is the weights'
