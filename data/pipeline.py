@@ -15,9 +15,10 @@ import tensorflow as tf
 from data import files
 
 # The functions these pipelines hand tf.data have no Python control flow on
-# tensors, so AutoGraph has nothing to convert in them; its source rewriting cost
-# 0.35 s of the 0.5 s it took to build a prediction pipeline (a short prediction
-# pass's set-up). Each is marked do_not_convert: traced as written.
+# tensors, so AutoGraph has nothing to convert in them; its source rewriting
+# doubled the time a process took to build its first prediction pipeline (0.11 s
+# instead of 0.23-0.26 s, benchmarks/update_and_startup.py). Each is marked
+# do_not_convert: traced as written.
 no_autograph = tf.autograph.experimental.do_not_convert
 
 
