@@ -152,28 +152,46 @@ class SelfAttention(keras.layers.Layer):
       `queries` the output is [T, H] too.
     """
     packed_queries = packed is not None and queries is None
-    q = self.query(x if queries is None else queries)
-    k, v = self.key(x), self.value(x)
+    heads = lambda t: _split_last(t, self.num_attention_heads, self.head_size)
+    q = heads(self.query(x if queries is None else queries))  # [T or B, (Q,) N, D]
+    k, v = heads(self.key(x)), heads(self.value(x))  # [T or B, (S,) N, D]
     if packed is not None:
-      k, v = packed.pad(k), packed.pad(v)
+      k, v = packed.pad(k), packed.pad(v)  # [B, S, N, D]
       q = packed.pad(q) if packed_queries else q
-    batch, seq, rows = ops.shape(k)[0], ops.shape(k)[1], ops.shape(q)[1]
-    split = lambda t, n: ops.reshape(t, (batch, n, self.num_attention_heads, self.head_size))
-    q = split(q, rows)  # [B, Q, N, D]
-    k, v = split(k, seq), split(v, seq)  # [B, S, N, D]
     scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, Q, S]
     scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
     probs = ops.softmax(scores + attention_bias, axis=-1)
     probs = ops.cast(self.dropout(probs, training=training), self.compute_dtype)
     context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, Q, N, D]
-    context = ops.reshape(context, (batch, rows, self.hidden_size))
-    return self.output_dense(packed.pack(context) if packed_queries else context)
+    if packed_queries:
+      context = packed.pack(context)  # [T, N, D]
+    return self.output_dense(_join_last(context, self.hidden_size))
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,
             "num_attention_heads": self.num_attention_heads,
             "initializer_range": self.initializer_range,
             "attention_dropout_rate": self.attention_dropout_rate}
+
+
+def _split_last(t, *dims):
+  """t [..., prod(dims)] -> [..., *dims]. Written with -1 for an unknown leading size where
+  there is one, so the graph holds no shape arithmetic (the packed layout's [T, H])."""
+  return ops.reshape(t, _leading(t, 1) + dims)
+
+
+def _join_last(t, size):
+  """t [..., a, b] -> [..., size] (size = a * b)."""
+  return ops.reshape(t, _leading(t, 2) + (size,))
+
+
+def _leading(t, trailing):
+  """The shape of t without its last `trailing` axes, for a reshape: static sizes, with -1
+  in place of at most one unknown one (several unknown: read at run time)."""
+  shape = tuple(t.shape[:-trailing])
+  if sum(d is None for d in shape) <= 1:
+    return tuple(-1 if d is None else d for d in shape)
+  return tuple(ops.shape(t)[:-trailing])
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -291,6 +309,7 @@ class PackedTokens:
   def __init__(self, input_mask):
     self.positions = tf.where(tf.not_equal(input_mask, 0))  # int64 [T, 2]: (row, position)
     self.shape = tf.shape(input_mask, out_type=tf.int64)  # [B, S]
+    self._padded_shapes = {}  # trailing sizes -> [B, S, ...], made once per call
 
   def pack(self, padded):
     """[B, S, ...] -> the real tokens' rows [T, ...]."""
@@ -298,8 +317,14 @@ class PackedTokens:
 
   def pad(self, rows):
     """[T, ...] -> [B, S, ...] with zeros at padding."""
-    return tf.scatter_nd(self.positions, rows,
-                         tf.concat([self.shape, tf.shape(rows, out_type=tf.int64)[1:]], 0))
+    trailing = tuple(rows.shape[1:])
+    if None in trailing:
+      return tf.scatter_nd(self.positions, rows,
+                           tf.concat([self.shape, tf.shape(rows, out_type=tf.int64)[1:]], 0))
+    if trailing not in self._padded_shapes:
+      self._padded_shapes[trailing] = tf.concat(
+          [self.shape, tf.constant(trailing, tf.int64)], 0)
+    return tf.scatter_nd(self.positions, rows, self._padded_shapes[trailing])
 
 
 def attention_bias_from_mask(input_mask, causal=False):
