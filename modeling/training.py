@@ -249,7 +249,7 @@ class Trainer:
     self.build_optimizer()  # its variables exist before the loop is traced
     return self._train_loop_graph(iterator, steps)
 
-  @tf.function
+  @tf.function(autograph=False)
   def _train_loop_graph(self, iterator, steps):
 
     def one_step():
@@ -262,14 +262,18 @@ class Trainer:
 
     # One traced step serves every iteration: tracing the model, its gradients
     # and the optimizer (and optimizing that graph) is seconds of a run's start.
-    step = tf.function(one_step)
+    step = tf.function(one_step, autograph=False)
     outputs, _ = step.get_concrete_function().structured_outputs
-    totals = {k: tf.zeros(v.shape, v.dtype) for k, v in outputs.items()}
-    first_bad = tf.constant(-1, tf.int64)
-    for _ in tf.range(steps):
+
+    def body(i, totals, first_bad):
       values, bad = step()
       totals = {k: totals[k] + values[k] for k in totals}
-      first_bad = tf.where(first_bad < 0, bad, first_bad)
+      return i + 1, totals, tf.where(first_bad < 0, bad, first_bad)
+
+    totals = {k: tf.zeros(v.shape, v.dtype) for k, v in outputs.items()}
+    _, totals, first_bad = tf.while_loop(
+        lambda i, *_: i < steps, body, (tf.constant(0, steps.dtype), totals,
+                                         tf.constant(-1, tf.int64)))
     return totals, first_bad
 
   # --- The host loop -----------------------------------------------------------
