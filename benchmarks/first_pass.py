@@ -7,10 +7,11 @@ a user's run is (MiniLM classifier, a GLUE dev file, batches of 8 sorted by
 length as the scripts predict; training batches of 32 from the train file):
 
 - prediction: the first pass, a second pass, their difference (the one-off
-  cost), and the operations in the prediction graph;
+  cost), the operations in the prediction graph, and the time to trace the
+  model's prediction call again in a new function;
 - training: the loop's first one-step call (tracing forward, backward and
-  update, optimizing that graph, one step), a second one-step call, their
-  difference.
+  update, optimizing that graph, one step), the tracing in it, a second
+  one-step call, and the difference of the two calls.
 
 --code_dirs measures other checkouts of the project too (a `git worktree` of an
 older commit, say), alternating with this one round by round, so both see the
@@ -74,19 +75,32 @@ def measure(code_dir, glue_dir, task_name):
     passes.append(time.perf_counter() - start)
   ops = max(len(f.get_concrete_function().graph.get_operations())
             for f in trainer.predictor.traced.values())
+  # Tracing alone: the model's prediction call traced again in a new function (after
+  # the passes, so TensorFlow's and Keras' first-use costs are out of it).
+  spec = {k: tf.TensorSpec([None, None], tf.int32)
+          for k in ("input_ids", "input_mask", "segment_ids")}
+  start = time.perf_counter()
+  tf.function(lambda batch: trainer.model(batch, training=False),
+              input_signature=[spec], autograph=False).get_concrete_function()
+  trace = time.perf_counter() - start
 
   train_spec = features.classifier_feature_spec(128, True)
   iterator = iter(trainer.strategy.distribute_datasets_from_function(
       lambda ctx: pipeline.record_dataset(train_path, train_spec, 32, True, 1, ctx,
                                           shuffle_buffer=4096, length_multiple=1)))
   trainer.build_optimizer()
+  start = time.perf_counter()  # the first call's tracing, timed apart (counted in the call)
+  trainer._train_loop_graph.get_concrete_function(iterator, tf.constant(1))
+  train_trace = time.perf_counter() - start
   calls = []
   for _ in range(2):
     start = time.perf_counter()
     float(trainer._train_loop(iterator, tf.constant(1))[0]["loss"])
     calls.append(time.perf_counter() - start)
+  calls[0] += train_trace
   return {"examples": len(dev), "predict_first": passes[0], "predict_second": passes[1],
-          "predict_ops": ops, "train_first": calls[0], "train_second": calls[1]}
+          "predict_ops": ops, "predict_trace": trace, "train_trace": train_trace,
+          "train_first": calls[0], "train_second": calls[1]}
 
 
 def main(_):
@@ -108,13 +122,15 @@ def main(_):
           flush=True)
   print(f"\n{FLAGS.task}, medians of {FLAGS.rounds} fresh processes (seconds):")
   print(f"{'checkout':<40} {'1st pass':>9} {'2nd pass':>9} {'one-off':>8} {'graph ops':>9} "
-        f"{'1st train call':>15} {'2nd':>6} {'one-off':>8}")
+        f"{'tracing':>8} "
+        f"{'1st train call':>15} {'tracing':>8} {'2nd':>6} {'one-off':>8}")
   for d, rows in results.items():
     m = lambda key: statistics.median(row[key] for row in rows)
     one_off = lambda a, b: statistics.median(row[a] - row[b] for row in rows)
     print(f"{d[-40:]:<40} {m('predict_first'):9.2f} {m('predict_second'):9.2f} "
           f"{one_off('predict_first', 'predict_second'):8.2f} {m('predict_ops'):9.0f} "
-          f"{m('train_first'):15.2f} {m('train_second'):6.2f} "
+          f"{m('predict_trace'):8.2f} "
+          f"{m('train_first'):15.2f} {m('train_trace'):8.2f} {m('train_second'):6.2f} "
           f"{one_off('train_first', 'train_second'):8.2f}")
 
 
