@@ -108,14 +108,22 @@ def main(_):
     print("RESULT " + json.dumps(measure(FLAGS.child, os.path.abspath(FLAGS.glue_dir), FLAGS.task)))
     return
   dirs = [os.path.abspath(d) for d in FLAGS.code_dirs]
+  for d in dirs:
+    if not os.path.isfile(os.path.join(d, "modeling", "training.py")):
+      sys.exit(f"--code_dirs: {d} is not a checkout of this project (no modeling/training.py).")
+  task_dir = os.path.join(FLAGS.glue_dir, FLAGS.task)
+  if not os.path.isdir(task_dir):
+    sys.exit(f"--glue_dir/--task: no folder {task_dir}.")
   results = {d: [] for d in dirs}
   for r in range(FLAGS.rounds):
     for d in dirs:
-      out = subprocess.run(
+      child = subprocess.run(
           [sys.executable, os.path.abspath(__file__), f"--child={d}", f"--task={FLAGS.task}",
            f"--glue_dir={os.path.abspath(FLAGS.glue_dir)}"],
-          capture_output=True, text=True, check=True, cwd=HERE).stdout
-      result = json.loads(out.split("RESULT ", 1)[1])
+          capture_output=True, text=True, cwd=HERE)
+      if child.returncode or "RESULT " not in child.stdout:
+        sys.exit(f"The measurement of {d} failed:\n" + child.stderr[-3000:])
+      result = json.loads(child.stdout.split("RESULT ", 1)[1])
       results[d].append(result)
       print(f"round {r + 1} {d}: " + ", ".join(
           f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()),
