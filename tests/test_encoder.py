@@ -316,3 +316,20 @@ def test_bfloat16_dropout_keeps_the_rate():
   kept = mixed.blocks[0].dropout(tf.ones([4000, 1000]), training=True)
   assert abs(float(tf.reduce_mean(tf.cast(kept == 0, tf.float32))) - 0.1) < 8e-4
   np.testing.assert_allclose(float(tf.reduce_max(kept)), 1 / 0.9, rtol=1e-6)
+
+
+def test_packed_layers_add_no_shape_arithmetic_to_the_graph():
+  """In the real-token layout every reshape has static sizes: a graph of unknown batch and
+  length holds the same number of shape-reading operations for 1 layer as for 4."""
+  def shape_ops(layers_count):
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=layers_count,
+                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=16)
+    encoder = BertEncoder(config)
+    encoder.pack_tokens = True
+    spec = {k: tf.TensorSpec([None, None], tf.int32)
+            for k in ("input_ids", "input_mask", "segment_ids")}
+    graph = tf.function(lambda f: encoder(f, pooled_only=True)["pooled_output"],
+                        input_signature=[spec]).get_concrete_function().graph
+    return sum(op.type in ("Shape", "StridedSlice", "Pack") for op in graph.get_operations())
+
+  assert shape_ops(1) == shape_ops(4)
