@@ -19,6 +19,9 @@ test_results.txt. --bert_config_file and --vocab_file default to the files
 beside --init_checkpoint.
 """
 
+import os
+import tempfile
+
 import finetuning
 import script_utils
 from absl import flags, logging
@@ -90,17 +93,19 @@ def _check_held_out_tags(held_out, labels):
                       flat.tags[first], " ".join(labels), len(unknown))
 
 
-def _tag_split(runner, labels, documents, flat, batch, records):
+def _tag_split(runner, labels, documents, flat, batch, records, scratch):
   """Predicted IOB2 tags of a split's words: fine-tuned, through the records file
-  `records`; feature-based, the encoder's features once, then the BiLSTM by sentence."""
+  `records`; feature-based, the encoder's features once (a file in `scratch`), then the
+  BiLSTM by sentence."""
   from data import conll
   from modeling import tagging
   arrays, _ = conll.window_arrays(runner.tokenizer, flat, labels, FLAGS.max_seq_length,
                                   FLAGS.doc_stride, False, pad_to=batch)
   if FLAGS.feature_based:
     model = runner.trainer.model
-    features = tagging.word_features(model, arrays, len(flat.words), batch)
+    features, path = _word_features(runner, arrays, len(flat.words), batch, scratch)
     predicted = tagging.tag_sentences(model, features, conll.sentence_lengths(documents), batch)
+    os.remove(path)  # the next file's features take its place
     return [labels[i] for i in predicted]
   conll.write_records(arrays, records)
   out = runner.predict(records, conll.feature_spec(FLAGS.max_seq_length), batch)
@@ -108,23 +113,34 @@ def _tag_split(runner, labels, documents, flat, batch, records):
   return [labels[i] for i in predicted]
 
 
-def _train_feature_based(runner, task, labels, flat, lengths):
-  """Features of the training words once (the frozen encoder's prediction pass), then the
-  BiLSTM and dense trained over shuffled batches of sentences."""
-  from data import conll
+def _word_features(runner, arrays, num_words, batch, scratch):
+  """The frozen encoder's features of every word, in a memory-mapped file in `scratch`:
+  (the features, the file's path)."""
   from modeling import tagging
+  path = os.path.join(scratch, "features.npy")
+  width = runner.trainer.model.feature_width
+  logging.info("Features of %d words x %d (%.2f GB) into %s", num_words, width,
+               num_words * width * 4 / 1e9, path)
+  return tagging.word_features(runner.trainer.model, arrays, num_words, batch, path), path
+
+
+def _train_feature_based(runner, labels, flat, lengths, scratch):
+  """Features of the training words once (the frozen encoder's prediction pass, into a
+  file in `scratch`), then the BiLSTM and dense trained over shuffled batches of
+  sentences, whose features the input pipeline reads from that file."""
+  from data import conll
   arrays, _ = conll.window_arrays(runner.tokenizer, flat, labels, FLAGS.max_seq_length,
                                   FLAGS.doc_stride, False)
-  task.set_word_features(tagging.word_features(runner.trainer.model, arrays, len(flat.words),
-                                               FLAGS.train_batch_size))
+  features, path = _word_features(runner, arrays, len(flat.words), FLAGS.train_batch_size,
+                                  scratch)
   index = {label: i for i, label in enumerate(labels)}
   label_ids = [index[t] for t in flat.tags]
   if runner.chief:
     conll.write_labels(runner.output("label_list.txt"), labels)
   runner.train_on(lambda ctx: conll.sentence_dataset(
       lengths, label_ids, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), FLAGS.seed,
-      ctx, FLAGS.bucket_by_length))
-  task.set_word_features(None)
+      ctx, FLAGS.bucket_by_length, features=features))
+  os.remove(path)  # the held-out files' features take its place
 
 
 def _scores(documents, tags, prefix):
@@ -139,11 +155,17 @@ def _scores(documents, tags, prefix):
 
 
 def main(_):
+  # Feature-based runs keep each file's features in a local scratch file (TMPDIR).
+  with tempfile.TemporaryDirectory(prefix="run_ner_") as scratch:
+    _run(scratch)
+
+
+def _run(scratch):
   if FLAGS.learning_rate is None:
     FLAGS.learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
   runner = finetuning.Runner(FLAGS)
   runner.check_flags(data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir)
-  from data import conll
+  from data import conll, files
   from modeling import export, tagging
 
   config = runner.load_config()
@@ -180,6 +202,13 @@ def main(_):
   held_out = {split: _read_split(split) for flag, split in
               ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test")) if flag}
   _check_held_out_tags(held_out, labels)
+  if FLAGS.feature_based:  # before any work: the largest file's features must fit
+    words = [len(f.words) for _, f in held_out.values()]
+    words += [len(flat.words)] if FLAGS.do_train else []
+    files.check_free_space(
+        scratch, max(words) * tagging.feature_width(config.hidden_size, len(layers),
+                                                    FLAGS.feature_combine) * 4,
+        "the encoder's features (the feature-based mode)")
   logging.info("Labels: %s", " ".join(labels))
   task = tagging.TaggingTask(config, len(labels), FLAGS.feature_based, layers,
                              FLAGS.feature_combine, FLAGS.lstm_units)
@@ -188,7 +217,7 @@ def main(_):
   if FLAGS.do_train and FLAGS.feature_based:
     logging.info("%d training sentences, %d steps of %d sentences", len(lengths),
                  runner.num_train_steps, FLAGS.train_batch_size)
-    _train_feature_based(runner, task, labels, flat, lengths)
+    _train_feature_based(runner, labels, flat, lengths, scratch)
   elif FLAGS.do_train:
     logging.info("%d training windows, %d steps", num_windows, runner.num_train_steps)
     path = runner.path("train.tf_record")
@@ -207,7 +236,7 @@ def main(_):
     record = "eval.tf_record" if split == "dev" else "predict.tf_record"
     documents, flat = held_out[split]
     tags = _tag_split(runner, labels, documents, flat, runner.batch_size(batch_size),
-                      runner.path(record))
+                      runner.path(record), scratch)
     if not runner.chief:
       continue
     conll.write_predictions(runner.output(f"{stem}_predictions.txt"), documents, tags)

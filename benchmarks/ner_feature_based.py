@@ -4,12 +4,19 @@ Fine-tuning runs with the script's defaults (float32); the feature-based run
 with the paper's configuration (last four layers concatenated, a 2-layer
 BiLSTM of --lstm_units each way, lr 1e-3, 3 epochs), its batches made of
 sentences of similar lengths unless --nobucket_by_length. Printed: each run's
-wall time and dev F1, the wall-time ratio, and the BiLSTM's training FLOP/s
+wall time, dev F1 and peak memory (anonymous: the process's own; file: pages
+of mapped files, the libraries and the features' file, which the system can
+drop and read again), the wall-time ratio, and the BiLSTM's training FLOP/s
 (forward and backward, batches of 32 sentences of 15-40 words) against a
 plain [4096, H] x [H, 4H] matmul's, both measured here.
 
   python benchmarks/ner_feature_based.py --data_dir=/work/shared/data/conll2003
   python benchmarks/ner_feature_based.py --data_dir=... --max_sentences=2000  # a quick check
+
+--memory_limit_gb runs the feature-based run in a memory cgroup (Linux, as
+root). Given less than the run's own memory plus its features, it shows that
+the features need not fit in memory: the old way of holding them there is
+killed, the memory-mapped file is not.
 """
 
 import os
@@ -32,6 +39,11 @@ flags.DEFINE_integer("lstm_units", 768, "BiLSTM units each way of the feature-ba
 flags.DEFINE_bool("bucket_by_length", True,
                   "Pass --bucket_by_length to the feature-based run (batches of sentences of "
                   "similar word counts).")
+flags.DEFINE_bool("fine_tune", True, "Also run fine-tuning, for the wall-time ratio.")
+flags.DEFINE_float("memory_limit_gb", None,
+                   "Run the feature-based run in a memory cgroup of this many GB, page cache "
+                   "included (Linux, as root): less than its features shows they need not "
+                   "fit in memory.", lower_bound=0.1)
 flags.DEFINE_float("seconds", 10.0, "Least measuring time of each FLOP/s figure.")
 flags.DEFINE_bool("runs", True, "Run the two scripts (off: only the FLOP/s figures).")
 flags.DEFINE_string("work_dir", None, "Keep the runs' outputs here (default: a temporary "
@@ -83,13 +95,17 @@ def matmul_flops(hidden, seconds):
   return timing.items_per_second(lambda: f().numpy(), 2 * 4096 * hidden * 4 * hidden, seconds)
 
 
-def _run(name, data, work, init, *extra):
+def _run(name, data, work, init, *extra, memory_limit=None):
+  """(wall seconds, dev F1, a memory line) of one run_ner.py run."""
   out = os.path.join(work, name)
   start = time.perf_counter()
-  script_runs.run("run_ner.py", f"--data_dir={data}", f"--init_checkpoint={init}",
-                  f"--output_dir={out}", "--do_train", "--do_eval", "--seed=1", *extra)
+  peak = script_runs.run("run_ner.py", f"--data_dir={data}", f"--init_checkpoint={init}",
+                         f"--output_dir={out}", "--do_train", "--do_eval", "--seed=1", *extra,
+                         memory_limit=memory_limit)
   seconds = time.perf_counter() - start
-  return seconds, float(script_runs.read_results(os.path.join(out, "eval_results.txt"))["eval_f1"])
+  memory = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in peak.items())
+  f1 = float(script_runs.read_results(os.path.join(out, "eval_results.txt"))["eval_f1"])
+  return seconds, f1, f"peak memory: {memory or 'not measured'}"
 
 
 def main(_):
@@ -113,12 +129,15 @@ def main(_):
                      "--feature_layers=-1,-2,-3,-4", "--feature_combine=concat",
                      f"--lstm_units={FLAGS.lstm_units}", "--learning_rate=1e-3",
                      "--num_train_epochs=3",
-                     *(["--bucket_by_length"] if FLAGS.bucket_by_length else []))
-      print(f"feature-based {FLAGS.lstm_units}: {feature[0]:8.1f} s  dev F1 {feature[1]:.2f}",
-            flush=True)
-      fine = _run("fine_tuned", data, work, init)
-      print(f"fine-tuned:        {fine[0]:8.1f} s  dev F1 {fine[1]:.2f}", flush=True)
-      print(f"wall-time ratio (feature-based / fine-tuned): {feature[0] / fine[0]:.2f}")
+                     *(["--bucket_by_length"] if FLAGS.bucket_by_length else []),
+                     memory_limit=FLAGS.memory_limit_gb and FLAGS.memory_limit_gb * 1e9)
+      print(f"feature-based {FLAGS.lstm_units}: {feature[0]:8.1f} s  dev F1 {feature[1]:.2f}  "
+            f"{feature[2]}", flush=True)
+      if FLAGS.fine_tune:
+        fine = _run("fine_tuned", data, work, init)
+        print(f"fine-tuned:        {fine[0]:8.1f} s  dev F1 {fine[1]:.2f}  {fine[2]}",
+              flush=True)
+        print(f"wall-time ratio (feature-based / fine-tuned): {feature[0] / fine[0]:.2f}")
   peak = matmul_flops(FLAGS.lstm_units, FLAGS.seconds)
   achieved = bilstm_flops(FLAGS.lstm_units, 4 * 384, FLAGS.seconds)
   print(f"BiLSTM {FLAGS.lstm_units} units, 1536 inputs: {achieved / 1e9:.1f} GFLOP/s; "

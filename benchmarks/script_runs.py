@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 
 from absl import app, logging
 
@@ -15,15 +16,66 @@ SHARED = os.path.join(ROOT, "..", "shared", "data")
 GUTENBERG = os.path.join(SHARED, "corpus", "gutenberg", "*.txt")
 
 
-def run(script, *args):
-  """Runs one of the project's scripts; raises RuntimeError with its last error line."""
+def memory_cgroup(limit):
+  """A new memory cgroup of `limit` bytes (Linux, cgroup v1 or v2, as root): its folder,
+  whose cgroup.procs a process joins by writing its pid there."""
+  for top, limit_file in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+                          ("/sys/fs/cgroup", "memory.max")):
+    if os.path.exists(os.path.join(top, limit_file)) or os.path.exists(
+        os.path.join(top, "cgroup.subtree_control")):
+      group = os.path.join(top, f"bert_benchmark_{os.getpid()}")
+      os.makedirs(group, exist_ok=True)
+      with open(os.path.join(group, limit_file), "w") as f:
+        f.write(str(int(limit)))
+      return group
+  raise RuntimeError("No writable memory cgroup here (needs Linux, root, /sys/fs/cgroup).")
+
+
+def run(script, *args, memory_limit=None):
+  """Runs one of the project's scripts; raises RuntimeError with its last error line.
+
+  memory_limit: bytes the process may use, its page cache included (a memory
+  cgroup; the kernel kills it beyond them). Returns the process's peak memory
+  in bytes, sampled 4 times a second (Linux): {"anonymous": its own memory,
+  "file": pages of mapped files, which the system can drop and read again};
+  empty where /proc is missing.
+  """
   command = [sys.executable, os.path.join(ROOT, script), *args]
   logging.info("$ %s", " ".join(shlex.quote(a) for a in command[1:]))
-  proc = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  group = memory_cgroup(memory_limit) if memory_limit else None
+
+  def join():  # in the child, before the script starts
+    with open(os.path.join(group, "cgroup.procs"), "w") as f:
+      f.write(str(os.getpid()))
+  proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+                          preexec_fn=join if group else None)
+  peak = {}
+  done = threading.Event()
+
+  def sample():
+    while not done.wait(0.25):
+      try:
+        with open(f"/proc/{proc.pid}/status") as f:
+          fields = dict(line.split(":", 1) for line in f)
+      except (OSError, ValueError):
+        return
+      for name, key in (("anonymous", "RssAnon"), ("file", "RssFile")):
+        if key in fields:  # "123456 kB"
+          peak[name] = max(peak.get(name, 0), int(fields[key].split()[0]) * 1024)
+  sampler = threading.Thread(target=sample, daemon=True)
+  sampler.start()
+  _, stderr = proc.communicate()
+  done.set()
+  sampler.join()
+  if group:
+    os.rmdir(group)  # empty now that the process has ended
   if proc.returncode:
-    lines = proc.stderr.strip().splitlines() or ["(no output)"]
+    lines = stderr.strip().splitlines() or ["(no output)"]
+    if group and proc.returncode == -9:
+      lines.append(f"killed: more than its {memory_limit / 1e9:.2f} GB of memory")
     raise RuntimeError(f"{script} failed ({proc.returncode}): {lines[-1]}")
+  return peak
 
 
 def read_results(path):

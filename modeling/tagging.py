@@ -31,6 +31,12 @@ def layer_indices(feature_layers, num_hidden_layers):
   return out
 
 
+def feature_width(hidden_size, num_feature_layers, feature_combine):
+  """Width of the cached features: k*H (concat, and weighted, whose layers are combined
+  later by learned weights) or H (sum)."""
+  return hidden_size * (1 if feature_combine == "sum" else num_feature_layers)
+
+
 class BertTagger(TaskModel):
   """Encoder + dropout(0.1) + dense over sequence_output: logits float32 [B, S, num_labels]."""
 
@@ -114,9 +120,8 @@ class BertFeatureTagger(TaskModel):
 
   @property
   def feature_width(self):
-    """Width of `encode`'s features: k*H (concat, and weighted, whose layers are combined
-    later by learned weights) or H (sum)."""
-    return self.config.hidden_size * (1 if self.feature_combine == "sum" else len(self.indices))
+    """Width of `encode`'s features (see feature_width)."""
+    return feature_width(self.config.hidden_size, len(self.indices), self.feature_combine)
 
   def encode(self, features):
     """The frozen encoder's chosen layers at every position: float32 [B, S, feature_width]."""
@@ -202,16 +207,24 @@ class BertFeatureTagger(TaskModel):
             "lstm_units": self.lstm_units}
 
 
-def word_features(model, arrays, num_words, batch_size):
+def word_features(model, arrays, num_words, batch_size, path=None):
   """Every word's features from its max-context window: float32 [num_words, F].
 
   A prediction pass of the frozen encoder over window_arrays' `arrays` in
   batches of `batch_size`; from each batch only the word_positions' first
   pieces are kept, so the windows' outputs are never all held at once.
+  path: a local .npy file to hold the features, returned memory-mapped
+  read-only; the operating system then keeps in memory only the rows in use,
+  so the features may exceed the machine's memory. None: a numpy array.
   """
+  from data import progress
   encode = tf.function(model.encode, reduce_retracing=True)
-  out = np.zeros((num_words, model.feature_width), np.float32)
-  for start in range(0, len(arrays["input_ids"]), batch_size):
+  shape = (num_words, model.feature_width)
+  out = (np.zeros(shape, np.float32) if path is None else
+         np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape))
+  total = len(arrays["input_ids"])
+  report = progress.Progress("features", total)
+  for start in range(0, total, batch_size):
     rows = slice(start, start + batch_size)
     positions = arrays["word_positions"][rows]
     if not (positions >= 0).any():
@@ -221,7 +234,13 @@ def word_features(model, arrays, num_words, batch_size):
                 for k in ("input_ids", "input_mask", "segment_ids")})  # [b, length, F]
     r, c = np.nonzero(positions[:, :length] >= 0)
     out[positions[r, c]] = tf.gather_nd(x, np.stack([r, c], axis=1)).numpy()
-  return out
+    report.update(start + batch_size, windows=min(start + batch_size, total))
+  report.update(total, force=True, windows=total)
+  if path is None:
+    return out
+  out.flush()
+  del out
+  return np.load(path, mmap_mode="r")
 
 
 def tag_sentences(model, features, lengths, batch_size):
@@ -253,7 +272,6 @@ class TaggingTask:
                feature_combine="concat", lstm_units=768):
     self.config, self.num_labels = config, num_labels
     self.feature_based = feature_based
-    self.word_features = None
     self.options = dict(feature_layers=feature_layers, feature_combine=feature_combine,
                         lstm_units=lstm_units)
 
@@ -265,20 +283,15 @@ class TaggingTask:
     model.build()
     return model
 
-  def set_word_features(self, features):
-    """Training over cached features: float32 [num_words, F], which the batches'
-    `word_index` rows point into (see data/conll.sentence_dataset)."""
-    self.word_features = None if features is None else tf.constant(features)
-
   def denominators(self, batch):
     return {"loss": tf.reduce_sum(tf.cast(batch["label_weights"], tf.float32))}
 
   def numerators(self, model, batch, training):
     """Sums of the loss and correct tags; a batch of windows ([B, S] model inputs), or of
-    sentences ([B, W] word_index into the cached features, with a feature tagger)."""
-    if "word_index" in batch:
-      words = tf.gather(self.word_features, batch["word_index"])  # [B, W, F]
-      logits = model.tag_words(words, batch["label_weights"] > 0, training)["logits"]
+    sentences ([B, W, F] word_features, with a feature tagger; see conll.sentence_dataset)."""
+    if "word_features" in batch:
+      mask = batch["label_weights"] > 0
+      logits = model.tag_words(batch["word_features"], mask, training)["logits"]
     else:
       logits = model(batch, training=training)["logits"]  # [B, S, C]
     weights = tf.cast(batch["label_weights"], tf.float32)

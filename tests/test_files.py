@@ -76,3 +76,12 @@ def test_corpus_reader_keeps_stray_bytes_and_utf8_bom(tmp_path):
   # The BOM stays, as in the original: the tokenizer drops it (a format character).
   assert [text for _, _, text in lines] == ["\ufeffOne\x00 doc.", "bad  byte"]
   assert stats.undecodable_bytes == 1 and stats.first_undecodable == f"{path}:2"
+
+
+def test_free_space_check_names_the_directory_and_the_need(tmp_path):
+  files.check_free_space(str(tmp_path), 1, "features")  # a byte fits
+  with pytest.raises(ValueError) as e:
+    files.check_free_space(str(tmp_path), 10**18, "the encoder's features")
+  assert str(e.value).startswith(f"the encoder's features need 1000000000.00 GB in {tmp_path}, "
+                                 "which has ")
+  assert str(e.value).endswith("GB free: point TMPDIR at a larger disk.")

@@ -365,11 +365,13 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
 
 
 @pytest.mark.slow
-def test_feature_based_keeps_the_encoder_frozen(model_files, tmp_path):
+def test_feature_based_keeps_the_encoder_frozen(model_files, tmp_path, monkeypatch):
   d, _, _, init = model_files
   rng = random.Random(8)
-  data, out = tmp_path / "data", tmp_path / "out"
+  data, out, scratch = tmp_path / "data", tmp_path / "out", tmp_path / "scratch"
   data.mkdir()
+  scratch.mkdir()
+  monkeypatch.setenv("TMPDIR", str(scratch))  # where the features' file goes
   _conll_file(data / "train.txt", rng, 160, "four")
   _conll_file(data / "dev.txt", rng, 40, "four")
   proc = run_script("run_ner.py", *_args(
@@ -379,6 +381,8 @@ def test_feature_based_keeps_the_encoder_frozen(model_files, tmp_path):
       "--num_train_epochs=10",
       "--save_checkpoints_steps=1", "--keep_checkpoint_max=1000"))
   assert _results(out / "eval_results.txt")["eval_f1"] > 0.9, proc.stderr[-3000:]
+  assert f"into {scratch}/run_ner_" in proc.stderr, proc.stderr[-3000:]
+  assert not list(scratch.glob("run_ner_*"))  # the features' scratch folder is removed
   start = checkpoints.read_checkpoint(init).weights
   first = checkpoints.read_checkpoint(str(out / "ckpt-1")).weights
   final = checkpoints.read_checkpoint(str(out)).weights
@@ -445,20 +449,30 @@ def test_bilstm_equals_keras_lstm_on_the_same_weights():
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
 
 
-def test_sentence_batches_cover_every_sentence_once_per_epoch():
+def test_sentence_batches_cover_every_sentence_once_per_epoch(tmp_path):
   lengths = [3, 1, 4, 2, 5, 2]
   labels = list(range(sum(lengths)))  # a word's label is its row: checks the gather
-  batches = list(conll.sentence_dataset(lengths, labels, 3, seed=1).take(4).as_numpy_iterator())
+  # The features as run_ner keeps them: a memory-mapped .npy file, row i = [i, -i].
+  path = str(tmp_path / "features.npy")
+  rows = np.lib.format.open_memmap(path, "w+", np.float32, (sum(lengths), 2))
+  rows[:] = np.arange(sum(lengths))[:, None] * [1, -1]
+  rows.flush()
+  features = np.load(path, mmap_mode="r")
+  batches = list(conll.sentence_dataset(lengths, labels, 3, seed=1, features=features)
+                 .take(4).as_numpy_iterator())
   starts = np.cumsum([0] + lengths)
   for epoch in (batches[:2], batches[2:]):
     seen = []
     for b in epoch:
-      for index, label, weight in zip(b["word_index"], b["label_ids"], b["label_weights"]):
+      assert b["word_features"].shape == b["word_index"].shape + (2,)
+      for index, label, weight, words in zip(b["word_index"], b["label_ids"],
+                                             b["label_weights"], b["word_features"]):
         n = int(weight.sum())
         assert weight[:n].all() and n in lengths
         seen.append(int(index[0]))
         np.testing.assert_array_equal(index[:n], np.arange(index[0], index[0] + n))
         np.testing.assert_array_equal(label[:n], index[:n])
+        np.testing.assert_array_equal(words[:n], np.stack([index[:n], -index[:n]], axis=1))
     assert sorted(seen) == starts[:-1].tolist()
   assert [b["word_index"][:, 0].tolist() for b in batches[:2]] != [
       b["word_index"][:, 0].tolist() for b in batches[2:]]  # reshuffled
@@ -506,6 +520,9 @@ def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, 
   arrays, _ = conll.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 22, False)
   inputs = {k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}
   features = tagging.word_features(model, arrays, len(flat.words), 4)
+  mapped = tagging.word_features(model, arrays, len(flat.words), 4, str(tmp_path / "f.npy"))
+  assert isinstance(mapped, np.memmap) and not mapped.flags.writeable
+  np.testing.assert_array_equal(mapped, features)  # the file holds the same rows
   out = model.encoder(inputs)
   first = arrays["word_positions"] >= 0
   want = np.concatenate([out["encoder_outputs"][-1].numpy()[first],
@@ -546,8 +563,8 @@ def test_feature_based_training_resumes_where_it_stopped(model_files, tmp_path):
         lambda names: optimization.create_optimizer("adamw", 1e-2, 4, 0, names),
         training.TrainConfig(output_dir=str(out), num_train_steps=steps, global_batch_size=3,
                              steps_per_loop=2, log_steps=2, save_checkpoints_steps=2))
-    task.set_word_features(features)
-    trainer.train(lambda ctx: conll.sentence_dataset(lengths, labels, 3, 7, ctx))
+    trainer.train(lambda ctx: conll.sentence_dataset(lengths, labels, 3, 7, ctx,
+                                                     features=features))
     return checkpoints.model_weights(trainer.model)
   straight = train(tmp_path / "a", 4)
   train(tmp_path / "b", 2)
