@@ -177,13 +177,13 @@ class Runner:
         shuffle_buffer=10000, length_multiple=self.multiple,
         bucket_by_length=v.bucket_by_length))
 
-  def train_on(self, dataset_fn):
+  def train_on(self, dataset_fn, load_fn=None):
     """Saves what defines the run (the chief), then trains on dataset_fn(input_context):
-    per-replica batches, repeating."""
+    per-replica batches, repeating (load_fn: see Trainer.train)."""
     v = self.values
     if self.chief:
       script_utils.save_run(v.output_dir, self.run)
-    self.trainer.train(dataset_fn, v.init_checkpoint)
+    self.trainer.train(dataset_fn, v.init_checkpoint, load_fn=load_fn)
 
   def restore(self):
     """Not training: loads the weights to evaluate or predict with."""

@@ -9,7 +9,8 @@
 Feature-based, the encoder runs once over each file's windows; the BiLSTM
 then reads each sentence's words (their features at their first piece), and
 training steps and --num_train_epochs count batches of --train_batch_size
-sentences.
+sentences. The features go to a scratch file under TMPDIR (words x width x 4
+bytes), read back through a memory map, so they need not fit in memory.
 
 data_dir holds train.txt, valid.txt (or dev.txt, testa) and test.txt (or
 testb). Evaluation writes eval_results.txt (conlleval precision, recall, F1)
@@ -20,7 +21,6 @@ beside --init_checkpoint.
 """
 
 import os
-import tempfile
 
 import finetuning
 import script_utils
@@ -105,7 +105,8 @@ def _tag_split(runner, labels, documents, flat, batch, records, scratch):
     model = runner.trainer.model
     features, path = _word_features(runner, arrays, len(flat.words), batch, scratch)
     predicted = tagging.tag_sentences(model, features, conll.sentence_lengths(documents), batch)
-    os.remove(path)  # the next file's features take its place
+    del features  # unmapped, so the file can go: the next file's features take its place
+    os.remove(path)
     return [labels[i] for i in predicted]
   conll.write_records(arrays, records)
   out = runner.predict(records, conll.feature_spec(FLAGS.max_seq_length), batch)
@@ -133,13 +134,14 @@ def _train_feature_based(runner, labels, flat, lengths, scratch):
                                   FLAGS.doc_stride, False)
   features, path = _word_features(runner, arrays, len(flat.words), FLAGS.train_batch_size,
                                   scratch)
+  del features  # the input pipeline maps the file batch by batch
   index = {label: i for i, label in enumerate(labels)}
   label_ids = [index[t] for t in flat.tags]
   if runner.chief:
     conll.write_labels(runner.output("label_list.txt"), labels)
   runner.train_on(lambda ctx: conll.sentence_dataset(
       lengths, label_ids, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), FLAGS.seed,
-      ctx, FLAGS.bucket_by_length, features=features))
+      ctx, FLAGS.bucket_by_length), lambda batches: conll.with_word_features(batches, path))
   os.remove(path)  # the held-out files' features take its place
 
 
@@ -155,12 +157,6 @@ def _scores(documents, tags, prefix):
 
 
 def main(_):
-  # Feature-based runs keep each file's features in a local scratch file (TMPDIR).
-  with tempfile.TemporaryDirectory(prefix="run_ner_") as scratch:
-    _run(scratch)
-
-
-def _run(scratch):
   if FLAGS.learning_rate is None:
     FLAGS.learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
   runner = finetuning.Runner(FLAGS)
@@ -174,6 +170,10 @@ def _run(scratch):
   layers = _layers()
   if FLAGS.feature_based:
     tagging.layer_indices(layers, config.num_hidden_layers)
+    if (FLAGS.use_tpu or FLAGS.strategy == "tpu") and (FLAGS.tpu_name or FLAGS.master or
+                                                       "local") != "local":
+      raise ValueError("--feature_based reads its features in this process, which a remote "
+                       "TPU's input pipeline cannot: run it on the TPU VM (no --tpu_name).")
   tokenizer = runner.setup()
   labels_path = runner.output("label_list.txt")
   model = {"feature_based": FLAGS.feature_based, "causal_attention": config.causal_attention}
@@ -202,13 +202,15 @@ def _run(scratch):
   held_out = {split: _read_split(split) for flag, split in
               ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test")) if flag}
   _check_held_out_tags(held_out, labels)
-  if FLAGS.feature_based:  # before any work: the largest file's features must fit
+  scratch = None
+  if FLAGS.feature_based:  # each file's features in turn, in a local scratch file
+    scratch = script_utils.scratch_dir("run_ner_")
     words = [len(f.words) for _, f in held_out.values()]
     words += [len(flat.words)] if FLAGS.do_train else []
     files.check_free_space(
         scratch, max(words) * tagging.feature_width(config.hidden_size, len(layers),
                                                     FLAGS.feature_combine) * 4,
-        "the encoder's features (the feature-based mode)")
+        "The encoder's features (--feature_based)", ": point TMPDIR at a larger local disk")
   logging.info("Labels: %s", " ".join(labels))
   task = tagging.TaggingTask(config, len(labels), FLAGS.feature_based, layers,
                              FLAGS.feature_combine, FLAGS.lstm_units)

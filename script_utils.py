@@ -2,7 +2,9 @@
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
@@ -20,11 +22,11 @@ def run(main):
       sys.exit(f"error: {e}")
     finally:
       while _SCRATCH:
-        _SCRATCH.pop().remove_scratch()
+        _SCRATCH.pop()()
   app.run(guarded)
 
 
-_SCRATCH = []  # WorkerOutputs of this run, whose scratch run() removes at the end
+_SCRATCH = []  # removals of this run's scratch folders, which run() calls at the end
 
 
 def worker_outputs(strategy, output_dir):
@@ -40,8 +42,16 @@ def worker_outputs(strategy, output_dir):
   """
   from modeling import distribution
   outputs = distribution.WorkerOutputs(strategy, output_dir)
-  _SCRATCH.append(outputs)
+  _SCRATCH.append(outputs.remove_scratch)
   return outputs
+
+
+def scratch_dir(prefix):
+  """A new local folder in the system's temporary directory (TMPDIR), removed when run()
+  ends."""
+  path = tempfile.mkdtemp(prefix=prefix)
+  _SCRATCH.append(lambda: shutil.rmtree(path, ignore_errors=True))
+  return path
 
 
 def log_flags():

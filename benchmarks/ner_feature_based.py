@@ -14,9 +14,9 @@ plain [4096, H] x [H, 4H] matmul's, both measured here.
   python benchmarks/ner_feature_based.py --data_dir=... --max_sentences=2000  # a quick check
 
 --memory_limit_gb runs the feature-based run in a memory cgroup (Linux, as
-root). Given less than the run's own memory plus its features, it shows that
-the features need not fit in memory: the old way of holding them there is
-killed, the memory-mapped file is not.
+root), page cache included and swap excluded. Given less than the run's own
+memory plus its features, it shows that the features need not fit in memory
+(docs/results.md has such a run, and one of code that held them in memory).
 """
 
 import os

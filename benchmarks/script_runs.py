@@ -17,18 +17,33 @@ GUTENBERG = os.path.join(SHARED, "corpus", "gutenberg", "*.txt")
 
 
 def memory_cgroup(limit):
-  """A new memory cgroup of `limit` bytes (Linux, cgroup v1 or v2, as root): its folder,
-  whose cgroup.procs a process joins by writing its pid there."""
-  for top, limit_file in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
-                          ("/sys/fs/cgroup", "memory.max")):
-    if os.path.exists(os.path.join(top, limit_file)) or os.path.exists(
-        os.path.join(top, "cgroup.subtree_control")):
-      group = os.path.join(top, f"bert_benchmark_{os.getpid()}")
-      os.makedirs(group, exist_ok=True)
-      with open(os.path.join(group, limit_file), "w") as f:
-        f.write(str(int(limit)))
-      return group
-  raise RuntimeError("No writable memory cgroup here (needs Linux, root, /sys/fs/cgroup).")
+  """A new memory cgroup of `limit` bytes, swap excluded (Linux, cgroup v1 or v2, as root):
+  its folder, whose cgroup.procs a process joins by writing its pid there."""
+  v1 = "/sys/fs/cgroup/memory"
+  if os.path.exists(os.path.join(v1, "memory.limit_in_bytes")):
+    top, limits = v1, {"memory.limit_in_bytes": limit, "memory.memsw.limit_in_bytes": limit}
+  else:
+    top, limits = "/sys/fs/cgroup", {"memory.max": limit, "memory.swap.max": 0}
+    try:
+      with open(os.path.join(top, "cgroup.subtree_control")) as f:
+        enabled = "memory" in f.read().split()
+    except OSError:
+      enabled = False
+    if not enabled:
+      raise RuntimeError("No memory cgroup can be made here (needs Linux, root and the "
+                         "memory controller).")
+  group = os.path.join(top, f"bert_benchmark_{os.getpid()}")
+  try:
+    os.makedirs(group, exist_ok=True)
+    for name, value in limits.items():
+      if os.path.exists(os.path.join(group, name)):  # swap files exist where swap is counted
+        with open(os.path.join(group, name), "w") as f:
+          f.write(str(int(value)))
+  except OSError as e:
+    if os.path.isdir(group):
+      os.rmdir(group)
+    raise RuntimeError(f"Could not make a memory cgroup at {group}: {e}") from e
+  return group
 
 
 def run(script, *args, memory_limit=None):
@@ -43,33 +58,33 @@ def run(script, *args, memory_limit=None):
   command = [sys.executable, os.path.join(ROOT, script), *args]
   logging.info("$ %s", " ".join(shlex.quote(a) for a in command[1:]))
   group = memory_cgroup(memory_limit) if memory_limit else None
-
-  def join():  # in the child, before the script starts
-    with open(os.path.join(group, "cgroup.procs"), "w") as f:
-      f.write(str(os.getpid()))
-  proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-                          preexec_fn=join if group else None)
+  if group:  # the shell joins the group, then becomes the script: one process throughout
+    command = ["sh", "-c", 'echo $$ > "$0" && exec "$@"',
+               os.path.join(group, "cgroup.procs"), *command]
   peak = {}
-  done = threading.Event()
+  try:
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    done = threading.Event()
 
-  def sample():
-    while not done.wait(0.25):
-      try:
-        with open(f"/proc/{proc.pid}/status") as f:
-          fields = dict(line.split(":", 1) for line in f)
-      except (OSError, ValueError):
-        return
-      for name, key in (("anonymous", "RssAnon"), ("file", "RssFile")):
-        if key in fields:  # "123456 kB"
-          peak[name] = max(peak.get(name, 0), int(fields[key].split()[0]) * 1024)
-  sampler = threading.Thread(target=sample, daemon=True)
-  sampler.start()
-  _, stderr = proc.communicate()
-  done.set()
-  sampler.join()
-  if group:
-    os.rmdir(group)  # empty now that the process has ended
+    def sample():
+      while not done.wait(0.25):
+        try:
+          with open(f"/proc/{proc.pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        except (OSError, ValueError):
+          return
+        for name, key in (("anonymous", "RssAnon"), ("file", "RssFile")):
+          if key in fields:  # "123456 kB"
+            peak[name] = max(peak.get(name, 0), int(fields[key].split()[0]) * 1024)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, stderr = proc.communicate()
+    done.set()
+    sampler.join()
+  finally:
+    if group:
+      os.rmdir(group)  # empty once the process has ended
   if proc.returncode:
     lines = stderr.strip().splitlines() or ["(no output)"]
     if group and proc.returncode == -9:

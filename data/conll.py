@@ -267,15 +267,13 @@ def sentence_lengths(documents):
 
 
 def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_by_length=False,
-                     pool_batches=64, features=None):
+                     pool_batches=64):
   """Training batches of `batch_size` sentences, reshuffled every epoch (seeded), repeating.
 
   Words are rows of a cached feature array (tagging.word_features), sentence
   after sentence. Each batch: `word_index` int32 [B, W] (a word's row; 0 at
   padding), `label_ids` int32 [B, W] and `label_weights` float32 [B, W] (1 at
-  real words, which come first in a row), W the longest sentence of the batch;
-  with `features` (float32 [num_words, F], an array or a memory map), also
-  `word_features` float32 [B, W, F], those rows read by the input pipeline.
+  real words, which come first in a row), W the longest sentence of the batch.
   context: a tf.distribute.InputContext, whose pipeline reads its own share.
   bucket_by_length: each run of `pool_batches` batches' worth of shuffled
   sentences is sorted by length, cut into batches, and those batches are
@@ -298,15 +296,8 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_
     count = tf.gather(lengths, ids)  # [B]
     mask = tf.range(tf.reduce_max(count))[None, :] < count[:, None]  # [B, W]
     index = tf.where(mask, tf.gather(starts, ids)[:, None] + tf.range(tf.shape(mask)[1]), 0)
-    out = {"word_index": index, "label_ids": tf.where(mask, tf.gather(labels, index), 0),
-           "label_weights": tf.cast(mask, tf.float32)}
-    if features is not None:
-      # Read on the host, outside the graph: the features stay in their (mapped) file.
-      # Stateless, so the iterator's position still goes into checkpoints.
-      rows = tf.numpy_function(lambda i: np.asarray(features[i], np.float32), [index],
-                              tf.float32, stateful=False)
-      out["word_features"] = tf.ensure_shape(rows, [None, None, features.shape[1]])
-    return out
+    return {"word_index": index, "label_ids": tf.where(mask, tf.gather(labels, index), 0),
+            "label_weights": tf.cast(mask, tf.float32)}
   sentences = sentences.repeat()
   if bucket_by_length:
     @pipeline.no_autograph
@@ -322,6 +313,30 @@ def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_
   else:
     batches = sentences.batch(batch_size, drop_remainder=True)
   return batches.map(batch).prefetch(2)
+
+
+def with_word_features(dataset, features_file):
+  """sentence_dataset's batches plus `word_features` float32 [B, W, F]: the word_index rows
+  of the .npy file `features_file` (tagging.word_features), a local file.
+
+  The rows are read on the host (a numpy function, stateless, so iterators still
+  go into checkpoints) from a memory map opened per batch: the file's pages are
+  the system's to keep or drop, so the features need not fit in memory, and
+  nothing holds the file once the dataset is done.
+  """
+  import tensorflow as tf
+
+  from data import pipeline
+  width = np.load(features_file, mmap_mode="r").shape[1]
+
+  def read(index):
+    return np.asarray(np.load(features_file, mmap_mode="r")[index], np.float32)
+
+  @pipeline.no_autograph
+  def add(batch):
+    rows = tf.numpy_function(read, [batch["word_index"]], tf.float32, stateful=False)
+    return {**batch, "word_features": tf.ensure_shape(rows, [None, None, width])}
+  return dataset.map(add)
 
 
 def feature_spec(max_seq_length):

@@ -427,9 +427,10 @@ def ensure_writable_dir(path, flag):
     raise ValueError(f"{flag} {path} is not a writable directory: {e}") from e
 
 
-def check_free_space(directory, needed, what):
-  """ValueError unless local `directory` has `needed` bytes free for `what`."""
+def check_free_space(directory, needed, what, hint=""):
+  """ValueError unless local `directory` has `needed` bytes free for `what`; `hint` ends
+  the message (what to do instead)."""
   free = shutil.disk_usage(directory).free
   if needed > free:
     raise ValueError(f"{what} need {needed / 1e9:.2f} GB in {directory}, which has "
-                     f"{free / 1e9:.2f} GB free: point TMPDIR at a larger disk.")
+                     f"{free / 1e9:.2f} GB free{hint}.")

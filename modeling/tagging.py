@@ -6,6 +6,8 @@ hidden layers combined and fed to a two-layer bidirectional LSTM and a dense
 layer. Head variables are named under `cls/ner/`.
 """
 
+import os
+
 import numpy as np
 import tensorflow as tf
 from keras import ops
@@ -220,8 +222,13 @@ def word_features(model, arrays, num_words, batch_size, path=None):
   from data import progress
   encode = tf.function(model.encode, reduce_retracing=True)
   shape = (num_words, model.feature_width)
-  out = (np.zeros(shape, np.float32) if path is None else
-         np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape))
+  if path is None:
+    out = np.zeros(shape, np.float32)
+  else:
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+    if hasattr(os, "posix_fallocate"):  # a full disk: an OSError now, not a crash mid-write
+      with open(path, "r+b") as f:
+        os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
   total = len(arrays["input_ids"])
   report = progress.Progress("features", total)
   for start in range(0, total, batch_size):

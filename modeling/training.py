@@ -278,13 +278,16 @@ class Trainer:
 
   # --- The host loop -----------------------------------------------------------
 
-  def train(self, dataset_fn, init_checkpoint=None, on_finish=None):
+  def train(self, dataset_fn, init_checkpoint=None, on_finish=None, load_fn=None):
     """Trains to num_train_steps; returns the final step.
 
     dataset_fn(input_context) -> per-replica batched tf.data.Dataset (repeating).
+    load_fn(dataset) -> dataset: per-batch loading (cached features read from
+    a file) applied once the input is positioned, so the batches a resumed run
+    skips are never loaded.
     """
     config = self.config
-    iterator, description = self._input(dataset_fn, init_checkpoint)
+    iterator, description = self._input(dataset_fn, init_checkpoint, load_fn)
     logging.info("Model %s.", description)
     checkpoint = self.state.checkpoint(
         iterator if isinstance(iterator, tf.data.Iterator) else None)
@@ -324,24 +327,27 @@ class Trainer:
       on_finish()
     return step
 
-  def _input(self, dataset_fn, init_checkpoint):
+  def _input(self, dataset_fn, init_checkpoint, load_fn=None):
     """The training iterator, positioned where a resumed run stopped; and what was loaded.
 
     Under the default strategy the iterator is a plain tf.data one and its state
     goes into the checkpoint. Distributed iterators (every other strategy, even
     with one replica) cannot be checkpointed, so there the input skips the
     batches the restored steps consumed (reproducing the order when the shuffle
-    is seeded).
+    is seeded), and load_fn comes after the skip.
     """
-    iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
-    if isinstance(iterator, tf.data.Iterator):
+    load = load_fn or (lambda dataset: dataset)
+    dataset = self.strategy.distribute_datasets_from_function(
+        lambda context: load(dataset_fn(context)))
+    if isinstance(dataset, tf.data.Dataset):  # no iterator made yet: none reads in vain
+      iterator = iter(dataset)
       return iterator, self.restore(init_checkpoint, iterator)
     description = self.restore(init_checkpoint)
     done = self.global_step
 
     def positioned(context):
       per_step = context.num_replicas_in_sync // context.num_input_pipelines
-      return dataset_fn(context).skip(done * per_step)
+      return load(dataset_fn(context).skip(done * per_step))
     return iter(self.strategy.distribute_datasets_from_function(positioned)), description
 
   def _steps_until_boundary(self, step, seconds_per_step=None):

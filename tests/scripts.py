@@ -40,6 +40,7 @@ def _run_in_child(script, args, env, out_path, err_path):
     os.close(target)
   os.environ.clear()
   os.environ.update(env)
+  tempfile.tempdir = None  # found again from this environment's TMPDIR, as a new process would
   os.chdir(ROOT)
   sys.argv = [script, *args]
   # As the interpreter would: the script's folder first, then PYTHONPATH, then the

@@ -81,7 +81,7 @@ def test_corpus_reader_keeps_stray_bytes_and_utf8_bom(tmp_path):
 def test_free_space_check_names_the_directory_and_the_need(tmp_path):
   files.check_free_space(str(tmp_path), 1, "features")  # a byte fits
   with pytest.raises(ValueError) as e:
-    files.check_free_space(str(tmp_path), 10**18, "the encoder's features")
+    files.check_free_space(str(tmp_path), 10**18, "the encoder's features", ": use another")
   assert str(e.value).startswith(f"the encoder's features need 1000000000.00 GB in {tmp_path}, "
                                  "which has ")
-  assert str(e.value).endswith("GB free: point TMPDIR at a larger disk.")
+  assert str(e.value).endswith("GB free: use another.")

@@ -457,9 +457,9 @@ def test_sentence_batches_cover_every_sentence_once_per_epoch(tmp_path):
   rows = np.lib.format.open_memmap(path, "w+", np.float32, (sum(lengths), 2))
   rows[:] = np.arange(sum(lengths))[:, None] * [1, -1]
   rows.flush()
-  features = np.load(path, mmap_mode="r")
-  batches = list(conll.sentence_dataset(lengths, labels, 3, seed=1, features=features)
-                 .take(4).as_numpy_iterator())
+  del rows
+  batches = conll.with_word_features(conll.sentence_dataset(lengths, labels, 3, seed=1), path)
+  batches = list(batches.take(4).as_numpy_iterator())
   starts = np.cumsum([0] + lengths)
   for epoch in (batches[:2], batches[2:]):
     seen = []
@@ -546,29 +546,52 @@ def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, 
   assert len(set(tags)) > 1
 
 
-def test_feature_based_training_resumes_where_it_stopped(model_files, tmp_path):
-  """Four steps over sentence batches in one run equal two, a restart, and two more."""
+@pytest.mark.parametrize("distributed", [False, True])
+def test_feature_based_training_resumes_where_it_stopped(model_files, tmp_path, distributed):
+  """Eight steps over sentence batches in one run equal six, a restart, and two more. Under
+  a distributed strategy, whose input skips the batches done, the skipped batches' features
+  are never read."""
   from modeling import optimization, tagging, training
   _, _, config, _ = model_files
   rng = np.random.default_rng(2)
   lengths = [3, 1, 4, 2, 5, 2, 6, 1]
-  features = rng.normal(size=(sum(lengths), 2 * config.hidden_size)).astype("float32")
+  path = str(tmp_path / "features.npy")
+  np.save(path, rng.normal(size=(sum(lengths), 2 * config.hidden_size)).astype("float32"))
   labels = rng.integers(0, 5, sum(lengths))
 
+  def numbered(ctx):  # each batch carries its place in the stream: 0, 1, ...
+    batches = conll.sentence_dataset(lengths, labels, 3, 7, ctx).enumerate()
+    return batches.map(lambda i, batch: {
+        **batch, "number": tf.fill(tf.shape(batch["label_weights"])[:1], i)})  # [B]
+
   def train(out, steps):
+    reads = []  # the numbers of the batches whose features this run read
+
+    def load(batches):
+      counted = batches.map(lambda b: {**b, "read": tf.numpy_function(
+          lambda i: reads.append(int(i[0])) or np.int32(0), [b["number"]], tf.int32,
+          stateful=False)})
+      return conll.with_word_features(counted, path)
+
     tf.keras.utils.set_random_seed(4)  # the same initial head in each run
+    strategy = (tf.distribute.OneDeviceStrategy("/cpu:0") if distributed
+                else tf.distribute.get_strategy())
     task = tagging.TaggingTask(config, 5, True, [-1, -2], "concat", 4)
     trainer = training.Trainer(
-        tf.distribute.get_strategy(), task,
-        lambda names: optimization.create_optimizer("adamw", 1e-2, 4, 0, names),
+        strategy, task,
+        lambda names: optimization.create_optimizer("adamw", 1e-2, 8, 0, names),
         training.TrainConfig(output_dir=str(out), num_train_steps=steps, global_batch_size=3,
                              steps_per_loop=2, log_steps=2, save_checkpoints_steps=2))
-    trainer.train(lambda ctx: conll.sentence_dataset(lengths, labels, 3, 7, ctx,
-                                                     features=features))
-    return checkpoints.model_weights(trainer.model)
-  straight = train(tmp_path / "a", 4)
-  train(tmp_path / "b", 2)
-  resumed = train(tmp_path / "b", 4)
+    trainer.train(numbered, load_fn=load)
+    return checkpoints.model_weights(trainer.model), reads
+  straight, _ = train(tmp_path / "a", 8)
+  _, reads = train(tmp_path / "b", 6)
+  assert sorted(reads)[:6] == list(range(6))
+  resumed, reads = train(tmp_path / "b", 8)
+  # The six batches trained on before the restart are never read again: skipped before
+  # loading (distributed), or restored past (the default strategy's checkpointed iterator,
+  # whose checkpoint also holds the batches it had read ahead).
+  assert min(reads) >= 6, reads
   head = [n for n in straight if n.startswith("cls/")]
   assert head
   for name in head:
