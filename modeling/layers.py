@@ -153,11 +153,8 @@ class SelfAttention(keras.layers.Layer):
     """
     packed_queries = packed is not None and queries is None
     heads = lambda t: _split_last(t, self.num_attention_heads, self.head_size)
-    if queries is None:  # one product for all three: a wider matmul runs nearer peak
-      q, k, v = (heads(t) for t in self._project_qkv(x))  # [T or B, (S,) N, D]
-    else:
-      q = heads(self.query(queries))  # [B, Q, N, D]
-      k, v = heads(self.key(x)), heads(self.value(x))  # [T or B, (S,) N, D]
+    q = heads(self.query(x if queries is None else queries))  # [T or B, (Q,) N, D]
+    k, v = heads(self.key(x)), heads(self.value(x))  # [T or B, (S,) N, D]
     if packed is not None:
       k, v = packed.pad(k), packed.pad(v)  # [B, S, N, D]
       q = packed.pad(q) if packed_queries else q
@@ -169,16 +166,6 @@ class SelfAttention(keras.layers.Layer):
     if packed_queries:
       context = packed.pack(context)  # [T, N, D]
     return self.output_dense(_join_last(context, self.hidden_size))
-
-  def _project_qkv(self, x):
-    """query(x), key(x), value(x) from one [.., H] x [H, 3H] product; the variables stay
-    the three Dense layers' (checkpoint names unchanged)."""
-    dense = (self.query, self.key, self.value)
-    dtype = self.query.compute_dtype
-    kernel = ops.cast(ops.concatenate([d.kernel for d in dense], axis=1), dtype)
-    bias = ops.cast(ops.concatenate([d.bias for d in dense], axis=0), dtype)
-    qkv = ops.matmul(ops.cast(x, dtype), kernel) + bias
-    return ops.split(qkv, 3, axis=-1)
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,
