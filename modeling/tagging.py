@@ -232,6 +232,7 @@ def word_features(model, arrays, num_words, batch_size, path=None):
   total = len(arrays["input_ids"])
   report = progress.Progress("features", total)
   for start in range(0, total, batch_size):
+    report.update(start, windows=start)
     rows = slice(start, start + batch_size)
     positions = arrays["word_positions"][rows]
     if not (positions >= 0).any():
@@ -241,7 +242,6 @@ def word_features(model, arrays, num_words, batch_size, path=None):
                 for k in ("input_ids", "input_mask", "segment_ids")})  # [b, length, F]
     r, c = np.nonzero(positions[:, :length] >= 0)
     out[positions[r, c]] = tf.gather_nd(x, np.stack([r, c], axis=1)).numpy()
-    report.update(start + batch_size, windows=min(start + batch_size, total))
   report.update(total, force=True, windows=total)
   if path is None:
     return out

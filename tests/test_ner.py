@@ -412,6 +412,12 @@ def test_bad_input_gives_one_line_errors(model_files, tmp_path):
                     expect_ok=False)
   assert last_error_line(proc).startswith("error: --feature_layers: -3 is not a layer of a "
                                           "2-layer model")
+  proc = run_script("run_ner.py", *_args(d, data, tmp_path / "o", "--do_train", "--use_tpu",
+                                         "--tpu_name=grpc://10.0.0.2:8470", "--feature_based"),
+                    expect_ok=False)
+  assert last_error_line(proc) == ("error: --feature_based reads its features in this process, "
+                                   "which a remote TPU's input pipeline cannot: run it on the "
+                                   "TPU VM (no --tpu_name).")
   proc = run_script("run_ner.py", *_args(d, data, tmp_path / "o2", "--do_eval"), expect_ok=False)
   assert last_error_line(proc).startswith("error: No label list at")
 
