@@ -92,11 +92,12 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
   if output_format != "tf2":
     raise ValueError(f"Unknown checkpoint format {output_format!r}; expected tf1, tf2 or hf.")
   files.ensure_writable_dir(output_dir, "output directory")
-  path = checkpoints.save_tf2_checkpoint(model, os.path.join(output_dir, "model.ckpt"))
+  # The config and vocab first: the checkpoint's `checkpoint` file, written last,
+  # marks the directory complete (as the tf1 and hf writers do).
   with files.atomic_output(os.path.join(output_dir, "bert_config.json")) as f:
     f.write(config.to_json_string())
   if vocab_file:
     with files.atomic_output(os.path.join(output_dir, "vocab.txt"), "wb") as f:
       with files.open_file(vocab_file, "rb") as src:
         f.write(src.read())
-  return path
+  return checkpoints.save_tf2_checkpoint(model, os.path.join(output_dir, "model.ckpt"))

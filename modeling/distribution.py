@@ -62,12 +62,9 @@ def set_seed(seed):
 
 
 def is_chief(strategy):
-  """True on the worker that writes the shared outputs (task 0; one worker: always)."""
-  resolver = getattr(strategy, "cluster_resolver", None)
-  if resolver is None or not getattr(resolver, "task_type", None):
-    return True
-  return resolver.task_type == "chief" or (resolver.task_type == "worker"
-                                           and resolver.task_id == 0)
+  """True on the worker that writes the shared outputs, as TensorFlow decides it: the
+  `chief` task, else worker 0 of a cluster without one; one worker: always."""
+  return strategy.extended.should_checkpoint
 
 
 SCRATCH_DIR = ".workers"

@@ -9,6 +9,7 @@ is not needed) and against our logits through a float64 numpy BERT.
 """
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -54,6 +55,25 @@ def _convert(source, fmt, target, labels=None, config=SMALL):
   _, model = conversion.load_for_conversion(str(source), config)
   conversion.write_checkpoint(model, str(target), fmt, config, labels=labels)
   return model
+
+
+@pytest.mark.parametrize("fmt,marker", [("tf1", "checkpoint"), ("tf2", "checkpoint"),
+                                        ("hf", "model.safetensors")])
+def test_the_marker_file_is_written_last(tmp_path, monkeypatch, fmt, marker):
+  """A directory that has its marker (README: Paths) is complete: nothing lands after it."""
+  model = BertClassifier(SMALL, num_labels=3)
+  model.build()
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("".join(f"w{i}\n" for i in range(SMALL.vocab_size)))
+  out = tmp_path / "out"
+  seen = []
+  real_replace, real_write = os.replace, tf.train.Checkpoint.write
+  monkeypatch.setattr(os, "replace", lambda a, b: (real_replace(a, b), seen.append(os.path.basename(b))))
+  monkeypatch.setattr(tf.train.Checkpoint, "write", lambda self, prefix, **kw: (
+      seen.append("tf2 variables"), real_write(self, prefix, **kw))[1])
+  conversion.write_checkpoint(model, str(out), fmt, SMALL, vocab_file=str(vocab))
+  assert marker in seen and seen[-1] == marker, seen
+  assert {"vocab.txt"} <= set(seen)
 
 
 def _assert_all_equal(path, want, where):

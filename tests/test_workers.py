@@ -196,10 +196,15 @@ def _assert_written_once_by_the_chief(logs, writes, expected, out):
 
 
 class _Strategy:
-  """What WorkerOutputs reads of a MultiWorkerMirroredStrategy: the task in the cluster."""
+  """What WorkerOutputs reads of a MultiWorkerMirroredStrategy: its task in the cluster, and
+  whether it is the chief, decided as TensorFlow's multi-worker strategy decides it."""
 
-  def __init__(self, task_type, task_id):
+  def __init__(self, task_type, task_id, jobs=("worker",)):
+    from tensorflow.python.distribute import multi_worker_util
+    spec = {job: [f"{job}{i}:1" for i in range(1 if job == "chief" else 3)] for job in jobs}
     self.cluster_resolver = type("Resolver", (), {"task_type": task_type, "task_id": task_id})
+    self.extended = type("Extended", (), {"should_checkpoint": multi_worker_util.is_chief(
+        spec, task_type, task_id)})
 
 
 def test_worker_outputs_chief_writes_output_dir_others_a_scratch_removed_at_the_end(tmp_path):
@@ -207,7 +212,9 @@ def test_worker_outputs_chief_writes_output_dir_others_a_scratch_removed_at_the_
   chief = distribution.WorkerOutputs(_Strategy("worker", 0), out)
   assert chief.chief and chief.path("eval_results.txt") == os.path.join(out, "eval_results.txt")
   assert distribution.WorkerOutputs(tf.distribute.get_strategy(), out).chief
-  assert distribution.WorkerOutputs(_Strategy("chief", 0), out).chief
+  # A cluster with a chief task: it writes, and worker 0 is an ordinary worker (TensorFlow's rule).
+  assert distribution.WorkerOutputs(_Strategy("chief", 0, ("chief", "worker")), out).chief
+  assert not distribution.is_chief(_Strategy("worker", 0, ("chief", "worker")))
   scratch = tmp_path / ".workers" / "worker_1"
   scratch.mkdir(parents=True)
   (scratch / "checkpoint").write_text("a killed run's")
