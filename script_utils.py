@@ -12,8 +12,9 @@ from absl import app, flags, logging  # noqa: E402
 
 
 def run(main):
-  """absl's app.run, with a bad-input ValueError reported as one line on stderr; removes
-  the scratch directories of worker_outputs at the end, whatever the outcome."""
+  """absl's app.run, with a bad flag or a bad-input ValueError reported as one line on
+  stderr; removes the scratch directories of worker_outputs at the end, whatever the
+  outcome."""
   def guarded(argv):
     try:
       main(argv)
@@ -23,7 +24,16 @@ def run(main):
     finally:
       while _SCRATCH:
         _SCRATCH.pop()()
-  app.run(guarded)
+  app.run(guarded, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, a bad flag reported as one `error:` line like every other
+  bad input (absl's own report takes two lines and says FATAL)."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    sys.exit(f"error: {e} (--helpfull lists the flags)")
 
 
 _SCRATCH = []  # removals of this run's scratch folders, which run() calls at the end
