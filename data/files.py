@@ -39,6 +39,12 @@ def is_remote(path):
   return "://" in path and not path.startswith("file://")
 
 
+def _local(path):
+  """A local path as Python's own functions take it: file:///x is /x (TensorFlow reads
+  both)."""
+  return path[len("file://"):] if path.startswith("file://") else path
+
+
 def _gfile():
   import tensorflow as tf
   return tf.io.gfile
@@ -118,8 +124,8 @@ def open_file(path, mode="rb", newline=None):
   if mode.replace("b", "") not in ("r", "w", "a"):
     raise ValueError(f"open_file: unsupported mode {mode!r}")
   if not is_remote(path):
-    return (open(path, mode) if "b" in mode
-            else open(path, mode, encoding="utf-8", newline=newline))
+    return (open(_local(path), mode) if "b" in mode
+            else open(_local(path), mode, encoding="utf-8", newline=newline))
   raw = _RawGFile(path, mode)
   buffered = io.BufferedReader(raw, 1 << 20) if "r" in mode else io.BufferedWriter(raw, 1 << 20)
   if "b" in mode:
@@ -141,14 +147,14 @@ def write_bytes(path, data):
 
 def exists(path):
   if not is_remote(path):
-    return os.path.exists(path)
+    return os.path.exists(_local(path))
   with _as_os_errors(path):
     return _gfile().exists(path)
 
 
 def isdir(path):
   if not is_remote(path):
-    return os.path.isdir(path)
+    return os.path.isdir(_local(path))
   with _as_os_errors(path):
     return _gfile().isdir(path)
 
@@ -156,7 +162,7 @@ def isdir(path):
 def size(path):
   """Size in bytes of a file."""
   if not is_remote(path):
-    return os.path.getsize(path)
+    return os.path.getsize(_local(path))
   with _as_os_errors(path):
     return _gfile().stat(path).length
 
@@ -164,7 +170,7 @@ def size(path):
 def listdir(path):
   """Sorted names of the entries in directory `path`."""
   if not is_remote(path):
-    return sorted(os.listdir(path))
+    return sorted(os.listdir(_local(path)))
   with _as_os_errors(path):
     return sorted(name.rstrip("/") for name in _gfile().listdir(path))
 
@@ -172,14 +178,15 @@ def listdir(path):
 def _walk(path):
   """(directory, subdirectories, files) under `path`, as os.walk gives them."""
   if not is_remote(path):
-    return os.walk(path)
+    return os.walk(_local(path))
   with _as_os_errors(path):
     return list(_gfile().walk(path))
 
 
 def walk_files(path):
   """Paths relative to directory `path` of every file under it, sorted."""
-  return sorted(os.path.join(_relative(directory, path), n)
+  top = path if is_remote(path) else _local(path)
+  return sorted(os.path.join(_relative(directory, top), n)
                 for directory, _, names in _walk(path) for n in names)
 
 
@@ -195,7 +202,7 @@ def glob(pattern):
   that does: tf.io.gfile.glob would return them, temporary files included.
   """
   if not is_remote(pattern):
-    return sorted(_pyglob.glob(pattern))
+    return sorted(_pyglob.glob(_local(pattern)))
   with _as_os_errors(pattern):
     matches = _gfile().glob(pattern)
   parts = pattern.split("/")
@@ -210,7 +217,7 @@ def glob(pattern):
 def copy(source, target):
   """Copies file `source` over `target` (not atomic: see atomic_output)."""
   if not is_remote(source) and not is_remote(target):
-    shutil.copyfile(source, target)
+    shutil.copyfile(_local(source), _local(target))
     return
   with _as_os_errors(source):
     _gfile().copy(source, target, overwrite=True)
@@ -219,7 +226,7 @@ def copy(source, target):
 def rename(source, target):
   """Renames a file (or, locally, a directory) over an existing target."""
   if not is_remote(source) and not is_remote(target):
-    os.replace(source, target)
+    os.replace(_local(source), _local(target))
     return
   with _as_os_errors(source):
     _gfile().rename(source, target, overwrite=True)
@@ -227,7 +234,7 @@ def rename(source, target):
 
 def remove(path):
   if not is_remote(path):
-    os.remove(path)
+    os.remove(_local(path))
     return
   with _as_os_errors(path):
     _gfile().remove(path)
@@ -236,7 +243,7 @@ def remove(path):
 def rmtree(path):
   """Removes directory `path` and everything under it."""
   if not is_remote(path):
-    shutil.rmtree(path)
+    shutil.rmtree(_local(path))
     return
   with _as_os_errors(path):
     _gfile().rmtree(path)
@@ -245,7 +252,7 @@ def rmtree(path):
 def makedirs(path):
   """Creates directory `path` and its parents; no error if it exists."""
   if not is_remote(path):
-    os.makedirs(path, exist_ok=True)
+    os.makedirs(_local(path), exist_ok=True)
     return
   with _as_os_errors(path):
     _gfile().makedirs(path)
@@ -253,7 +260,7 @@ def makedirs(path):
 
 def parent_dir(path):
   """The directory that holds file `path` (made absolute when local)."""
-  return os.path.dirname(path if is_remote(path) else os.path.abspath(path))
+  return os.path.dirname(path if is_remote(path) else os.path.abspath(_local(path)))
 
 
 # Byte order marks of the wide encodings, longest first (UTF-32LE starts like UTF-16LE).

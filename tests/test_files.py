@@ -85,3 +85,31 @@ def test_free_space_check_names_the_directory_and_the_need(tmp_path):
   assert str(e.value).startswith(f"the encoder's features need 1000000000.00 GB in {tmp_path}, "
                                  "which has ")
   assert str(e.value).endswith("GB free: use another.")
+
+
+def test_file_urls_are_the_local_paths_they_name(tmp_path, monkeypatch):
+  """file:///x is /x for every helper (TensorFlow reads both): nothing lands under a
+  folder called `file:` in the working directory."""
+  monkeypatch.chdir(tmp_path)
+  url = f"file://{tmp_path}/out"
+  files.makedirs(url + "/sub")
+  files.write_bytes(url + "/sub/a.txt", b"abc")
+  with files.atomic_output(url + "/b.txt") as f:
+    f.write("text")
+  assert (tmp_path / "out" / "sub" / "a.txt").read_bytes() == b"abc"
+  assert (tmp_path / "out" / "b.txt").read_text() == "text"
+  assert files.exists(url + "/b.txt") and files.isdir(url + "/sub") and files.size(url + "/b.txt") == 4
+  assert files.listdir(url) == ["b.txt", "sub"]
+  assert files.walk_files(url) == ["b.txt", "sub/a.txt"]
+  assert files.glob(url + "/*.txt") == [str(tmp_path / "out" / "b.txt")]
+  assert files.read_bytes(url + "/sub/a.txt") == b"abc"
+  assert files.parent_dir(url + "/b.txt") == str(tmp_path / "out")
+  with files.atomic_dir(url + "/model", last=("saved_model.pb",)) as staging:
+    files.makedirs(staging)
+    files.write_bytes(staging + "/saved_model.pb", b"pb")
+  assert (tmp_path / "out" / "model" / "saved_model.pb").read_bytes() == b"pb"
+  files.rename(url + "/b.txt", url + "/c.txt")
+  files.remove(url + "/c.txt")
+  files.rmtree(url + "/sub")
+  assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["model"]
+  assert not (tmp_path / "file:").exists()
