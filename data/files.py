@@ -363,6 +363,13 @@ def atomic_output(path, mode="w", newline=None):
     raise
 
 
+def withdraw(path):
+  """Removes the marker file `path` if it is there: a directory whose files are about to be
+  replaced one by one stops looking complete first, so no reader mixes old and new files."""
+  if exists(path):
+    remove(path)
+
+
 def _discard(path, delete):
   """Deletes what a failed write left, keeping the failure's own exception."""
   try:

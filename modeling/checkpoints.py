@@ -315,8 +315,9 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
     if vocab_file is not None:
       files.copy(vocab_file, os.path.join(staging, "vocab.txt"))
     _write_state_file(staging, basename)
-    # Each file is renamed whole (see data/files.py); the state file goes last:
-    # until it exists the directory is not a checkpoint.
+    # Each file is renamed whole (see data/files.py); an older state file goes first
+    # and the new one last: without it the directory is not a checkpoint.
+    files.withdraw(os.path.join(output_dir, "checkpoint"))
     for name in sorted(files.listdir(staging), key=lambda n: n == "checkpoint"):
       files.rename(os.path.join(staging, name), os.path.join(output_dir, name))
   finally:

@@ -93,7 +93,8 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
     raise ValueError(f"Unknown checkpoint format {output_format!r}; expected tf1, tf2 or hf.")
   files.ensure_writable_dir(output_dir, "output directory")
   # The config and vocab first: the checkpoint's `checkpoint` file, written last,
-  # marks the directory complete (as the tf1 and hf writers do).
+  # marks the directory complete (as the tf1 and hf writers do); an older one goes first.
+  files.withdraw(os.path.join(output_dir, "checkpoint"))
   with files.atomic_output(os.path.join(output_dir, "bert_config.json")) as f:
     f.write(config.to_json_string())
   if vocab_file:

@@ -277,6 +277,7 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   if labels and len(labels) != num_labels:
     raise ValueError(f"{len(labels)} label names for a head of {num_labels} classes.")
   files.ensure_writable_dir(output_dir, "output directory")
+  files.withdraw(os.path.join(output_dir, "model.safetensors"))  # an older export's marker
   with files.atomic_output(os.path.join(output_dir, "config.json")) as f:
     json.dump(hf_config(config, architecture, num_labels, labels), f, indent=2, sort_keys=True)
     f.write("\n")

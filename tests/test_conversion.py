@@ -60,20 +60,26 @@ def _convert(source, fmt, target, labels=None, config=SMALL):
 @pytest.mark.parametrize("fmt,marker", [("tf1", "checkpoint"), ("tf2", "checkpoint"),
                                         ("hf", "model.safetensors")])
 def test_the_marker_file_is_written_last(tmp_path, monkeypatch, fmt, marker):
-  """A directory that has its marker (README: Paths) is complete: nothing lands after it."""
+  """A directory that has its marker (README: Paths) is complete: nothing lands after it,
+  and writing over an older checkpoint takes the old marker away before any new file."""
   model = BertClassifier(SMALL, num_labels=3)
   model.build()
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("".join(f"w{i}\n" for i in range(SMALL.vocab_size)))
   out = tmp_path / "out"
   seen = []
-  real_replace, real_write = os.replace, tf.train.Checkpoint.write
-  monkeypatch.setattr(os, "replace", lambda a, b: (real_replace(a, b), seen.append(os.path.basename(b))))
+  real_replace, real_remove, real_write = os.replace, os.remove, tf.train.Checkpoint.write
+  here = lambda path, name: (seen.append(name) if os.path.dirname(path) == str(out) else None)
+  monkeypatch.setattr(os, "replace", lambda a, b: (real_replace(a, b), here(b, os.path.basename(b))))
+  monkeypatch.setattr(os, "remove", lambda a: (real_remove(a), here(a, "-" + os.path.basename(a))))
   monkeypatch.setattr(tf.train.Checkpoint, "write", lambda self, prefix, **kw: (
       seen.append("tf2 variables"), real_write(self, prefix, **kw))[1])
   conversion.write_checkpoint(model, str(out), fmt, SMALL, vocab_file=str(vocab))
-  assert marker in seen and seen[-1] == marker, seen
-  assert {"vocab.txt"} <= set(seen)
+  assert marker in seen and seen[-1] == marker and "vocab.txt" in seen, seen
+  seen.clear()
+  conversion.write_checkpoint(model, str(out), fmt, SMALL, vocab_file=str(vocab))
+  published = [name for name in seen if not name.startswith("-.")]  # not a write probe
+  assert published[0] == "-" + marker and published[-1] == marker, seen
 
 
 def _assert_all_equal(path, want, where):
