@@ -210,7 +210,14 @@ class RecordWriters:
   def __init__(self, paths, compression=""):
     self.paths = list(paths)
     self.temporary = [files.temporary_name(p) for p in self.paths]
-    self.raw = [files.open_file(t, "wb") for t in self.temporary]
+    self.raw = []
+    try:
+      for tmp in self.temporary:
+        self.raw.append(files.open_file(tmp, "wb"))
+    except BaseException:  # one cannot be opened: the ones already made go
+      self.streams = self.raw
+      self.abort()
+      raise
     # No file name (it would be the temporary one) and no time in the gzip
     # header, as TensorFlow's own GZIP writer: a seed gives the same bytes.
     self.streams = ([gzip.GzipFile(filename="", fileobj=f, mode="wb", compresslevel=6, mtime=0)
@@ -236,9 +243,15 @@ class RecordWriters:
     self.count += n
 
   def close(self):
-    for stream, raw in zip(self.streams, self.raw):
-      stream.close()
-      raw.close()
+    """Finishes every file, then renames each into place; if one cannot be finished
+    (a failed upload), all are removed."""
+    try:
+      for stream, raw in zip(self.streams, self.raw):
+        stream.close()
+        raw.close()
+    except BaseException:
+      self.abort()
+      raise
     for tmp, path in zip(self.temporary, self.paths):
       files.rename(tmp, path)
 
@@ -247,6 +260,8 @@ class RecordWriters:
       try:
         stream.close()
         raw.close()
+      except OSError:
+        pass  # the file goes anyway
       finally:
         if files.exists(tmp):
           files.remove(tmp)

@@ -1,6 +1,7 @@
 """data/tfrecords.py's encoder against protobuf's own tf.train.Example serialization."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from data import tfrecords
@@ -27,3 +28,21 @@ def test_encoded_examples_parse_to_what_protobuf_builds():
         "weights": tf.train.Feature(float_list=tf.train.FloatList(value=features["weights"][i])),
     }))
     assert tf.train.Example.FromString(record) == want
+
+
+def test_record_writers_leave_nothing_when_a_file_cannot_be_opened_or_finished(tmp_path, monkeypatch):
+  records = np.frombuffer(b"abcdef", np.uint8), np.array([0, 3, 6])
+  with pytest.raises(FileNotFoundError):  # the second file's folder does not exist
+    tfrecords.RecordWriters([str(tmp_path / "a.tfrecord"), str(tmp_path / "no" / "b.tfrecord")])
+  assert list(tmp_path.iterdir()) == []
+  writers = tfrecords.RecordWriters([str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")])
+  writers.write_batch(*records)
+  def fail():
+    raise OSError("upload failed")
+  monkeypatch.setattr(writers.streams[1], "close", fail)
+  with pytest.raises(OSError, match="upload failed"):
+    writers.close()
+  assert list(tmp_path.iterdir()) == []  # neither file published, no temporary left
+  with tfrecords.RecordWriters([str(tmp_path / "a.tfrecord")]) as writers:
+    writers.write_batch(*records)
+  assert [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / "a.tfrecord"))] == [b"abc", b"def"]
