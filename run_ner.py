@@ -106,7 +106,7 @@ def _tag_split(runner, labels, documents, flat, batch, records, scratch):
     features, path = _word_features(runner, arrays, len(flat.words), batch, scratch)
     predicted = tagging.tag_sentences(model, features, conll.sentence_lengths(documents), batch)
     del features  # unmapped, so the file can go: the next file's features take its place
-    os.remove(path)
+    os.remove(path)  # local scratch, not a user path
     return [labels[i] for i in predicted]
   conll.write_records(arrays, records)
   out = runner.predict(records, conll.feature_spec(FLAGS.max_seq_length), batch)
@@ -142,7 +142,7 @@ def _train_feature_based(runner, labels, flat, lengths, scratch):
   runner.train_on(lambda ctx: conll.sentence_dataset(
       lengths, label_ids, ctx.get_per_replica_batch_size(FLAGS.train_batch_size), FLAGS.seed,
       ctx, FLAGS.bucket_by_length), lambda batches: conll.with_word_features(batches, path))
-  os.remove(path)  # the held-out files' features take its place
+  os.remove(path)  # local scratch: the held-out files' features take its place
 
 
 def _scores(documents, tags, prefix):

@@ -327,7 +327,7 @@ def with_word_features(dataset, features_file):
   import tensorflow as tf
 
   from data import pipeline
-  width = np.load(features_file, mmap_mode="r").shape[1]
+  width = np.load(features_file, mmap_mode="r").shape[1]  # local scratch: memory-mapped
 
   def read(index):
     return np.asarray(np.load(features_file, mmap_mode="r")[index], np.float32)

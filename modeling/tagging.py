@@ -225,6 +225,7 @@ def word_features(model, arrays, num_words, batch_size, path=None):
   if path is None:
     out = np.zeros(shape, np.float32)
   else:
+    # `path` is local scratch (script_utils.scratch_dir): a memory map needs a local file.
     out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
     if hasattr(os, "posix_fallocate"):  # a full disk: an OSError now, not a crash mid-write
       with open(path, "r+b") as f:
