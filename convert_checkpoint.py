@@ -64,6 +64,7 @@ def main(_):
   from modeling import checkpoints, conversion
   from modeling.config import BertConfig
 
+  script_utils.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
   if FLAGS.bert_config_file:
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
   else:

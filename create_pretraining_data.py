@@ -120,10 +120,8 @@ def main(_):
     output_files = sharded.sharded_names(output_files[0], FLAGS.num_output_files)
   if FLAGS.shard_by_input_file:
     sharded.input_groups(input_files, len(output_files))  # enough input files: checked now
-  for path in output_files:
-    if files.isdir(path):  # found now, not when the finished file is renamed into place
-      raise ValueError(f"--output_file={path} is a directory; name a file.")
-    files.ensure_writable_dir(files.parent_dir(path), f"--output_file={path}:")
+  for path in output_files:  # found now, not when the finished file is renamed into place
+    files.check_output_file(path, "--output_file", input_files)
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   tokenizer.require_tokens(["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
   config = instances.GenerationConfig(

@@ -72,11 +72,11 @@ def main(_):
   from modeling import checkpoints
   from modeling.encoder import BertEncoder
 
-  if files.isdir(FLAGS.output_file):
-    raise ValueError(f"--output_file={FLAGS.output_file} is a directory; name a file.")
-  files.ensure_writable_dir(files.parent_dir(FLAGS.output_file),
-                            f"--output_file={FLAGS.output_file}:")
-  pairs = features.read_text_pairs(FLAGS.input_file)
+  files.check_output_file(FLAGS.output_file, "--output_file", [FLAGS.input_file])
+  undecodable = files.Undecodable()
+  pairs = features.read_text_pairs(FLAGS.input_file, undecodable)
+  if undecodable.count:
+    logging.warning(undecodable.report())
   config, vocab_file = script_utils.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
   script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,

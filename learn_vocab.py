@@ -30,12 +30,15 @@ def main(_):
   from data import files, wordpiece_vocab
   from data.progress import Progress
   paths = files.expand_file_patterns(FLAGS.input_file, "--input_file")
-  files.ensure_writable_dir(files.parent_dir(FLAGS.vocab_file),
-                            f"--vocab_file={FLAGS.vocab_file}:")
+  files.check_output_file(FLAGS.vocab_file, "--vocab_file", paths)
+  wordpiece_vocab.reserved_tokens(FLAGS.vocab_size, FLAGS.num_unused_tokens)  # room left?
   start = time.time()
   progress = Progress("counting", sum(files.size(p) for p in paths))
+  undecodable = files.Undecodable()
   counts = wordpiece_vocab.count_words(paths, FLAGS.do_lower_case,
-                                       lambda done: progress.update(done, bytes=done))
+                                       lambda done: progress.update(done, bytes=done), undecodable)
+  if undecodable.count:
+    print(undecodable.report(), file=sys.stderr)
   if not counts:
     raise ValueError(f"--input_file: no words in {', '.join(paths)}.")
   print(f"counted {sum(counts.values()):,} words, {len(counts):,} distinct; learning...",

@@ -32,8 +32,7 @@ def main(_):
     except re.error as e:
       raise ValueError(f"--document_separator={FLAGS.document_separator!r}: {e}") from None
   paths = files.expand_file_patterns(FLAGS.input_file, "--input_file")
-  files.ensure_writable_dir(files.parent_dir(FLAGS.output_file),
-                            f"--output_file={FLAGS.output_file}:")
+  files.check_output_file(FLAGS.output_file, "--output_file", paths)
   stats = corpus.PrepareStats()
   start = time.time()
   with files.atomic_output(FLAGS.output_file) as out:
@@ -44,8 +43,8 @@ def main(_):
   print(f"read {stats.files} file(s), {stats.bytes_read / 1e6:.1f} MB in {seconds:.1f}s; "
         f"wrote {stats.documents} documents, {stats.paragraphs} paragraphs, "
         f"{stats.sentences} sentences to {FLAGS.output_file}", file=sys.stderr)
-  if stats.undecodable_bytes:
-    print(f"dropped {stats.undecodable_bytes} undecodable bytes", file=sys.stderr)
+  if stats.undecodable.count:
+    print(stats.undecodable.report(), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -229,18 +229,18 @@ def load_tokenizer(vocab_file, do_lower_case, config, tokens=("[UNK]", "[CLS]", 
   return tokenizer
 
 
-def check_export_dir(path, flag="--export_dir"):
-  """Raises ValueError when the SavedModel directory `path` could not be written later.
+def check_output_dir(path, flag, what):
+  """Raises ValueError when directory `path` could not be written later.
 
-  Checked before training, so an export that would fail does not cost the
-  run: `path` must not be a file, and its nearest existing parent must be a
-  writable directory. Nothing is created. (A bucket's permissions show on writing.)
+  Checked before the work it would waste: `path` must not be a file, and its
+  nearest existing parent must be a writable directory. Nothing is created.
+  (A bucket's permissions show on writing.) `what` says what goes there.
   """
   from data import files
   if not path:
     return
   if files.exists(path) and not files.isdir(path):
-    raise ValueError(f"{flag}={path} is a file; name a directory for the SavedModel.")
+    raise ValueError(f"{flag}={path} is a file; name a directory for {what}.")
   if files.is_remote(path):
     return  # a bucket has directories only as name prefixes: any parent will do
   parent = files.parent_dir(path)

@@ -15,9 +15,10 @@ from data import files
 @dataclasses.dataclass
 class PrepareStats:
   """What preparation read and wrote."""
+  # First: the field `files` below hides the module inside this class body.
+  undecodable: files.Undecodable = dataclasses.field(default_factory=files.Undecodable)
   files: int = 0
   bytes_read: int = 0
-  undecodable_bytes: int = 0
   documents: int = 0
   paragraphs: int = 0
   sentences: int = 0
@@ -60,8 +61,7 @@ def read_documents(paths, stats, separator=None):
       data = f.read()
     stats.bytes_read += len(data)
     files.check_not_wide(data, path)
-    text = data.decode("utf-8", "ignore")
-    stats.undecodable_bytes += len(data) - len(text.encode("utf-8"))
+    text = stats.undecodable.decode(data, path)
     document = []
     for line in text.split("\n"):
       if pattern is not None and pattern.search(line):

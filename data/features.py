@@ -64,13 +64,19 @@ def pad_batch(packed, max_seq_length):
   return batch
 
 
-def read_text_pairs(path):
-  """Lines of `text_a` or `text_a ||| text_b` -> list of (text_a, text_b or None)."""
+def read_text_pairs(path, undecodable):
+  """Lines of `text_a` or `text_a ||| text_b` -> list of (text_a, text_b or None).
+
+  UTF-16/32 text is refused (ValueError naming the file); other bytes that are
+  not UTF-8 are dropped, as the original drops them, and counted in
+  `undecodable` (files.Undecodable).
+  """
   pairs = []
   try:
     with files.open_file(path, "rb") as f:
-      for raw in f:
-        line = raw.decode("utf-8", "ignore").strip()
+      for number, raw in enumerate(f, start=1):
+        files.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
+        line = undecodable.decode(raw, path, number).strip()
         m = _PAIR_LINE.match(line)
         pairs.append((m.group(1), m.group(2)) if m else (line, None))
   except OSError as e:

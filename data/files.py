@@ -303,6 +303,34 @@ def decode_utf8(data, path):
                      "text (convert the file, e.g. with iconv).") from None
 
 
+class Undecodable:
+  """Lenient UTF-8 decoding, as the original's readers decode: bytes that are not UTF-8
+  are dropped, counted, and the first one's place kept for the report."""
+
+  def __init__(self):
+    self.count, self.first = 0, ""
+
+  def decode(self, data, path, line=1):
+    """`data`, bytes starting at `line` of `path`, as str without its undecodable bytes."""
+    text = data.decode("utf-8", "ignore")
+    dropped = len(data) - len(text.encode("utf-8"))
+    if dropped:
+      self.count += dropped
+      if not self.first:
+        try:
+          data.decode("utf-8")
+        except UnicodeDecodeError as e:
+          line += data.count(b"\n", 0, e.start)
+        self.first = f"{path}:{line}"
+    return text
+
+  def report(self):
+    """One line for the log ("" when every byte was UTF-8)."""
+    plural = "" if self.count == 1 else "s"
+    return (f"dropped {self.count:,} undecodable byte{plural} (first at {self.first})"
+            if self.count else "")
+
+
 def read_text(path):
   """The whole UTF-8 file `path` as str; ValueError naming the file if unreadable or not UTF-8."""
   try:
@@ -427,6 +455,18 @@ def publish_dir(source, target, last=()):
   for name in sorted(walk_files(source), key=lambda n: n in last):  # stable: `last` at the end
     rename(os.path.join(source, name), os.path.join(target, name))
   rmtree(source)
+
+
+def check_output_file(path, flag, inputs=()):
+  """Before any work: ValueError naming `flag` when `path` cannot receive an output file
+  (a directory, a folder that cannot be written, or one of the `inputs` it is made from)."""
+  if isdir(path):
+    raise ValueError(f"{flag}={path} is a directory; name a file.")
+  same = lambda a, b: (a == b if is_remote(a) or is_remote(b)
+                       else os.path.realpath(_local(a)) == os.path.realpath(_local(b)))
+  if any(same(path, p) for p in inputs):
+    raise ValueError(f"{flag}={path} is also an input file; name another file.")
+  ensure_writable_dir(parent_dir(path), f"{flag}={path}:")
 
 
 def ensure_writable_dir(path, flag):

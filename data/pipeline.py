@@ -64,11 +64,19 @@ def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits
   return names
 
 
+def _op_detail(error):
+  """A TensorFlow error's own words, without the graph function and op it came from."""
+  return re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*", "", error.message.splitlines()[0]).strip()
+
+
 def _check_first_record(path, spec, flag_hint, compression):
   try:
     first = next(iter(tf.data.TFRecordDataset(path, compression).take(1)), None)
   except tf.errors.OpError as e:
-    raise ValueError(f"Cannot read records from {path}: {e.message}") from None
+    what = "GZIP-compressed TFRecords" if compression else "TFRecords"
+    guess = ("were they written without compression?" if compression
+             else "is it another kind of file, or GZIP-compressed?")
+    raise ValueError(f"Cannot read {path} as {what} ({_op_detail(e)}); {guess}") from None
   if first is None:
     raise ValueError(f"{path} holds no records.")
   try:
@@ -94,7 +102,7 @@ def _check_ids(path, spec, id_limits, compression, count):
   try:
     batch = tf.io.parse_example(next(iter(dataset)), {k: spec[k] for k in id_limits})
   except tf.errors.OpError as e:
-    raise ValueError(f"Cannot read records from {path}: {e.message}") from None
+    raise ValueError(f"Cannot read records from {path}: {_op_detail(e)}.") from None
   for name, (limit, what) in id_limits.items():
     values = batch[name].numpy()
     if values.size and (values.min() < 0 or values.max() >= limit):
@@ -124,9 +132,8 @@ def naming_bad_files(file_patterns, compression=""):
   except tf.errors.DataLossError as e:
     names = files.expand_file_patterns(file_patterns, "records")
     bad = [path for path in names if not _readable(path, compression)] or names
-    detail = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*", "", e.message.splitlines()[0]).strip()
     raise ValueError(f"{', '.join(bad)}: corrupt or truncated TFRecord data "
-                     f"({detail}).") from None
+                     f"({_op_detail(e)}).") from None
 
 
 def _readable(path, compression):

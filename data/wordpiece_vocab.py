@@ -19,30 +19,39 @@ import collections
 from data import files, tokenization
 
 
-def count_words(paths, do_lower_case, progress=None):
-  """Counter of basic-tokenizer words over every line of `paths` (UTF-16/32: ValueError)."""
+def count_words(paths, do_lower_case, progress=None, undecodable=None):
+  """Counter of basic-tokenizer words over every line of `paths` (UTF-16/32: ValueError);
+  bytes that are not UTF-8 are dropped, and counted in `undecodable` (files.Undecodable)."""
   basic = tokenization.BasicTokenizer(do_lower_case)
   counts = collections.Counter()
+  undecodable = undecodable if undecodable is not None else files.Undecodable()
   done = 0
   for path in paths:
     with files.open_file(path, "rb") as f:
       for number, raw in enumerate(f, start=1):
         files.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
-        counts.update(basic.tokenize(raw.decode("utf-8", "ignore")))
+        counts.update(basic.tokenize(undecodable.decode(raw, path, number)))
         done += len(raw)
         if progress is not None:
           progress(done)
   return counts
 
 
-def learn(counts, vocab_size, num_unused=0, min_count=2, max_unique_chars=1000,
-          max_token_length=50, iterations=4):
-  """A vocabulary (list of tokens, specials first) of at most vocab_size tokens."""
-  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
+def reserved_tokens(vocab_size, num_unused=0):
+  """The special and [unusedN] tokens a vocabulary starts with; ValueError when vocab_size
+  leaves no room after them (checked before any counting)."""
   reserved = list(tokenization.SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused)]
   if vocab_size <= len(reserved):
     raise ValueError(f"--vocab_size={vocab_size} leaves no room after {len(reserved)} "
                      "special and unused tokens.")
+  return reserved
+
+
+def learn(counts, vocab_size, num_unused=0, min_count=2, max_unique_chars=1000,
+          max_token_length=50, iterations=4):
+  """A vocabulary (list of tokens, specials first) of at most vocab_size tokens."""
+  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
+  reserved = reserved_tokens(vocab_size, num_unused)
   vocab = wordpiece_tokenizer_learner_lib.learn(
       list(counts.items()), vocab_size, reserved, lower_thresh=min_count,
       num_iterations=iterations, max_unique_chars=max_unique_chars,

@@ -282,8 +282,14 @@ def test_library_errors_name_the_source_not_a_flag(tmp_path):
   with pytest.raises(ValueError, match=r"^records: no file matches"):
     pipeline.global_batches(str(tmp_path / "none.tfrecord"), spec, 2)
   (tmp_path / "text.tfrecord").write_text("not a record file at all\n")
-  with pytest.raises(ValueError, match=r"^Cannot read records from .*text\.tfrecord: "):
+  with pytest.raises(ValueError, match=r"^Cannot read .*text\.tfrecord as TFRecords \([^{]*\); "
+                     r"is it another kind of file, or GZIP-compressed\?$"):
     pipeline.check_records(str(tmp_path / "text.tfrecord"), spec)
+  tfrecords.write_arrays(str(tmp_path / "plain.tfrecord"),
+                         {"input_ids": np.zeros([2, L], np.int64)})
+  with pytest.raises(ValueError, match=r"^Cannot read .*plain\.tfrecord as GZIP-compressed "
+                     r"TFRecords \([^{]*\); were they written without compression\?$"):
+    pipeline.check_records(str(tmp_path / "plain.tfrecord"), spec, compression="GZIP")
 
 
 def test_pack_pair_refuses_lengths_without_room(tiny_vocab):

@@ -70,6 +70,14 @@ def test_missing_input_is_reported_as_missing(tmp_path):
   assert not (tmp_path / "out").exists()
 
 
+def test_an_output_dir_that_is_a_file_is_refused_before_the_input_is_read(tmp_path):
+  (tmp_path / "out").write_text("a file")
+  proc = run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'missing'}",
+                    f"--output_dir={tmp_path / 'out'}", expect_ok=False)
+  assert last_error_line(proc) == (f"error: --output_dir={tmp_path / 'out'} is a file; name a "
+                                   "directory for the checkpoint.")
+
+
 def test_extract_features_reports_a_missing_checkpoint(tmp_path):
   (tmp_path / "input.txt").write_text("hello world\n")
   proc = run_script("extract_features.py", f"--input_file={tmp_path / 'input.txt'}",

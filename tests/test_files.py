@@ -2,7 +2,7 @@
 
 import pytest
 
-from data import conll, corpus, files, swag, tokenization, wordpiece_vocab
+from data import conll, corpus, features, files, swag, tokenization, wordpiece_vocab
 from data.pretraining import documents
 
 # Bytes that are not UTF-8 text, each with the start of the one-line error it must give.
@@ -66,6 +66,8 @@ def test_corpus_readers_refuse_wide_text(tmp_path, encoding):
     wordpiece_vocab.count_words([str(path)], True)
   with pytest.raises(ValueError, match=f"{path}{message}"):
     list(corpus.read_documents([str(path)], corpus.PrepareStats()))
+  with pytest.raises(ValueError, match=f"{path}:1{message}"):
+    features.read_text_pairs(str(path), files.Undecodable())
 
 
 def test_corpus_reader_keeps_stray_bytes_and_utf8_bom(tmp_path):
@@ -76,6 +78,44 @@ def test_corpus_reader_keeps_stray_bytes_and_utf8_bom(tmp_path):
   # The BOM stays, as in the original: the tokenizer drops it (a format character).
   assert [text for _, _, text in lines] == ["\ufeffOne\x00 doc.", "bad  byte"]
   assert stats.undecodable_bytes == 1 and stats.first_undecodable == f"{path}:2"
+
+
+def test_every_lenient_reader_counts_dropped_bytes_and_names_the_first(tmp_path):
+  """Bytes that are not UTF-8 are dropped, as the original's readers drop them, and the
+  report names how many and the file:line of the first."""
+  path = tmp_path / "text.txt"
+  path.write_bytes(b"The caf\xe9 is open.\n\nNext ||| pair \xff\xfe here.\n")
+  want = f"dropped 3 undecodable bytes (first at {path}:1)"
+  undecodable = files.Undecodable()
+  assert features.read_text_pairs(str(path), undecodable) == [
+      ("The caf is open.", None), ("", None), ("Next", "pair  here.")]
+  assert undecodable.report() == want
+  undecodable = files.Undecodable()
+  assert wordpiece_vocab.count_words([str(path)], True, undecodable=undecodable)["caf"] == 1
+  assert undecodable.report() == want
+  stats = corpus.PrepareStats()
+  assert [d for d in corpus.read_documents([str(path)], stats)] == [
+      ["The caf is open.", "", "Next ||| pair  here.", ""]]
+  assert stats.undecodable.report() == want
+  (tmp_path / "late.txt").write_bytes(b"fine\nfine\nbad \xe9\n")
+  late = files.Undecodable()
+  late.decode((tmp_path / "late.txt").read_bytes(), "late.txt")
+  assert late.report() == "dropped 1 undecodable byte (first at late.txt:3)"
+  assert files.Undecodable().report() == ""
+
+
+def test_output_files_are_refused_before_any_work(tmp_path):
+  (tmp_path / "in.txt").write_text("text\n")
+  (tmp_path / "dir").mkdir()
+  with pytest.raises(ValueError, match=r"^--out=.*dir is a directory; name a file\.$"):
+    files.check_output_file(str(tmp_path / "dir"), "--out")
+  with pytest.raises(ValueError, match=r"^--out=.*in\.txt is also an input file; name another"):
+    files.check_output_file(f"file://{tmp_path}/./in.txt", "--out", [str(tmp_path / "in.txt")])
+  with pytest.raises(ValueError, match=r"^--out=.*/a/b: .* is not a writable directory"):
+    files.check_output_file(str(tmp_path / "in.txt" / "a" / "b"), "--out")
+  files.check_output_file(str(tmp_path / "new" / "out.txt"), "--out", [str(tmp_path / "in.txt")])
+  with pytest.raises(ValueError, match=r"^--vocab_size=7 leaves no room after 7 special and unused"):
+    wordpiece_vocab.reserved_tokens(7, num_unused=2)
 
 
 def test_free_space_check_names_the_directory_and_the_need(tmp_path):
