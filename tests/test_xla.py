@@ -31,8 +31,8 @@ from modeling.config import BertConfig
 B, S, P, C = 4, 16, 3, 3  # batch, length, masked positions, choices
 STEPS = 2  # optimizer steps per call of the training loop
 
-# Values are compared without dropout; test_xla_dropout_... covers dropout, whose masks
-# XLA and TensorFlow's kernels draw alike.
+# XLA draws other dropout masks than TensorFlow's kernels from the same RNG state,
+# so values are compared without dropout (test_xla_dropout_... covers dropout).
 CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=32, type_vocab_size=2,
                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -218,9 +218,8 @@ def test_xla_steps_equal_the_plain_steps(name, tmp_path):
 
 def test_xla_dropout_advances_the_rng_like_the_plain_step(tmp_path):
   """With dropout on, the compiled step draws its masks from the model's RNG state and
-  advances it exactly as the plain step does (so checkpoints resume the same stream).
-  Dropout decides from 32-bit Philox integers, which XLA and TensorFlow's kernels draw
-  alike, so the masks, and the losses up to rounding, are the same."""
+  advances it exactly as the plain step does (so checkpoints resume the same stream);
+  the masks themselves differ (XLA's generator), so the losses agree only roughly."""
   arrays, spec = _records("pretraining", np.random.default_rng(1), 4 * B)
   path = _write(tmp_path / "train.tf_record", arrays, spec)
   config = dataclasses.replace(CONFIG, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
@@ -235,7 +234,8 @@ def test_xla_dropout_advances_the_rng_like_the_plain_step(tmp_path):
   for key, value in states(plain).items():
     np.testing.assert_array_equal(after[key], value, err_msg=key)
     assert not np.array_equal(after[key], before[key]), key
-  np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+  assert got["loss"] != want["loss"]
+  np.testing.assert_allclose(got["loss"], want["loss"], rtol=0.1)
 
 
 @pytest.mark.parametrize("kind", ["pretraining", "classification", "span", "tagging",
