@@ -119,9 +119,8 @@ class Runner:
 
   def setup(self):
     """Creates --output_dir, checks --export_dir, returns the tokenizer of the vocab."""
-    from data import files
     v = self.values
-    files.ensure_writable_dir(v.output_dir, "--output_dir")
+    script_utils.make_output_dir(v.output_dir)
     script_utils.check_output_dir(getattr(v, "export_dir", None), "--export_dir",
                                   "the SavedModel")
     self.tokenizer = script_utils.load_tokenizer(self.vocab_file, v.do_lower_case, self.config)

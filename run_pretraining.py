@@ -86,7 +86,7 @@ def main(_):
   if FLAGS.vocab_file:  # copied beside the export: checked now, not after training
     script_utils.load_tokenizer(FLAGS.vocab_file, True, config,
                                 ("[UNK]", "[CLS]", "[SEP]", "[MASK]"))
-  files.ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+  script_utils.make_output_dir(FLAGS.output_dir)
   run = {"objective": FLAGS.objective}  # a checkpoint there of the other objective is refused
   script_utils.check_run(FLAGS.output_dir, run)
   compression = "" if FLAGS.input_compression == "none" else "GZIP"

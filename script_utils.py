@@ -16,14 +16,21 @@ def run(main):
   stderr; removes the scratch directories of worker_outputs at the end, whatever the
   outcome."""
   def guarded(argv):
+    failed = True
     try:
       main(argv)
+      failed = False
     except ValueError as e:
       logging.debug("Failure details", exc_info=True)
       sys.exit(f"error: {e}")
     finally:
       while _SCRATCH:
         _SCRATCH.pop()()
+      while _MADE_DIRS:  # a failed run leaves no output directory it made and left empty
+        path = _MADE_DIRS.pop()
+        if failed:
+          from data import files
+          files.remove_empty_dir(path)
   app.run(guarded, flags_parser=_parse_flags)
 
 
@@ -37,6 +44,17 @@ def _parse_flags(argv):
 
 
 _SCRATCH = []  # removals of this run's scratch folders, which run() calls at the end
+_MADE_DIRS = []  # output directories this run made, which run() removes if it fails early
+
+
+def make_output_dir(path, flag="--output_dir"):
+  """Creates the output directory `path` if needed (ValueError naming `flag` if it cannot be
+  written); if this run made it and then fails before writing anything into it, run()
+  removes it again."""
+  from data import files
+  if not files.exists(path):
+    _MADE_DIRS.append(path)
+  files.ensure_writable_dir(path, flag)
 
 
 def worker_outputs(strategy, output_dir):

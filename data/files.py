@@ -469,6 +469,16 @@ def check_output_file(path, flag, inputs=()):
   ensure_writable_dir(parent_dir(path), f"{flag}={path}:")
 
 
+def remove_empty_dir(path):
+  """Removes local directory `path` if it is empty (a bucket keeps no empty directories
+  worth removing)."""
+  if not is_remote(path):
+    try:
+      os.rmdir(_local(path))
+    except OSError:
+      pass  # not empty, or already gone
+
+
 def ensure_writable_dir(path, flag):
   """Creates directory `path` if needed; ValueError naming `flag` if impossible."""
   try:
