@@ -60,11 +60,11 @@ def _labels_beside(path, num_labels):
 def main(_):
   script_utils.require(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
   script_utils.log_flags()
-  from data import tokenization
+  from data import files, tokenization
   from modeling import checkpoints, conversion
   from modeling.config import BertConfig
 
-  script_utils.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
+  files.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
   if FLAGS.bert_config_file:
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
   else:

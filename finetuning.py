@@ -119,10 +119,10 @@ class Runner:
 
   def setup(self):
     """Creates --output_dir, checks --export_dir, returns the tokenizer of the vocab."""
+    from data import files
     v = self.values
     script_utils.make_output_dir(v.output_dir)
-    script_utils.check_output_dir(getattr(v, "export_dir", None), "--export_dir",
-                                  "the SavedModel")
+    files.check_output_dir(getattr(v, "export_dir", None), "--export_dir", "the SavedModel")
     self.tokenizer = script_utils.load_tokenizer(self.vocab_file, v.do_lower_case, self.config)
     return self.tokenizer
 

@@ -247,29 +247,6 @@ def load_tokenizer(vocab_file, do_lower_case, config, tokens=("[UNK]", "[CLS]", 
   return tokenizer
 
 
-def check_output_dir(path, flag, what):
-  """Raises ValueError when directory `path` could not be written later.
-
-  Checked before the work it would waste: `path` must not be a file, and its
-  nearest existing parent must be a writable directory. Nothing is created.
-  (A bucket's permissions show on writing.) `what` says what goes there.
-  """
-  from data import files
-  if not path:
-    return
-  if files.exists(path) and not files.isdir(path):
-    raise ValueError(f"{flag}={path} is a file; name a directory for {what}.")
-  if files.is_remote(path):
-    return  # a bucket has directories only as name prefixes: any parent will do
-  parent = files.parent_dir(path)
-  while not files.exists(parent):
-    parent = os.path.dirname(parent)
-  # os.access: gfile has no permission check that writes nothing (local disk only here).
-  if not files.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-    raise ValueError(f"{flag}={path} cannot be created: {parent} is not a writable "
-                     "directory.")
-
-
 def require_weights(values):
   """Raises ValueError when evaluation or prediction alone would run untrained weights."""
   import tensorflow as tf

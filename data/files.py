@@ -457,6 +457,28 @@ def publish_dir(source, target, last=()):
   rmtree(source)
 
 
+def check_output_dir(path, flag, what):
+  """Raises ValueError when directory `path` could not be written later.
+
+  Checked before the work it would waste: `path` must not be a file, and its
+  nearest existing parent must be a writable directory. Nothing is created.
+  (A bucket's permissions show on writing.) `what` says what goes there.
+  """
+  if not path:
+    return
+  if exists(path) and not isdir(path):
+    raise ValueError(f"{flag}={path} is a file; name a directory for {what}.")
+  if is_remote(path):
+    return  # a bucket has directories only as name prefixes: any parent will do
+  parent = parent_dir(path)
+  while not exists(parent):
+    parent = os.path.dirname(parent)
+  # os.access: gfile has no permission check that writes nothing (local disk only here).
+  if not isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+    raise ValueError(f"{flag}={path} cannot be created: {parent} is not a writable "
+                     "directory.")
+
+
 def check_output_file(path, flag, inputs=()):
   """Before any work: ValueError naming `flag` when `path` cannot receive an output file
   (a directory, a folder that cannot be written, or one of the `inputs` it is made from)."""
