@@ -312,16 +312,14 @@ class Undecodable:
 
   def decode(self, data, path, line=1):
     """`data`, bytes starting at `line` of `path`, as str without its undecodable bytes."""
+    try:
+      return data.decode("utf-8")  # the common case, at full speed
+    except UnicodeDecodeError as e:
+      first_bad = e.start
     text = data.decode("utf-8", "ignore")
-    dropped = len(data) - len(text.encode("utf-8"))
-    if dropped:
-      self.count += dropped
-      if not self.first:
-        try:
-          data.decode("utf-8")
-        except UnicodeDecodeError as e:
-          line += data.count(b"\n", 0, e.start)
-        self.first = f"{path}:{line}"
+    self.count += len(data) - len(text.encode("utf-8"))
+    if not self.first:
+      self.first = f"{path}:{line + data[:first_bad].count(10)}"  # 10: a newline byte
     return text
 
   def report(self):

@@ -77,7 +77,7 @@ def test_corpus_reader_keeps_stray_bytes_and_utf8_bom(tmp_path):
   lines = list(documents.read_lines([str(path)], stats))
   # The BOM stays, as in the original: the tokenizer drops it (a format character).
   assert [text for _, _, text in lines] == ["\ufeffOne\x00 doc.", "bad  byte"]
-  assert stats.undecodable_bytes == 1 and stats.first_undecodable == f"{path}:2"
+  assert stats.undecodable.report() == f"dropped 1 undecodable byte (first at {path}:2)"
 
 
 def test_every_lenient_reader_counts_dropped_bytes_and_names_the_first(tmp_path):

@@ -238,3 +238,22 @@ def test_mersenne_twister_matches_python_random():
     restored = random.Random()
     mersenne.restore(restored, state)
     assert restored.random() == py.random()
+
+
+def test_both_modes_report_dropped_bytes_once(tmp_path):
+  """Bytes that are not UTF-8 are counted once in the summary, however many streaming
+  workers read the text, and the first one's file:line is named."""
+  vocab_file = make_vocab(tmp_path / "vocab.txt")
+  corpus = tmp_path / "corpus.txt"
+  make_corpus(corpus, documents=6, seed=1)
+  lines = corpus.read_bytes().split(b"\n")
+  lines[3] += b" \xff\xfe"
+  corpus.write_bytes(b"\n".join(lines))
+  config = instances.GenerationConfig(64, 10, 0.15, 0.1, False, 2)
+  want = f"dropped 2 undecodable bytes (first at {corpus}:4)"
+  exact = generation.generate_exact([str(corpus)], [str(tmp_path / "a")], vocab_file, True,
+                                    config, 1)
+  streamed = streaming.generate_streaming([str(corpus)], [str(tmp_path / "b")], vocab_file,
+                                          True, config, 1, num_workers=2, block_tokens=200)
+  for summary in (exact, streamed):
+    assert want in summary.lines()

@@ -33,11 +33,10 @@ class Corpus:
 
 @dataclasses.dataclass
 class ReadStats:
-  """What reading found: counts, and where the first undecodable byte was."""
+  """What reading found: counts, and the bytes dropped as not UTF-8."""
   lines: int = 0
   bytes_read: int = 0
-  undecodable_bytes: int = 0
-  first_undecodable: str = ""  # "file:line"
+  undecodable: files.Undecodable = dataclasses.field(default_factory=files.Undecodable)
   documents: int = 0
   segments: int = 0
   tokens: int = 0
@@ -54,13 +53,7 @@ def read_lines(paths, stats):
         files.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
         stats.lines += 1
         stats.bytes_read += len(raw)
-        try:
-          text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-          text = raw.decode("utf-8", "ignore")
-          stats.undecodable_bytes += len(raw) - len(text.encode("utf-8"))
-          stats.first_undecodable = stats.first_undecodable or f"{path}:{number}"
-        yield path, number, text.strip()
+        yield path, number, stats.undecodable.decode(raw, path, number).strip()
 
 
 def tokenized_documents(paths, tokenizer, stats, keep=None):

@@ -47,8 +47,8 @@ class Summary:
     m = max(self.masked, 1)
     out = [f"read {r.lines:,} lines ({r.bytes_read / 1e6:,.1f} MB): {r.documents:,} documents, "
            f"{r.segments:,} sentences, {r.tokens:,} tokens"]
-    if r.undecodable_bytes:
-      out.append(f"dropped {r.undecodable_bytes:,} undecodable bytes (first at {r.first_undecodable})")
+    if r.undecodable.count:
+      out.append(r.undecodable.report())
     out += [f"wrote {self.instances:,} instances, {self.instance_tokens:,} tokens",
             f"masked {self.masked / max(self.instance_tokens, 1):.2%} of tokens: "
             f"{self.masked_as_mask / m:.1%} [MASK], {self.masked_kept / m:.1%} kept, "

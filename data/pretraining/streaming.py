@@ -97,9 +97,10 @@ def _run_worker(worker, args, out):
 
 def _merge(total, part):
   """Adds a worker's Summary into the total."""
-  for name in ("lines", "bytes_read", "undecodable_bytes", "documents", "segments", "tokens"):
+  for name in ("lines", "bytes_read", "documents", "segments", "tokens"):
     setattr(total.read, name, getattr(total.read, name) + getattr(part.read, name))
-  total.read.first_undecodable = total.read.first_undecodable or part.read.first_undecodable
+  total.read.undecodable.count += part.read.undecodable.count
+  total.read.undecodable.first = total.read.undecodable.first or part.read.undecodable.first
   total.examples = total.examples or part.examples
   for name in ("instances", "instance_tokens", "masked", "masked_as_mask", "masked_kept",
                "masked_random", "random_next", "short_targets", "document_passes"):
@@ -147,8 +148,9 @@ def generate_streaming(input_files, output_files, vocab_file, do_lower_case, con
       if w.is_alive():
         w.terminate()
       w.join()
-  for name in ("bytes_read", "lines", "undecodable_bytes"):  # every worker read every line
+  for name in ("bytes_read", "lines"):  # every worker read every line
     setattr(summary.read, name, getattr(summary.read, name) // num_workers)
+  summary.read.undecodable.count //= num_workers
   summary.seconds = time.time() - start
   return summary
 
