@@ -65,8 +65,11 @@ def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits
 
 
 def _op_detail(error):
-  """A TensorFlow error's own words, without the graph function and op it came from."""
-  return re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*", "", error.message.splitlines()[0]).strip()
+  """A TensorFlow error's own words, without the graph function, op and traceback (a graph
+  function's error starts "Graph execution error:" and the trace before its words)."""
+  lines = [line for line in error.message.splitlines() if line.strip() and not (
+      line.startswith(("Graph execution error", "Detected at node", "  ")))]
+  return re.sub(r"\{\{.*?\}\}\s*|\s*\[\[.*|\s*\[Op:.*", "", (lines or [""])[0]).strip()
 
 
 def _check_first_record(path, spec, flag_hint, compression):

@@ -29,7 +29,7 @@ class Progress:
     self.interval = interval
     self.stream = stream or sys.stderr
     self.start = time.time()
-    self.last = 0.0
+    self.last = self.start  # the first line after one interval: an ETA needs progress to go on
 
   def update(self, done, force=False, **counters):
     """Writes a line when `interval` has passed (or `force`): counters and rates."""

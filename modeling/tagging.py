@@ -231,9 +231,10 @@ def word_features(model, arrays, num_words, batch_size, path=None):
       with open(path, "r+b") as f:
         os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
   total = len(arrays["input_ids"])
-  report = progress.Progress("features", total)
+  windows = int(arrays["input_mask"].any(axis=1).sum())  # the empty padding windows come last
+  report = progress.Progress("features", windows)
   for start in range(0, total, batch_size):
-    report.update(start, windows=start)
+    report.update(min(start, windows), windows=min(start, windows))
     rows = slice(start, start + batch_size)
     positions = arrays["word_positions"][rows]
     if not (positions >= 0).any():
@@ -243,7 +244,7 @@ def word_features(model, arrays, num_words, batch_size, path=None):
                 for k in ("input_ids", "input_mask", "segment_ids")})  # [b, length, F]
     r, c = np.nonzero(positions[:, :length] >= 0)
     out[positions[r, c]] = tf.gather_nd(x, np.stack([r, c], axis=1)).numpy()
-  report.update(total, force=True, windows=total)
+  report.update(windows, force=True, windows=windows)
   if path is None:
     return out
   out.flush()

@@ -100,9 +100,8 @@ class TrainState:
       try:
         status = self.checkpoint(iterator).restore(latest)
         if for_training:
-          status.assert_existing_objects_matched()
-        else:
-          status.expect_partial()
+          status.assert_existing_objects_matched()  # every object given is in it
+        status.expect_partial()  # what else it holds (an iterator not given) stays unread
       # A cut .data file raises IndexError inside TensorFlow; a different model, AssertionError.
       except (tf.errors.OpError, IndexError, AssertionError) as e:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]

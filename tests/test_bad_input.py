@@ -272,6 +272,18 @@ def test_corrupt_record_met_while_reading_names_the_file(tmp_path):
   assert message.startswith(f"{tmp_path / 'b.tfrecord'}: corrupt or truncated TFRecord data "
                             "(truncated record at ")
   assert "a.tfrecord" not in message and "\n" not in message
+  # Met inside a graph function (the training loop): the same line, no graph trace in it.
+  iterator = iter(pipeline.record_dataset(pattern, spec, 8, False))
+
+  @tf.function
+  def loop():
+    for _ in tf.range(20):
+      next(iterator)
+
+  with pytest.raises(ValueError) as error:
+    with pipeline.naming_bad_files(pattern):
+      loop()
+  assert str(error.value) == message
 
 
 def test_library_errors_name_the_source_not_a_flag(tmp_path):

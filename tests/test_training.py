@@ -235,6 +235,7 @@ def test_killed_run_resumes_to_the_same_weights(setup, tmp_path):
   assert not (tmp_path / "b" / "export").exists()
   out = run_script("run_pretraining.py", *args)
   assert "resumed from" in out.stderr
+  assert "could not be found" not in out.stderr  # no warning about the restored iterator
   a = checkpoints.read_checkpoint(str(tmp_path / "a" / "export")).weights
   b = checkpoints.read_checkpoint(str(tmp_path / "b" / "export")).weights
   for name in a:
