@@ -14,8 +14,8 @@ Every model the scripts train converts with its head (pretraining, left-to-right
 classifier or regression, SQuAD, multiple choice, tagger fine-tuned or
 feature-based, --bilstm_head models), every variable kept; what a format cannot
 hold (a BiLSTM in hf) is refused in one line naming the variables, before
-anything is written. A tagger's label_list.txt beside the input names the classes in
-the hf config.json.
+anything is written. A tagger's label_list.txt, or the labels in a fine-tuning run's
+run.json, beside the input name the classes in the hf config.json.
 
   python convert_checkpoint.py --input_checkpoint=path/to/hf_model_dir \
     --output_dir=converted --output_format=tf1
@@ -43,18 +43,29 @@ FLAGS = flags.FLAGS
 
 
 def _labels_beside(path, num_labels):
-  """The class names of run_ner's label_list.txt beside checkpoint `path`, if it fits."""
+  """The class names beside checkpoint `path`, if they fit its head: run_ner's
+  label_list.txt, else the labels in a fine-tuning run's run.json."""
+  import json
   from data import files
-  labels_path = os.path.join(os.path.dirname(path), "label_list.txt")
-  if num_labels is None or not files.exists(labels_path):
+  if num_labels is None:
     return None
-  labels = [line.strip() for line in files.text_lines(files.read_text(labels_path))
-            if line.strip()]
+  directory = os.path.dirname(path)
+  labels_path = os.path.join(directory, "label_list.txt")
+  run_path = os.path.join(directory, script_utils.RUN_FILE)
+  if files.exists(labels_path):
+    labels = [line.strip() for line in files.text_lines(files.read_text(labels_path))
+              if line.strip()]
+  else:
+    labels_path = run_path
+    run = json.loads(files.read_text(run_path)) if files.exists(run_path) else {}
+    labels = run.get("labels")
+    if not labels:
+      return None  # nothing names them (a regression head has no names)
   if len(labels) != num_labels:
     logging.warning("%s has %d labels but the head %d; the config names them LABEL_i.",
                     labels_path, len(labels), num_labels)
     return None
-  return labels
+  return [str(label) for label in labels]
 
 
 def main(_):

@@ -35,8 +35,10 @@ ACTIONS = ("do_train", "do_eval", "do_predict")
 _SHARED = (
     ("string", "data_dir", None, "The task's data directory.", {}),
     ("string", "bert_config_file", None,
-     "bert_config.json. Default: the one beside --init_checkpoint.", {}),
-    ("string", "vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint.", {}),
+     "bert_config.json. Default: the one beside --init_checkpoint (without it: the one a "
+     "training run wrote to --output_dir).", {}),
+    ("string", "vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint "
+     "(without it: the one a training run wrote to --output_dir).", {}),
     ("string", "output_dir", None, "Checkpoints, records, results and predictions.", {}),
     ("string", "init_checkpoint", None,
      "Weights to start from: original TF1, Hugging Face or ours.", {}),
@@ -112,7 +114,7 @@ class Runner:
     --max_seq_length, --do_lower_case and the checkpoint; returns the config."""
     v = self.values
     self.config, self.vocab_file = script_utils.config_and_vocab(
-        v.bert_config_file, v.vocab_file, v.init_checkpoint)
+        v.bert_config_file, v.vocab_file, v.init_checkpoint, v.output_dir)
     script_utils.check_lengths_and_case(self.config, v.max_seq_length, v.do_lower_case,
                                         v.init_checkpoint)
     return self.config
@@ -178,11 +180,14 @@ class Runner:
         bucket_by_length=v.bucket_by_length))
 
   def train_on(self, dataset_fn, load_fn=None):
-    """Saves what defines the run (the chief), then trains on dataset_fn(input_context):
+    """Saves what defines the run and the model's config and vocab (the chief: --output_dir
+    then reads as a checkpoint directory), then trains on dataset_fn(input_context):
     per-replica batches, repeating (load_fn: see Trainer.train)."""
+    from modeling import checkpoints
     v = self.values
     if self.chief:
       script_utils.save_run(v.output_dir, self.run)
+      checkpoints.write_config_and_vocab(v.output_dir, self.config, self.vocab_file)
     self.trainer.train(dataset_fn, v.init_checkpoint, load_fn=load_fn)
 
   def restore(self):

@@ -190,22 +190,28 @@ def require(**named_values):
       raise ValueError(f"--{name} is required.")
 
 
-def config_and_vocab(bert_config_file, vocab_file, init_checkpoint):
-  """The BertConfig and vocab path, defaulting to the files beside the checkpoint."""
+def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=None):
+  """The BertConfig and vocab path: the flags', else the files beside --init_checkpoint,
+  else (no --init_checkpoint) those a fine-tuning run wrote to `output_dir`."""
+  from data import files
   from modeling import checkpoints
   from modeling.config import BertConfig
   if init_checkpoint and not (bert_config_file and vocab_file):
     _require_checkpoint(init_checkpoint)  # not reported as a missing config beside it
+  home = init_checkpoint
+  if not home and output_dir and files.exists(os.path.join(output_dir, "bert_config.json")):
+    home = output_dir  # a trained model's directory: evaluate or predict with it alone
+  where = "--init_checkpoint is not given and --output_dir holds no trained model"
   if bert_config_file:
     config = BertConfig.from_json_file(bert_config_file)
-  elif init_checkpoint:
-    config = checkpoints.find_config(init_checkpoint)
+  elif home:
+    config = checkpoints.find_config(home)
   else:
-    raise ValueError("--bert_config_file is required when --init_checkpoint is not given.")
+    raise ValueError(f"--bert_config_file is required when {where}.")
   if not vocab_file:
-    if not init_checkpoint:
-      raise ValueError("--vocab_file is required when --init_checkpoint is not given.")
-    vocab_file = checkpoints.find_vocab(init_checkpoint)
+    if not home:
+      raise ValueError(f"--vocab_file is required when {where}.")
+    vocab_file = checkpoints.find_vocab(home)
   return config, vocab_file
 
 

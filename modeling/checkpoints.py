@@ -358,6 +358,17 @@ def _checkpoint_dir(checkpoint_path):
   return os.path.dirname(checkpoint_path)
 
 
+def write_config_and_vocab(directory, config, vocab_file=None):
+  """Writes bert_config.json and a copy of `vocab_file` (if given) into `directory`, each
+  under a temporary name first, so that the directory reads as a checkpoint's."""
+  with files.atomic_output(os.path.join(directory, "bert_config.json")) as f:
+    f.write(config.to_json_string())
+  if vocab_file:
+    with files.atomic_output(os.path.join(directory, "vocab.txt"), "wb") as f:
+      with files.open_file(vocab_file, "rb") as src:
+        f.write(src.read())
+
+
 def find_config(checkpoint_path):
   """The BertConfig stored beside a checkpoint (bert_config.json or config.json)."""
   directory = _checkpoint_dir(checkpoint_path)

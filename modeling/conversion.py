@@ -95,10 +95,5 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
   # The config and vocab first: the checkpoint's `checkpoint` file, written last,
   # marks the directory complete (as the tf1 and hf writers do); an older one goes first.
   files.withdraw(os.path.join(output_dir, "checkpoint"))
-  with files.atomic_output(os.path.join(output_dir, "bert_config.json")) as f:
-    f.write(config.to_json_string())
-  if vocab_file:
-    with files.atomic_output(os.path.join(output_dir, "vocab.txt"), "wb") as f:
-      with files.open_file(vocab_file, "rb") as src:
-        f.write(src.read())
+  checkpoints.write_config_and_vocab(output_dir, config, vocab_file)
   return checkpoints.save_tf2_checkpoint(model, os.path.join(output_dir, "model.ckpt"))

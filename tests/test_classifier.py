@@ -90,6 +90,20 @@ def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_pat
   want = tf.nn.softmax(model(batch)["logits"]).numpy()
   np.testing.assert_allclose(served["probabilities"].numpy(), want, atol=1e-5)
   assert [s.decode() for s in served["label"].numpy()[:2]] == ["1", "0"]
+  # --output_dir alone is the trained model: its config and vocab are there, so a later
+  # run evaluates it without --init_checkpoint or the config flags and scores the same,
+  assert (out / "bert_config.json").read_text() == (d / "bert_config.json").read_text()
+  assert (out / "vocab.txt").read_bytes() == open(vocab, "rb").read()
+  run_script("run_classifier.py", "--task_name=SST-2", f"--data_dir={tmp_path / 'data'}",
+             f"--output_dir={out}", "--max_seq_length=24", "--do_eval", "--eval_batch_size=16")
+  again = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+  assert again["eval_accuracy"] == results["eval_accuracy"]
+  assert again["global_step"] == results["global_step"]
+  # and converts to Hugging Face's layout with the task's labels named.
+  run_script("convert_checkpoint.py", f"--input_checkpoint={out}",
+             f"--output_dir={tmp_path / 'hf'}", "--output_format=hf")
+  hf = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert hf["id2label"] == {"0": "0", "1": "1"}  # LABEL_0, LABEL_1 without run.json's names
 
 
 @pytest.mark.slow
@@ -155,7 +169,8 @@ def test_bad_flags_are_one_line(model_files, tmp_path):
   proc = run_script("run_classifier.py", "--task_name=cola", f"--data_dir={tmp_path}",
                     f"--output_dir={tmp_path / 'o'}", "--do_train", expect_ok=False)
   assert last_error_line(proc) == ("error: --bert_config_file is required when "
-                                   "--init_checkpoint is not given.")
+                                   "--init_checkpoint is not given and --output_dir holds "
+                                   "no trained model.")
   proc = run_script("run_classifier.py", *_common(
       d, vocab, tmp_path / "data", tmp_path / "o", "--task_name=sst-2", "--do_train",
       "--init_checkpoint=/x/cased_L-12_H-768_A-12/bert_model.ckpt"), expect_ok=False)
