@@ -192,26 +192,30 @@ def require(**named_values):
 
 def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=None):
   """The BertConfig and vocab path: the flags', else the files beside --init_checkpoint,
-  else (no --init_checkpoint) those a fine-tuning run wrote to `output_dir`."""
+  else (no --init_checkpoint) those a fine-tuning run copied into `output_dir`."""
   from data import files
   from modeling import checkpoints
   from modeling.config import BertConfig
   if init_checkpoint and not (bert_config_file and vocab_file):
     _require_checkpoint(init_checkpoint)  # not reported as a missing config beside it
-  home = init_checkpoint
-  if not home and output_dir and files.exists(os.path.join(output_dir, "bert_config.json")):
-    home = output_dir  # a trained model's directory: evaluate or predict with it alone
-  where = "--init_checkpoint is not given and --output_dir holds no trained model"
-  if bert_config_file:
-    config = BertConfig.from_json_file(bert_config_file)
-  elif home:
-    config = checkpoints.find_config(home)
+  saved = {}  # without --init_checkpoint: a trained model's directory serves alone
+  for name in ("bert_config.json", "vocab.txt") if output_dir and not init_checkpoint else ():
+    if files.exists(os.path.join(output_dir, name)):
+      saved[name] = os.path.join(output_dir, name)
+  where = "--init_checkpoint is not given and --output_dir holds no trained model's"
+  if bert_config_file or "bert_config.json" in saved:
+    config = BertConfig.from_json_file(bert_config_file or saved["bert_config.json"])
+  elif init_checkpoint:
+    config = checkpoints.find_config(init_checkpoint)
   else:
-    raise ValueError(f"--bert_config_file is required when {where}.")
+    raise ValueError(f"--bert_config_file is required when {where} bert_config.json.")
   if not vocab_file:
-    if not home:
-      raise ValueError(f"--vocab_file is required when {where}.")
-    vocab_file = checkpoints.find_vocab(home)
+    if init_checkpoint:
+      vocab_file = checkpoints.find_vocab(init_checkpoint)
+    elif "vocab.txt" in saved:
+      vocab_file = saved["vocab.txt"]
+    else:
+      raise ValueError(f"--vocab_file is required when {where} vocab.txt.")
   return config, vocab_file
 
 

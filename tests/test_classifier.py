@@ -170,7 +170,7 @@ def test_bad_flags_are_one_line(model_files, tmp_path):
                     f"--output_dir={tmp_path / 'o'}", "--do_train", expect_ok=False)
   assert last_error_line(proc) == ("error: --bert_config_file is required when "
                                    "--init_checkpoint is not given and --output_dir holds "
-                                   "no trained model.")
+                                   "no trained model's bert_config.json.")
   proc = run_script("run_classifier.py", *_common(
       d, vocab, tmp_path / "data", tmp_path / "o", "--task_name=sst-2", "--do_train",
       "--init_checkpoint=/x/cased_L-12_H-768_A-12/bert_model.ckpt"), expect_ok=False)
