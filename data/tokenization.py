@@ -48,6 +48,26 @@ def convert_to_unicode(text):
   raise ValueError(f"Unsupported string type: {type(text).__name__}")
 
 
+def printable_text(text):
+  """`text` as str for printing or logging: the original's name (in Python 3 it is
+  convert_to_unicode)."""
+  return convert_to_unicode(text)
+
+
+def convert_by_vocab(vocab, items):
+  """Looks every item up in `vocab` (tokens to ids, or ids to tokens with the inverse);
+  an item it lacks raises KeyError, as in the original."""
+  return [vocab[item] for item in items]
+
+
+def convert_tokens_to_ids(vocab, tokens):
+  return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab, ids):
+  return convert_by_vocab(inv_vocab, ids)
+
+
 def is_whitespace(char):
   """True for space, tab, newline, carriage return and Unicode `Zs`."""
   if char in " \t\n\r":
@@ -68,6 +88,10 @@ def is_punctuation(char):
   if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
     return True
   return unicodedata.category(char).startswith("P")
+
+
+# The original's private names, for code written against its module.
+_is_whitespace, _is_control, _is_punctuation = is_whitespace, is_control, is_punctuation
 
 
 def is_cjk(cp):
@@ -292,11 +316,11 @@ class FullTokenizer:
 
   def convert_tokens_to_ids(self, tokens):
     """Maps tokens to ids; an unknown token raises KeyError as in the original."""
-    return [self.vocab[token] for token in tokens]
+    return convert_by_vocab(self.vocab, tokens)
 
   def convert_ids_to_tokens(self, ids):
     """Maps ids back to tokens."""
-    return [self.inv_vocab[i] for i in ids]
+    return convert_by_vocab(self.inv_vocab, ids)
 
   def require_tokens(self, tokens):
     """Raises ValueError naming the vocab file when any of `tokens` is missing."""

@@ -13,6 +13,20 @@ def test_full_tokenizer_original_case(tiny_vocab):
   assert tok.convert_ids_to_tokens([7, 4, 5, 10, 8, 9]) == tokens
 
 
+def test_the_original_module_functions():
+  """Code written against the original's tokenization module finds its functions."""
+  vocab = {t: i for i, t in enumerate(["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed",
+                                       "wa", "un", "runn", "##ing"])}
+  tokens = ["un", "##want", "##ed", "runn", "##ing"]
+  assert T.convert_tokens_to_ids(vocab, tokens) == [7, 4, 5, 8, 9]
+  assert T.convert_ids_to_tokens({i: t for t, i in vocab.items()}, [7, 4, 5, 8, 9]) == tokens
+  with pytest.raises(KeyError):
+    T.convert_by_vocab(vocab, ["unknown"])  # no [UNK] fallback, as in the original
+  assert T.printable_text(b"caf\xc3\xa9 \xff") == "caf\u00e9 " == T.printable_text("caf\u00e9 ")
+  assert T._is_punctuation("$") and T._is_whitespace("\u00a0") and T._is_control("\u200b")
+  assert T.whitespace_tokenize("  a b\n") == ["a", "b"]
+
+
 def test_chinese_characters_split():
   assert T.BasicTokenizer().tokenize("ah\u535A\u63A8zz") == ["ah", "\u535A", "\u63A8", "zz"]
 
