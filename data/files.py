@@ -319,8 +319,14 @@ class Undecodable:
     text = data.decode("utf-8", "ignore")
     self.count += len(data) - len(text.encode("utf-8"))
     if not self.first:
-      self.first = f"{path}:{line + data[:first_bad].count(10)}"  # 10: a newline byte
+      line += data.count(b"\n", 0, first_bad)
+      self.first = f"{path}:{line}"
     return text
+
+  def merge(self, other):
+    """Adds the bytes `other` dropped; its first place counts only when this has none."""
+    self.count += other.count
+    self.first = self.first or other.first
 
   def report(self):
     """One line for the log ("" when every byte was UTF-8)."""

@@ -99,8 +99,7 @@ def _merge(total, part):
   """Adds a worker's Summary into the total."""
   for name in ("lines", "bytes_read", "documents", "segments", "tokens"):
     setattr(total.read, name, getattr(total.read, name) + getattr(part.read, name))
-  total.read.undecodable.count += part.read.undecodable.count
-  total.read.undecodable.first = total.read.undecodable.first or part.read.undecodable.first
+  total.read.undecodable.merge(part.read.undecodable)
   total.examples = total.examples or part.examples
   for name in ("instances", "instance_tokens", "masked", "masked_as_mask", "masked_kept",
                "masked_random", "random_next", "short_targets", "document_passes"):
