@@ -115,6 +115,40 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
     assert not out.exists() and not _leftovers(tmp_path)
 
 
+def test_small_corpus_vocab_equals_the_full_threshold_search():
+  """A corpus too small to fill the vocab takes one learning pass, with the result of
+  tensorflow-text's whole threshold search; one that can fill it runs the search."""
+  import collections
+  import random
+
+  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as lib
+
+  from data import wordpiece_vocab
+  rng = random.Random(1)
+  words = ["".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(1, 9)))
+           for _ in range(400)]
+  counts = collections.Counter(rng.choice(words) for _ in range(20_000))
+  calls = []
+  search = lib.learn_with_thresh
+
+  def counted(*args):
+    calls.append(args[1])
+    return search(*args)
+
+  lib.learn_with_thresh = counted
+  try:
+    got = wordpiece_vocab.learn(counts, 2000)
+    assert len(calls) == 1
+    calls.clear()
+    want = lib.learn(list(counts.items()), 2000, wordpiece_vocab.reserved_tokens(2000),
+                     lower_thresh=2, max_token_length=50)
+    assert len(calls) > 5 and got == want and len(got) < 2000 * 0.95
+    calls.clear()
+    assert len(wordpiece_vocab.learn(counts, 300)) <= 300 and len(calls) > 5  # the search
+  finally:
+    lib.learn_with_thresh = search
+
+
 def test_learned_vocab_never_exceeds_its_size():
   """tensorflow-text's threshold search can stop far above the target (406 tokens here);
   the rarest multi-character pieces go, every character stays, so nothing becomes [UNK]."""
