@@ -57,8 +57,12 @@ def _labels_beside(path, num_labels):
               if line.strip()]
   else:
     labels_path = run_path
-    run = json.loads(files.read_text(run_path)) if files.exists(run_path) else {}
-    labels = run.get("labels")
+    try:
+      run = json.loads(files.read_text(run_path)) if files.exists(run_path) else {}
+    except ValueError as e:  # unreadable: the conversion itself does not need it
+      logging.warning("%s not read (%s); the config names the classes LABEL_i.", run_path, e)
+      run = {}
+    labels = run.get("labels") if isinstance(run, dict) else None
     if not labels:
       return None  # nothing names them (a regression head has no names)
   if len(labels) != num_labels:

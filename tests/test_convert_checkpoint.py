@@ -129,3 +129,23 @@ def test_bad_vocab_stops_before_anything_is_written(tmp_path, vocab):
                                 "too_large": "has 31 entries but the model's vocab_size is 30"
                                 }[vocab])
   assert not (tmp_path / "out").exists()
+
+
+def test_class_names_beside_a_checkpoint(tmp_path):
+  """hf's id2label names: label_list.txt first, then run.json's labels; a run.json that
+  does not fit, names nothing, or cannot be read leaves LABEL_i (the conversion goes on)."""
+  import convert_checkpoint
+  ckpt = str(tmp_path / "ckpt-3")
+  run = tmp_path / "run.json"
+  assert convert_checkpoint._labels_beside(ckpt, 3) is None  # nothing beside it
+  run.write_text(json.dumps({"task_name": "mnli", "labels": ["contradiction", "entailment",
+                                                            "neutral"]}))
+  assert convert_checkpoint._labels_beside(ckpt, 3) == ["contradiction", "entailment", "neutral"]
+  assert convert_checkpoint._labels_beside(ckpt, 2) is None  # another head
+  assert convert_checkpoint._labels_beside(ckpt, None) is None  # no classes at all
+  run.write_text(json.dumps({"task_name": "sts-b", "labels": None}))  # regression
+  assert convert_checkpoint._labels_beside(ckpt, 1) is None
+  run.write_text("{not json")
+  assert convert_checkpoint._labels_beside(ckpt, 3) is None
+  (tmp_path / "label_list.txt").write_text("O\nB-PER\nI-PER\n")
+  assert convert_checkpoint._labels_beside(ckpt, 3) == ["O", "B-PER", "I-PER"]
