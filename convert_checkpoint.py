@@ -46,19 +46,19 @@ def _labels_beside(path, num_labels):
   """The class names beside checkpoint `path`, if they fit its head: run_ner's
   label_list.txt, else the labels in a fine-tuning run's run.json."""
   import json
-  from data import files
+  from data import files, text_decoding
   if num_labels is None:
     return None
   directory = os.path.dirname(path)
   labels_path = os.path.join(directory, "label_list.txt")
   run_path = os.path.join(directory, script_utils.RUN_FILE)
   if files.exists(labels_path):
-    labels = [line.strip() for line in files.text_lines(files.read_text(labels_path))
-              if line.strip()]
+    text = text_decoding.read_text(labels_path)
+    labels = [line.strip() for line in text_decoding.text_lines(text) if line.strip()]
   else:
     labels_path = run_path
     try:
-      run = json.loads(files.read_text(run_path)) if files.exists(run_path) else {}
+      run = json.loads(text_decoding.read_text(run_path)) if files.exists(run_path) else {}
     except ValueError as e:  # unreadable: the conversion itself does not need it
       logging.warning("%s not read (%s); the config names the classes LABEL_i.", run_path, e)
       run = {}
@@ -75,11 +75,11 @@ def _labels_beside(path, num_labels):
 def main(_):
   script_utils.require(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
   script_utils.log_flags()
-  from data import files, tokenization
+  from data import path_checks, tokenization
   from modeling import checkpoints, conversion
   from modeling.config import BertConfig
 
-  files.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
+  path_checks.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
   if FLAGS.bert_config_file:
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
   else:

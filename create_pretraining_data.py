@@ -107,11 +107,11 @@ def _validate():
 def main(_):
   masking_mix = _validate()
   script_utils.log_flags()
-  from data import files
+  from data import path_checks
   from data.pretraining import generation, instances, sharded, streaming
   from data import tokenization
 
-  input_files = files.expand_file_patterns(FLAGS.input_file, "--input_file")
+  input_files = path_checks.expand_file_patterns(FLAGS.input_file, "--input_file")
   output_files = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
   if FLAGS.num_output_files > 1:
     if len(output_files) != 1:
@@ -121,7 +121,7 @@ def main(_):
   if FLAGS.shard_by_input_file:
     sharded.input_groups(input_files, len(output_files))  # enough input files: checked now
   for path in output_files:  # found now, not when the finished file is renamed into place
-    files.check_output_file(path, "--output_file", input_files)
+    path_checks.check_output_file(path, "--output_file", input_files)
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   tokenizer.require_tokens(["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
   config = instances.GenerationConfig(

@@ -68,12 +68,12 @@ def main(_):
   script_utils.log_flags()
   import numpy as np
   import tensorflow as tf
-  from data import features, files
+  from data import features, files, path_checks, text_decoding
   from modeling import checkpoints
   from modeling.encoder import BertEncoder
 
-  files.check_output_file(FLAGS.output_file, "--output_file", [FLAGS.input_file])
-  undecodable = files.Undecodable()
+  path_checks.check_output_file(FLAGS.output_file, "--output_file", [FLAGS.input_file])
+  undecodable = text_decoding.Undecodable()
   pairs = features.read_text_pairs(FLAGS.input_file, undecodable)
   if undecodable.count:
     logging.warning(undecodable.report())

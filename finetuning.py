@@ -121,10 +121,10 @@ class Runner:
 
   def setup(self):
     """Creates --output_dir, checks --export_dir, returns the tokenizer of the vocab."""
-    from data import files
+    from data import files, path_checks
     v = self.values
     script_utils.make_output_dir(v.output_dir)
-    files.check_output_dir(getattr(v, "export_dir", None), "--export_dir", "the SavedModel")
+    path_checks.check_output_dir(getattr(v, "export_dir", None), "--export_dir", "the SavedModel")
     self.tokenizer = script_utils.load_tokenizer(self.vocab_file, v.do_lower_case, self.config)
     return self.tokenizer
 

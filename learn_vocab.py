@@ -27,14 +27,14 @@ FLAGS = flags.FLAGS
 
 def main(_):
   script_utils.require(input_file=FLAGS.input_file, vocab_file=FLAGS.vocab_file)
-  from data import files, wordpiece_vocab
+  from data import files, path_checks, text_decoding, wordpiece_vocab
   from data.progress import Progress
-  paths = files.expand_file_patterns(FLAGS.input_file, "--input_file")
-  files.check_output_file(FLAGS.vocab_file, "--vocab_file", paths)
+  paths = path_checks.expand_file_patterns(FLAGS.input_file, "--input_file")
+  path_checks.check_output_file(FLAGS.vocab_file, "--vocab_file", paths)
   wordpiece_vocab.reserved_tokens(FLAGS.vocab_size, FLAGS.num_unused_tokens)  # room left?
   start = time.time()
   progress = Progress("counting", sum(files.size(p) for p in paths))
-  undecodable = files.Undecodable()
+  undecodable = text_decoding.Undecodable()
   counts = wordpiece_vocab.count_words(paths, FLAGS.do_lower_case,
                                        lambda done: progress.update(done, bytes=done), undecodable)
   if undecodable.count:

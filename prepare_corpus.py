@@ -25,14 +25,14 @@ FLAGS = flags.FLAGS
 def main(_):
   script_utils.require(input_file=FLAGS.input_file, output_file=FLAGS.output_file)
   import re
-  from data import corpus, files
+  from data import corpus, files, path_checks
   if FLAGS.document_separator:
     try:
       re.compile(FLAGS.document_separator)
     except re.error as e:
       raise ValueError(f"--document_separator={FLAGS.document_separator!r}: {e}") from None
-  paths = files.expand_file_patterns(FLAGS.input_file, "--input_file")
-  files.check_output_file(FLAGS.output_file, "--output_file", paths)
+  paths = path_checks.expand_file_patterns(FLAGS.input_file, "--input_file")
+  path_checks.check_output_file(FLAGS.output_file, "--output_file", paths)
   stats = corpus.PrepareStats()
   start = time.time()
   with files.atomic_output(FLAGS.output_file) as out:

@@ -161,7 +161,7 @@ def main(_):
     FLAGS.learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
   runner = finetuning.Runner(FLAGS)
   runner.check_flags(data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir)
-  from data import conll, files
+  from data import conll, path_checks
   from modeling import export, tagging
 
   config = runner.load_config()
@@ -207,7 +207,7 @@ def main(_):
     scratch = script_utils.scratch_dir("run_ner_")
     words = [len(f.words) for _, f in held_out.values()]
     words += [len(flat.words)] if FLAGS.do_train else []
-    files.check_free_space(
+    path_checks.check_free_space(
         scratch, max(words) * tagging.feature_width(config.hidden_size, len(layers),
                                                     FLAGS.feature_combine) * 4,
         "The encoder's features (--feature_based)", ": point TMPDIR at a larger local disk")

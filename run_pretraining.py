@@ -70,7 +70,7 @@ def main(_):
     raise ValueError("--next_sentence_weight applies to --objective=mlm; --objective=ltr "
                      "trains no next-sentence task.")
   script_utils.log_flags()
-  from data import features, files, pipeline
+  from data import features, path_checks, pipeline
   from modeling import checkpoints, language_model, pretraining, reports
   from modeling.config import BertConfig
 
@@ -106,7 +106,7 @@ def main(_):
   for flag, pattern in (("--input_file", FLAGS.input_file),
                         ("--eval_input_file", FLAGS.eval_input_file)):
     if pattern:
-      files.expand_file_patterns(pattern, flag)  # a pattern matching nothing names the flag
+      path_checks.expand_file_patterns(pattern, flag)  # a pattern matching nothing names the flag
       pipeline.check_records(pattern, spec, hints, compression, limits)
   script_utils.require_weights(FLAGS)
 

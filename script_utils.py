@@ -29,7 +29,7 @@ def run(main):
       while _MADE_DIRS:  # a failed run leaves no output directory it made and left empty
         path = _MADE_DIRS.pop()
         if failed:
-          from data import files
+          from data import files, path_checks
           files.remove_empty_dir(path)
   app.run(guarded, flags_parser=_parse_flags)
 
@@ -51,10 +51,10 @@ def make_output_dir(path, flag="--output_dir"):
   """Creates the output directory `path` if needed (ValueError naming `flag` if it cannot be
   written); if this run made it and then fails before writing anything into it, run()
   removes it again."""
-  from data import files
+  from data import files, path_checks
   if not files.exists(path):
     _MADE_DIRS.append(path)
-  files.ensure_writable_dir(path, flag)
+  path_checks.ensure_writable_dir(path, flag)
 
 
 def worker_outputs(strategy, output_dir):
@@ -193,7 +193,7 @@ def require(**named_values):
 def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=None):
   """The BertConfig and vocab path: the flags', else the files beside --init_checkpoint,
   else (no --init_checkpoint) those a fine-tuning run copied into `output_dir`."""
-  from data import files
+  from data import files, path_checks
   from modeling import checkpoints
   from modeling.config import BertConfig
   if init_checkpoint and not (bert_config_file and vocab_file):
@@ -278,7 +278,7 @@ def check_run(output_dir, run):
   it is compared with the one save_run wrote there.
   """
   import tensorflow as tf
-  from data import files
+  from data import files, path_checks
   path = os.path.join(output_dir, RUN_FILE)
   if not tf.train.latest_checkpoint(output_dir) or not files.exists(path):
     return
@@ -315,7 +315,7 @@ def _shown(value):
 
 def save_run(output_dir, run):
   """Writes what defines the run (see check_run) to output_dir, atomically."""
-  from data import files
+  from data import files, path_checks
   with files.atomic_output(os.path.join(output_dir, RUN_FILE)) as f:
     json.dump(run, f, indent=1)
 

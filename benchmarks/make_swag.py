@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags, logging  # noqa: E402
 
-from data import files, swag  # noqa: E402
+from data import files, path_checks, swag  # noqa: E402
 
 flags.DEFINE_string("input_files", None, "Comma-separated globs of plain-text books.")
 flags.DEFINE_string("output_dir", None, "Where train.csv, val.csv and test.csv go.")
@@ -40,7 +40,7 @@ def main(_):
     raise app.UsageError("--input_files and --output_dir are required.")
   rng = random.Random(FLAGS.seed)
   train, val = [], []
-  for path in sorted(files.expand_file_patterns(FLAGS.input_files, "--input_files")):
+  for path in sorted(path_checks.expand_file_patterns(FLAGS.input_files, "--input_files")):
     name = os.path.splitext(os.path.basename(path))[0]
     with files.open_file(path, "rb") as f:
       text = f.read().decode("utf-8", "ignore").replace("\r", "")

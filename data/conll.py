@@ -24,7 +24,7 @@ import re
 import numpy as np
 from absl import logging
 
-from data import files, windows
+from data import files, text_decoding, windows
 
 _TAG = re.compile(r"^(O|[BI]-\S+)$")
 # Columns are separated by spaces and tabs only: str.split() would also cut a
@@ -79,7 +79,7 @@ def find_split_file(data_dir, split):
 
 def read_conll(path):
   """Documents of a CoNLL file; ValueError naming the file and line of a row that does not fit."""
-  text = files.read_text(path)
+  text = text_decoding.read_text(path)
   documents, current, rows, first = [], Document([]), [], None
 
   def end_sentence():
@@ -87,7 +87,7 @@ def read_conll(path):
       current.sentences.append(rows[:])
       rows.clear()
 
-  for number, raw in enumerate(files.text_lines(text), 1):
+  for number, raw in enumerate(text_decoding.text_lines(text), 1):
     line = raw.strip(_SEPARATORS)
     if not line:
       end_sentence()
@@ -162,7 +162,7 @@ def read_labels(path):
   """The label list saved by write_labels."""
   if not files.exists(path):
     raise ValueError(f"No label list at {path}: train first (--do_train) with this --output_dir.")
-  return [line.strip() for line in files.text_lines(files.read_text(path)) if line.strip()]
+  return [line.strip() for line in text_decoding.text_lines(text_decoding.read_text(path)) if line.strip()]
 
 
 # --- Windows ---------------------------------------------------------------

@@ -9,14 +9,14 @@ lines are joined and split into sentences with Bling Fire's sentence breaker
 import dataclasses
 import re
 
-from data import files
+from data import files, text_decoding
 
 
 @dataclasses.dataclass
 class PrepareStats:
   """What preparation read and wrote."""
   # First: the field `files` below hides the module inside this class body.
-  undecodable: files.Undecodable = dataclasses.field(default_factory=files.Undecodable)
+  undecodable: text_decoding.Undecodable = dataclasses.field(default_factory=text_decoding.Undecodable)
   files: int = 0
   bytes_read: int = 0
   documents: int = 0
@@ -60,7 +60,7 @@ def read_documents(paths, stats, separator=None):
     with files.open_file(path, "rb") as f:
       data = f.read()
     stats.bytes_read += len(data)
-    files.check_not_wide(data, path)
+    text_decoding.check_not_wide(data, path)
     text = stats.undecodable.decode(data, path)
     document = []
     for line in text.split("\n"):

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from data import files
+from data import files, text_decoding
 
 _PAIR_LINE = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -69,13 +69,13 @@ def read_text_pairs(path, undecodable):
 
   UTF-16/32 text is refused (ValueError naming the file); other bytes that are
   not UTF-8 are dropped, as the original drops them, and counted in
-  `undecodable` (files.Undecodable).
+  `undecodable` (text_decoding.Undecodable).
   """
   pairs = []
   try:
     with files.open_file(path, "rb") as f:
       for number, raw in enumerate(f, start=1):
-        files.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
+        text_decoding.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
         line = undecodable.decode(raw, path, number).strip()
         m = _PAIR_LINE.match(line)
         pairs.append((m.group(1), m.group(2)) if m else (line, None))

@@ -39,7 +39,7 @@ def is_remote(path):
   return "://" in path and not path.startswith("file://")
 
 
-def _local(path):
+def local_path(path):
   """A local path as Python's own functions take it: file:///x is /x (TensorFlow reads
   both)."""
   return path[len("file://"):] if path.startswith("file://") else path
@@ -124,8 +124,8 @@ def open_file(path, mode="rb", newline=None):
   if mode.replace("b", "") not in ("r", "w", "a"):
     raise ValueError(f"open_file: unsupported mode {mode!r}")
   if not is_remote(path):
-    return (open(_local(path), mode) if "b" in mode
-            else open(_local(path), mode, encoding="utf-8", newline=newline))
+    return (open(local_path(path), mode) if "b" in mode
+            else open(local_path(path), mode, encoding="utf-8", newline=newline))
   raw = _RawGFile(path, mode)
   buffered = io.BufferedReader(raw, 1 << 20) if "r" in mode else io.BufferedWriter(raw, 1 << 20)
   if "b" in mode:
@@ -147,14 +147,14 @@ def write_bytes(path, data):
 
 def exists(path):
   if not is_remote(path):
-    return os.path.exists(_local(path))
+    return os.path.exists(local_path(path))
   with _as_os_errors(path):
     return _gfile().exists(path)
 
 
 def isdir(path):
   if not is_remote(path):
-    return os.path.isdir(_local(path))
+    return os.path.isdir(local_path(path))
   with _as_os_errors(path):
     return _gfile().isdir(path)
 
@@ -162,7 +162,7 @@ def isdir(path):
 def size(path):
   """Size in bytes of a file."""
   if not is_remote(path):
-    return os.path.getsize(_local(path))
+    return os.path.getsize(local_path(path))
   with _as_os_errors(path):
     return _gfile().stat(path).length
 
@@ -170,7 +170,7 @@ def size(path):
 def listdir(path):
   """Sorted names of the entries in directory `path`."""
   if not is_remote(path):
-    return sorted(os.listdir(_local(path)))
+    return sorted(os.listdir(local_path(path)))
   with _as_os_errors(path):
     return sorted(name.rstrip("/") for name in _gfile().listdir(path))
 
@@ -178,14 +178,14 @@ def listdir(path):
 def _walk(path):
   """(directory, subdirectories, files) under `path`, as os.walk gives them."""
   if not is_remote(path):
-    return os.walk(_local(path))
+    return os.walk(local_path(path))
   with _as_os_errors(path):
     return list(_gfile().walk(path))
 
 
 def walk_files(path):
   """Paths relative to directory `path` of every file under it, sorted."""
-  top = path if is_remote(path) else _local(path)
+  top = path if is_remote(path) else local_path(path)
   return sorted(os.path.join(_relative(directory, top), n)
                 for directory, _, names in _walk(path) for n in names)
 
@@ -202,7 +202,7 @@ def glob(pattern):
   that does: tf.io.gfile.glob would return them, temporary files included.
   """
   if not is_remote(pattern):
-    return sorted(_pyglob.glob(_local(pattern)))
+    return sorted(_pyglob.glob(local_path(pattern)))
   with _as_os_errors(pattern):
     matches = _gfile().glob(pattern)
   parts = pattern.split("/")
@@ -217,7 +217,7 @@ def glob(pattern):
 def copy(source, target):
   """Copies file `source` over `target` (not atomic: see atomic_output)."""
   if not is_remote(source) and not is_remote(target):
-    shutil.copyfile(_local(source), _local(target))
+    shutil.copyfile(local_path(source), local_path(target))
     return
   with _as_os_errors(source):
     _gfile().copy(source, target, overwrite=True)
@@ -226,7 +226,7 @@ def copy(source, target):
 def rename(source, target):
   """Renames a file (or, locally, a directory) over an existing target."""
   if not is_remote(source) and not is_remote(target):
-    os.replace(_local(source), _local(target))
+    os.replace(local_path(source), local_path(target))
     return
   with _as_os_errors(source):
     _gfile().rename(source, target, overwrite=True)
@@ -234,7 +234,7 @@ def rename(source, target):
 
 def remove(path):
   if not is_remote(path):
-    os.remove(_local(path))
+    os.remove(local_path(path))
     return
   with _as_os_errors(path):
     _gfile().remove(path)
@@ -243,7 +243,7 @@ def remove(path):
 def rmtree(path):
   """Removes directory `path` and everything under it."""
   if not is_remote(path):
-    shutil.rmtree(_local(path))
+    shutil.rmtree(local_path(path))
     return
   with _as_os_errors(path):
     _gfile().rmtree(path)
@@ -252,7 +252,7 @@ def rmtree(path):
 def makedirs(path):
   """Creates directory `path` and its parents; no error if it exists."""
   if not is_remote(path):
-    os.makedirs(_local(path), exist_ok=True)
+    os.makedirs(local_path(path), exist_ok=True)
     return
   with _as_os_errors(path):
     _gfile().makedirs(path)
@@ -260,116 +260,7 @@ def makedirs(path):
 
 def parent_dir(path):
   """The directory that holds file `path` (made absolute when local)."""
-  return os.path.dirname(path if is_remote(path) else os.path.abspath(_local(path)))
-
-
-# Byte order marks of the wide encodings, longest first (UTF-32LE starts like UTF-16LE).
-_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
-              (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
-
-
-def check_not_wide(data, where, at_start=True):
-  """Raises ValueError naming `where` when bytes `data` look like UTF-16 or UTF-32.
-
-  Such text is mostly valid UTF-8 byte by byte (ASCII comes out NUL-laced), so
-  decoding it would not fail but silently yield garbage. The signs: a UTF-16/32
-  byte order mark (checked when `data` starts a file) or NUL bytes making up a
-  quarter or more of `data`; stray NULs in UTF-8 text pass.
-  """
-  if at_start:
-    for bom, name in _WIDE_BOMS:
-      if data.startswith(bom):
-        raise ValueError(f"{where}: starts with a {name} byte order mark; expected UTF-8 "
-                         f"text (convert it, e.g. iconv -f {name} -t UTF-8).")
-  nuls = data.count(b"\0")
-  if nuls and 4 * nuls >= len(data):
-    raise ValueError(f"{where}: NUL bytes all through the text, as in UTF-16 or UTF-32; "
-                     "expected UTF-8 text (convert it, e.g. with iconv).")
-
-
-def decode_utf8(data, path):
-  """Bytes of the file `path` as str, a leading UTF-8 byte order mark dropped.
-
-  Raises ValueError naming path:line for UTF-16/32 text or bytes that are not UTF-8.
-  """
-  check_not_wide(data, path)
-  if data.startswith(b"\xef\xbb\xbf"):
-    data = data[3:]
-  try:
-    return data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    raise ValueError(f"{path}:{line}: byte 0x{data[e.start]:02x} is not UTF-8; expected UTF-8 "
-                     "text (convert the file, e.g. with iconv).") from None
-
-
-class Undecodable:
-  """Lenient UTF-8 decoding, as the original's readers decode: bytes that are not UTF-8
-  are dropped, counted, and the first one's place kept for the report."""
-
-  def __init__(self):
-    self.count, self.first = 0, ""
-
-  def decode(self, data, path, line=1):
-    """`data`, bytes starting at `line` of `path`, as str without its undecodable bytes."""
-    try:
-      return data.decode("utf-8")  # the common case, at full speed
-    except UnicodeDecodeError as e:
-      first_bad = e.start
-    text = data.decode("utf-8", "ignore")
-    self.count += len(data) - len(text.encode("utf-8"))
-    if not self.first:
-      line += data.count(b"\n", 0, first_bad)
-      self.first = f"{path}:{line}"
-    return text
-
-  def merge(self, other):
-    """Adds the bytes `other` dropped; its first place counts only when this has none."""
-    self.count += other.count
-    self.first = self.first or other.first
-
-  def report(self):
-    """One line for the log ("" when every byte was UTF-8)."""
-    plural = "" if self.count == 1 else "s"
-    return (f"dropped {self.count:,} undecodable byte{plural} (first at {self.first})"
-            if self.count else "")
-
-
-def read_text(path):
-  """The whole UTF-8 file `path` as str; ValueError naming the file if unreadable or not UTF-8."""
-  try:
-    with open_file(path, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise ValueError(f"Cannot read {path}: {e}") from None
-  return decode_utf8(data, path)
-
-
-def text_lines(text):
-  """Lines of `text` as a file reads them: only \\n, \\r\\n and \\r end one.
-
-  str.splitlines() would also break at U+2028, U+2029, U+0085, \\v, \\f and
-  \\x1c-\\x1e, which are legal inside a field. The lines keep no line ending.
-  """
-  return [line[:-1] if line.endswith("\n") else line for line in io.StringIO(text, newline=None)]
-
-
-def expand_file_patterns(patterns, flag):
-  """Expands a comma-separated list of paths or globs into sorted file names.
-
-  Raises ValueError naming `flag` when a pattern matches nothing.
-  """
-  found = []
-  for pattern in (p.strip() for p in patterns.split(",")):
-    if not pattern:
-      continue
-    matches = [m for m in glob(pattern) if not isdir(m)]
-    if not matches:
-      raise ValueError(f"{flag}: no file matches {pattern!r}.")
-    found.extend(matches)
-  if not found:
-    raise ValueError(f"{flag} is empty.")
-  return found
+  return os.path.dirname(path if is_remote(path) else os.path.abspath(local_path(path)))
 
 
 def temporary_name(path):
@@ -395,7 +286,7 @@ def atomic_output(path, mode="w", newline=None):
     raise
 
 
-def withdraw(path):
+def remove_marker(path):
   """Removes the marker file `path` if it is there: a directory whose files are about to be
   replaced one by one stops looking complete first, so no reader mixes old and new files."""
   if exists(path):
@@ -461,66 +352,11 @@ def publish_dir(source, target, last=()):
   rmtree(source)
 
 
-def check_output_dir(path, flag, what):
-  """Raises ValueError when directory `path` could not be written later.
-
-  Checked before the work it would waste: `path` must not be a file, and its
-  nearest existing parent must be a writable directory. Nothing is created.
-  (A bucket's permissions show on writing.) `what` says what goes there.
-  """
-  if not path:
-    return
-  if exists(path) and not isdir(path):
-    raise ValueError(f"{flag}={path} is a file; name a directory for {what}.")
-  if is_remote(path):
-    return  # a bucket has directories only as name prefixes: any parent will do
-  parent = parent_dir(path)
-  while not exists(parent):
-    parent = os.path.dirname(parent)
-  # os.access: gfile has no permission check that writes nothing (local disk only here).
-  if not isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-    raise ValueError(f"{flag}={path} cannot be created: {parent} is not a writable "
-                     "directory.")
-
-
-def check_output_file(path, flag, inputs=()):
-  """Before any work: ValueError naming `flag` when `path` cannot receive an output file
-  (a directory, a folder that cannot be written, or one of the `inputs` it is made from)."""
-  if isdir(path):
-    raise ValueError(f"{flag}={path} is a directory; name a file.")
-  same = lambda a, b: (a == b if is_remote(a) or is_remote(b)
-                       else os.path.realpath(_local(a)) == os.path.realpath(_local(b)))
-  if any(same(path, p) for p in inputs):
-    raise ValueError(f"{flag}={path} is also an input file; name another file.")
-  ensure_writable_dir(parent_dir(path), f"{flag}={path}:")
-
-
 def remove_empty_dir(path):
   """Removes local directory `path` if it is empty (a bucket keeps no empty directories
   worth removing)."""
   if not is_remote(path):
     try:
-      os.rmdir(_local(path))
+      os.rmdir(local_path(path))
     except OSError:
       pass  # not empty, or already gone
-
-
-def ensure_writable_dir(path, flag):
-  """Creates directory `path` if needed; ValueError naming `flag` if impossible."""
-  try:
-    makedirs(path)
-    probe = os.path.join(path, f".write-probe-{uuid.uuid4().hex[:8]}")
-    with open_file(probe, "w") as f:
-      f.write("")
-    remove(probe)
-  except OSError as e:
-    raise ValueError(f"{flag} {path} is not a writable directory: {e}") from e
-
-
-def check_free_space(directory, needed, what, hint=""):
-  """ValueError unless local `directory` has `needed` bytes free for `what`; `hint` ends
-  the message (what to do instead)."""
-  free = shutil.disk_usage(directory).free
-  if needed > free:
-    raise ValueError(f"{what} need {needed / 1e9:.2f} GB in {directory}, which has "
-                     f"{free / 1e9:.2f} GB free{hint}.")

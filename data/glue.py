@@ -18,7 +18,7 @@ import sys
 
 from absl import logging
 
-from data import files
+from data import files, text_decoding
 
 MNLI_LABELS = ["contradiction", "entailment", "neutral"]
 NLI_LABELS = ["entailment", "not_entailment"]
@@ -133,7 +133,7 @@ def read_tsv(path):
   Raises ValueError naming the file (and line) when it is unreadable or not UTF-8.
   """
   csv.field_size_limit(sys.maxsize)
-  rows = csv.reader(files.text_lines(files.read_text(path)), delimiter="\t",
+  rows = csv.reader(text_decoding.text_lines(text_decoding.read_text(path)), delimiter="\t",
                     quoting=csv.QUOTE_NONE)
   return [(number, fields) for number, fields in enumerate(rows, start=1)]
 

@@ -12,7 +12,7 @@ import re
 
 import tensorflow as tf
 
-from data import files
+from data import path_checks
 
 # The functions these pipelines hand tf.data have no Python control flow on
 # tensors, so AutoGraph has nothing to convert in them; its source rewriting
@@ -43,7 +43,7 @@ def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits
   Returns:
     the file names.
   """
-  names = files.expand_file_patterns(file_patterns, source)
+  names = path_checks.expand_file_patterns(file_patterns, source)
 
   def check(path):
     _check_first_record(path, spec, flag_hint or {}, compression)
@@ -116,7 +116,7 @@ def _check_ids(path, spec, id_limits, compression, count):
 
 def count_records(file_patterns, compression="", limit=None):
   """Records in the files, counted up to `limit` (reading no further)."""
-  names = files.expand_file_patterns(file_patterns, "records")
+  names = path_checks.expand_file_patterns(file_patterns, "records")
   dataset = tf.data.TFRecordDataset(names, compression)
   if limit is not None:
     dataset = dataset.take(limit)
@@ -133,7 +133,7 @@ def naming_bad_files(file_patterns, compression=""):
   try:
     yield
   except tf.errors.DataLossError as e:
-    names = files.expand_file_patterns(file_patterns, "records")
+    names = path_checks.expand_file_patterns(file_patterns, "records")
     bad = [path for path in names if not _readable(path, compression)] or names
     raise ValueError(f"{', '.join(bad)}: corrupt or truncated TFRecord data "
                      f"({_op_detail(e)}).") from None
@@ -254,7 +254,7 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   if drop_remainder is None:
     drop_remainder = is_training
   names, record_shard = pipeline_shard(
-      files.expand_file_patterns(file_patterns, "records"), input_context)
+      path_checks.expand_file_patterns(file_patterns, "records"), input_context)
 
   @no_autograph
   def read(path):
@@ -331,7 +331,7 @@ def global_batches(file_patterns, spec, global_batch_size, input_context=None, c
   similar lengths and little padding; each row then carries its record number
   as RECORD_INDEX, by which Trainer.predict puts its outputs back in file order.
   """
-  names = files.expand_file_patterns(file_patterns, "records")
+  names = path_checks.expand_file_patterns(file_patterns, "records")
   dataset = tf.data.TFRecordDataset(names, compression)
   parse, trim = _parse(spec), trimmer(spec, length_multiple) or no_autograph(lambda batch: batch)
   # Few traced functions: building them is much of a short prediction pass's set-up.

@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from data import corpus, features, files
+from data import corpus, features, files, text_decoding
 
 
 @dataclasses.dataclass
@@ -64,7 +64,7 @@ def read_examples(path, num_choices=4, require_labels=True):
       that are not UTF-8.
   """
   csv.field_size_limit(sys.maxsize)
-  reader = csv.reader(io.StringIO(files.read_text(path), newline=""))
+  reader = csv.reader(io.StringIO(text_decoding.read_text(path), newline=""))
   header = next(reader, None)
   if header is None:
     raise ValueError(f"{path} is empty; expected a header line and one question per row.")

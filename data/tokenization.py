@@ -18,7 +18,7 @@ import unicodedata
 
 import numpy as np
 
-from data import files
+from data import files, text_decoding
 
 UNK_TOKEN = "[UNK]"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -197,11 +197,11 @@ def load_vocab(vocab_file):
     raise ValueError(f"Cannot read vocab file {vocab_file}: "
                      f"{getattr(e, 'strerror', None) or e}") from None
   try:
-    text = files.decode_utf8(data, vocab_file)
+    text = text_decoding.decode_utf8(data, vocab_file)
   except ValueError as e:
     raise ValueError(f"Vocab file {e}") from None
   vocab = collections.OrderedDict()
-  for index, line in enumerate(files.text_lines(text)):
+  for index, line in enumerate(text_decoding.text_lines(text)):
     vocab[line.strip()] = index
   if not vocab:
     raise ValueError(f"Vocab file {vocab_file} is empty.")

@@ -17,20 +17,20 @@ tokens: every script looks them up by name.
 import collections
 import inspect
 
-from data import files, tokenization
+from data import files, text_decoding, tokenization
 
 
 def count_words(paths, do_lower_case, progress=None, undecodable=None):
   """Counter of basic-tokenizer words over every line of `paths` (UTF-16/32: ValueError);
-  bytes that are not UTF-8 are dropped, and counted in `undecodable` (files.Undecodable)."""
+  bytes that are not UTF-8 are dropped, and counted in `undecodable` (text_decoding.Undecodable)."""
   basic = tokenization.BasicTokenizer(do_lower_case)
   counts = collections.Counter()
-  undecodable = undecodable if undecodable is not None else files.Undecodable()
+  undecodable = undecodable if undecodable is not None else text_decoding.Undecodable()
   done = 0
   for path in paths:
     with files.open_file(path, "rb") as f:
       for number, raw in enumerate(f, start=1):
-        files.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
+        text_decoding.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
         counts.update(basic.tokenize(undecodable.decode(raw, path, number)))
         done += len(raw)
         if progress is not None:

@@ -21,7 +21,7 @@ import re
 import tensorflow as tf
 from absl import logging
 
-from data import files
+from data import files, path_checks
 from modeling import hf_checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
@@ -305,7 +305,7 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
   written under temporary names and moved into place once complete.
   Returns the checkpoint prefix.
   """
-  files.ensure_writable_dir(output_dir, "output directory")
+  path_checks.ensure_writable_dir(output_dir, "output directory")
   staging = os.path.join(output_dir, files.temporary_name("staging"))
   try:
     files.makedirs(staging)
@@ -317,7 +317,7 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
     _write_state_file(staging, basename)
     # Each file is renamed whole (see data/files.py); an older state file goes first
     # and the new one last: without it the directory is not a checkpoint.
-    files.withdraw(os.path.join(output_dir, "checkpoint"))
+    files.remove_marker(os.path.join(output_dir, "checkpoint"))
     for name in sorted(files.listdir(staging), key=lambda n: n == "checkpoint"):
       files.rename(os.path.join(staging, name), os.path.join(output_dir, name))
   finally:

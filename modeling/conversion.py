@@ -10,7 +10,7 @@ conversion never drops a variable.
 
 import os
 
-from data import files
+from data import files, path_checks
 from modeling import checkpoints, hf_checkpoints
 from modeling.encoder import BertEncoder
 from modeling.classification import BertClassifier
@@ -91,9 +91,9 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
                                              config, vocab_file, labels)
   if output_format != "tf2":
     raise ValueError(f"Unknown checkpoint format {output_format!r}; expected tf1, tf2 or hf.")
-  files.ensure_writable_dir(output_dir, "output directory")
+  path_checks.ensure_writable_dir(output_dir, "output directory")
   # The config and vocab first: the checkpoint's `checkpoint` file, written last,
   # marks the directory complete (as the tf1 and hf writers do); an older one goes first.
-  files.withdraw(os.path.join(output_dir, "checkpoint"))
+  files.remove_marker(os.path.join(output_dir, "checkpoint"))
   checkpoints.write_config_and_vocab(output_dir, config, vocab_file)
   return checkpoints.save_tf2_checkpoint(model, os.path.join(output_dir, "model.ckpt"))

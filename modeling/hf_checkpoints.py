@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from data import files
+from data import files, path_checks, text_decoding
 from modeling.config import LAYER_NORM_EPSILON
 
 # --- The name table --------------------------------------------------------
@@ -164,7 +164,7 @@ def architecture_beside(path):
   if not files.exists(config):
     return None
   try:
-    architectures = json.loads(files.read_text(config)).get("architectures")
+    architectures = json.loads(text_decoding.read_text(config)).get("architectures")
   except (ValueError, AttributeError):
     return None  # not ours to judge here: the config is read (and checked) on its own
   return architectures[0] if isinstance(architectures, list) and architectures else None
@@ -276,8 +276,8 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
                 if architecture in _LABEL_ROWS else None)
   if labels and len(labels) != num_labels:
     raise ValueError(f"{len(labels)} label names for a head of {num_labels} classes.")
-  files.ensure_writable_dir(output_dir, "output directory")
-  files.withdraw(os.path.join(output_dir, "model.safetensors"))  # an older export's marker
+  path_checks.ensure_writable_dir(output_dir, "output directory")
+  files.remove_marker(os.path.join(output_dir, "model.safetensors"))  # an older export's marker
   with files.atomic_output(os.path.join(output_dir, "config.json")) as f:
     json.dump(hf_config(config, architecture, num_labels, labels), f, indent=2, sort_keys=True)
     f.write("\n")

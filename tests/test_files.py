@@ -2,7 +2,7 @@
 
 import pytest
 
-from data import conll, corpus, features, files, swag, tokenization, wordpiece_vocab
+from data import conll, corpus, features, files, path_checks, swag, text_decoding, tokenization, wordpiece_vocab
 from data.pretraining import documents
 
 # Bytes that are not UTF-8 text, each with the start of the one-line error it must give.
@@ -18,15 +18,15 @@ NOT_UTF8 = {
 
 def test_text_lines_end_only_at_line_breaks():
   text = "a\u2028b\u2029c\x85d\x1ce\x1df\x1eg\vh\fi\r\nj\rk\nl"
-  assert files.text_lines(text) == ["a\u2028b\u2029c\x85d\x1ce\x1df\x1eg\vh\fi", "j", "k", "l"]
-  assert files.text_lines("x\n") == ["x"] and files.text_lines("") == []
+  assert text_decoding.text_lines(text) == ["a\u2028b\u2029c\x85d\x1ce\x1df\x1eg\vh\fi", "j", "k", "l"]
+  assert text_decoding.text_lines("x\n") == ["x"] and text_decoding.text_lines("") == []
 
 
 def test_decode_utf8_drops_a_bom_and_names_the_line():
-  assert files.decode_utf8(b"\xef\xbb\xbfa\nb", "f") == "a\nb"
+  assert text_decoding.decode_utf8(b"\xef\xbb\xbfa\nb", "f") == "a\nb"
   with pytest.raises(ValueError, match=r"^f:2: byte 0xff is not UTF-8"):
-    files.decode_utf8(b"\xef\xbb\xbfa\nb\xff", "f")
-  assert files.decode_utf8(b"a stray\x00 NUL\n", "f") == "a stray\x00 NUL\n"  # still text
+    text_decoding.decode_utf8(b"\xef\xbb\xbfa\nb\xff", "f")
+  assert text_decoding.decode_utf8(b"a stray\x00 NUL\n", "f") == "a stray\x00 NUL\n"  # still text
 
 
 @pytest.mark.parametrize("encoding", NOT_UTF8)
@@ -67,7 +67,7 @@ def test_corpus_readers_refuse_wide_text(tmp_path, encoding):
   with pytest.raises(ValueError, match=f"{path}{message}"):
     list(corpus.read_documents([str(path)], corpus.PrepareStats()))
   with pytest.raises(ValueError, match=f"{path}:1{message}"):
-    features.read_text_pairs(str(path), files.Undecodable())
+    features.read_text_pairs(str(path), text_decoding.Undecodable())
 
 
 def test_corpus_reader_keeps_stray_bytes_and_utf8_bom(tmp_path):
@@ -86,11 +86,11 @@ def test_every_lenient_reader_counts_dropped_bytes_and_names_the_first(tmp_path)
   path = tmp_path / "text.txt"
   path.write_bytes(b"The caf\xe9 is open.\n\nNext ||| pair \xff\xfe here.\n")
   want = f"dropped 3 undecodable bytes (first at {path}:1)"
-  undecodable = files.Undecodable()
+  undecodable = text_decoding.Undecodable()
   assert features.read_text_pairs(str(path), undecodable) == [
       ("The caf is open.", None), ("", None), ("Next", "pair  here.")]
   assert undecodable.report() == want
-  undecodable = files.Undecodable()
+  undecodable = text_decoding.Undecodable()
   assert wordpiece_vocab.count_words([str(path)], True, undecodable=undecodable)["caf"] == 1
   assert undecodable.report() == want
   stats = corpus.PrepareStats()
@@ -98,30 +98,30 @@ def test_every_lenient_reader_counts_dropped_bytes_and_names_the_first(tmp_path)
       ["The caf is open.", "", "Next ||| pair  here.", ""]]
   assert stats.undecodable.report() == want
   (tmp_path / "late.txt").write_bytes(b"fine\nfine\nbad \xe9\n")
-  late = files.Undecodable()
+  late = text_decoding.Undecodable()
   late.decode((tmp_path / "late.txt").read_bytes(), "late.txt")
   assert late.report() == "dropped 1 undecodable byte (first at late.txt:3)"
-  assert files.Undecodable().report() == ""
+  assert text_decoding.Undecodable().report() == ""
 
 
 def test_output_files_are_refused_before_any_work(tmp_path):
   (tmp_path / "in.txt").write_text("text\n")
   (tmp_path / "dir").mkdir()
   with pytest.raises(ValueError, match=r"^--out=.*dir is a directory; name a file\.$"):
-    files.check_output_file(str(tmp_path / "dir"), "--out")
+    path_checks.check_output_file(str(tmp_path / "dir"), "--out")
   with pytest.raises(ValueError, match=r"^--out=.*in\.txt is also an input file; name another"):
-    files.check_output_file(f"file://{tmp_path}/./in.txt", "--out", [str(tmp_path / "in.txt")])
+    path_checks.check_output_file(f"file://{tmp_path}/./in.txt", "--out", [str(tmp_path / "in.txt")])
   with pytest.raises(ValueError, match=r"^--out=.*/a/b: .* is not a writable directory"):
-    files.check_output_file(str(tmp_path / "in.txt" / "a" / "b"), "--out")
-  files.check_output_file(str(tmp_path / "new" / "out.txt"), "--out", [str(tmp_path / "in.txt")])
+    path_checks.check_output_file(str(tmp_path / "in.txt" / "a" / "b"), "--out")
+  path_checks.check_output_file(str(tmp_path / "new" / "out.txt"), "--out", [str(tmp_path / "in.txt")])
   with pytest.raises(ValueError, match=r"^--vocab_size=7 leaves no room after 7 special and unused"):
     wordpiece_vocab.reserved_tokens(7, num_unused=2)
 
 
 def test_free_space_check_names_the_directory_and_the_need(tmp_path):
-  files.check_free_space(str(tmp_path), 1, "features")  # a byte fits
+  path_checks.check_free_space(str(tmp_path), 1, "features")  # a byte fits
   with pytest.raises(ValueError) as e:
-    files.check_free_space(str(tmp_path), 10**18, "the encoder's features", ": use another")
+    path_checks.check_free_space(str(tmp_path), 10**18, "the encoder's features", ": use another")
   assert str(e.value).startswith(f"the encoder's features need 1000000000.00 GB in {tmp_path}, "
                                  "which has ")
   assert str(e.value).endswith("GB free: use another.")

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import on_ram
 from conftest import write_vocab
-from data import demo_data, files
+from data import demo_data, files, path_checks
 from modeling import checkpoints, reports
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
@@ -98,10 +98,10 @@ def test_glob_skips_hidden_names_as_python_glob_does(tmp_path, where):
   assert files.glob(f"{d}/*.txt") == [f"{d}/a.txt", f"{d}/b.txt"]
   assert files.glob(f"{d}/*/*.txt") == [f"{d}/sub/c.txt"]
   assert files.glob(f"{d}/.*") == [f"{d}/.a.txt.tmp-1234", f"{d}/.hidden"]
-  assert files.expand_file_patterns(f"{d}/*,{d}/sub/c.txt", "--input_file") == [
+  assert path_checks.expand_file_patterns(f"{d}/*,{d}/sub/c.txt", "--input_file") == [
       f"{d}/a.txt", f"{d}/b.txt", f"{d}/sub/c.txt"]  # directories left out
   with pytest.raises(ValueError, match=r"^--input_file: no file matches"):
-    files.expand_file_patterns(f"{d}/*.json", "--input_file")
+    path_checks.expand_file_patterns(f"{d}/*.json", "--input_file")
 
 
 @pytest.mark.parametrize("where", ["local", "ram"])

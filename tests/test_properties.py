@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import original_tokenizer
 from conftest import write_vocab
-from data import files, conll, glue, swag, tokenization
+from data import conll, glue, swag, text_decoding, tokenization
 
 SETTINGS = settings(max_examples=150, deadline=None, database=None)
 
@@ -76,7 +76,7 @@ def test_readers_on_any_bytes_give_a_result_or_one_line_naming_the_file(data):
       except ValueError as e:
         assert path in str(e) and "\n" not in str(e), str(e)
       else:  # a result must be what the bytes say, line for line
-        check(result, files.text_lines(files.decode_utf8(data, path)))
+        check(result, text_decoding.text_lines(text_decoding.decode_utf8(data, path)))
   finally:
     os.remove(path)
 

@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from data import files
+from data import files, text_decoding
 
 
 @dataclasses.dataclass
@@ -36,7 +36,7 @@ class ReadStats:
   """What reading found: counts, and the bytes dropped as not UTF-8."""
   lines: int = 0
   bytes_read: int = 0
-  undecodable: files.Undecodable = dataclasses.field(default_factory=files.Undecodable)
+  undecodable: text_decoding.Undecodable = dataclasses.field(default_factory=text_decoding.Undecodable)
   documents: int = 0
   segments: int = 0
   tokens: int = 0
@@ -50,7 +50,7 @@ def read_lines(paths, stats):
   for path in paths:
     with files.open_file(path, "rb") as f:
       for number, raw in enumerate(f, start=1):
-        files.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
+        text_decoding.check_not_wide(raw, f"{path}:{number}", at_start=number == 1)
         stats.lines += 1
         stats.bytes_read += len(raw)
         yield path, number, stats.undecodable.decode(raw, path, number).strip()
