@@ -25,8 +25,10 @@ run.json, beside the input name the classes in the hf config.json.
 
 import os
 
-import script_utils
 from absl import flags, logging
+
+from cli import app
+from cli.runner import TRAINED_WITH
 
 flags.DEFINE_string("input_checkpoint", None,
                     "TF1 checkpoint prefix, our TF2 checkpoint, a directory holding either, "
@@ -51,7 +53,7 @@ def _labels_beside(path, num_labels):
     return None
   directory = os.path.dirname(path)
   labels_path = os.path.join(directory, "label_list.txt")
-  run_path = os.path.join(directory, script_utils.RUN_FILE)
+  run_path = os.path.join(directory, TRAINED_WITH)
   if files.exists(labels_path):
     text = text_decoding.read_text(labels_path)
     labels = [line.strip() for line in text_decoding.text_lines(text) if line.strip()]
@@ -73,8 +75,8 @@ def _labels_beside(path, num_labels):
 
 
 def main(_):
-  script_utils.require(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
-  script_utils.log_flags()
+  app.check_given(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
+  app.log_flags()
   from data import path_checks, tokenization
   from modeling import checkpoints, conversion
   from modeling.config import BertConfig
@@ -104,4 +106,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

@@ -18,8 +18,9 @@ processes at once; the files are the same for any number of workers.
 
 import sys
 
-import script_utils
 from absl import flags, logging
+
+from cli import app
 
 flags.DEFINE_string("input_file", None,
                     "Input text: comma-separated files or globs, one sentence per line, "
@@ -87,7 +88,7 @@ def _masking_mix():
 
 
 def _validate():
-  script_utils.require(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
+  app.check_given(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
                        vocab_file=FLAGS.vocab_file)
   if FLAGS.max_seq_length < 5:
     raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} is too small: [CLS], two "
@@ -106,7 +107,7 @@ def _validate():
 
 def main(_):
   masking_mix = _validate()
-  script_utils.log_flags()
+  app.log_flags()
   from data import path_checks
   from data.pretraining import generation, instances, sharded, streaming
   from data import tokenization
@@ -153,4 +154,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

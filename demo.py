@@ -30,7 +30,7 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # the demo's own output stays readable
 
 from absl import flags
 
-import script_utils
+from cli import app
 
 flags.DEFINE_string("work_dir", "demo_output", "Where every step writes.")
 flags.DEFINE_string("corpus_file", None,
@@ -239,4 +239,4 @@ def _summary(work, timings, start):
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

@@ -12,8 +12,11 @@ with values rounded to 6 decimals, for every real token including [CLS]/[SEP].
 import json
 import time
 
-import script_utils
 from absl import flags, logging
+
+from cli import app, model_files
+from cli.flags import define_batching_flags
+from cli.runner import batch_length_multiple
 
 flags.DEFINE_string("input_file", None, "Text file, one `text_a` or `text_a ||| text_b` per line.")
 flags.DEFINE_string("output_file", None, "JSON lines file to write.")
@@ -35,7 +38,7 @@ flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; TPUs are not us
 flags.DEFINE_string("master", None, "Accepted for compatibility; unused.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.", lower_bound=1)
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility; unused.")
-script_utils.define_batching_flags(bucketing=False)
+define_batching_flags(bucketing=False)
 FLAGS = flags.FLAGS
 
 
@@ -63,9 +66,9 @@ def feature_json(index, tokens, layer_outputs, layer_indexes):
 
 
 def main(_):
-  script_utils.require(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
+  app.check_given(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
                        init_checkpoint=FLAGS.init_checkpoint)
-  script_utils.log_flags()
+  app.log_flags()
   import numpy as np
   import tensorflow as tf
   from data import features, files, path_checks, text_decoding
@@ -77,12 +80,12 @@ def main(_):
   pairs = features.read_text_pairs(FLAGS.input_file, undecodable)
   if undecodable.count:
     logging.warning(undecodable.report())
-  config, vocab_file = script_utils.config_and_vocab(
+  config, vocab_file = model_files.config_and_vocab(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint)
-  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
+  model_files.check_lengths_and_case(config, FLAGS.max_seq_length, FLAGS.do_lower_case,
                                       FLAGS.init_checkpoint)
   layer_indexes = _layer_indexes(FLAGS.layers, config.num_hidden_layers)
-  tokenizer = script_utils.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
+  tokenizer = model_files.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
   line = next((i + 1 for i, (_, b) in enumerate(pairs) if b is not None), None)
   if line is not None and FLAGS.max_seq_length < 3:
     raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for the pair on "
@@ -100,7 +103,7 @@ def main(_):
     outputs = encoder(batch, training=False)["encoder_outputs"]
     return [outputs[i] for i in layer_indexes]
 
-  multiple = (script_utils.batch_length_multiple(FLAGS.batch_length_multiple)
+  multiple = (batch_length_multiple(FLAGS.batch_length_multiple)
               or FLAGS.max_seq_length)
   start = time.time()
   with files.atomic_output(FLAGS.output_file) as out:
@@ -123,4 +126,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

@@ -10,8 +10,9 @@ for the relation to Google's released vocabularies).
 import sys
 import time
 
-import script_utils
 from absl import flags
+
+from cli import app
 
 flags.DEFINE_string("input_file", None, "Text files: comma-separated paths or globs.")
 flags.DEFINE_string("vocab_file", None, "Where to write vocab.txt.")
@@ -26,7 +27,7 @@ FLAGS = flags.FLAGS
 
 
 def main(_):
-  script_utils.require(input_file=FLAGS.input_file, vocab_file=FLAGS.vocab_file)
+  app.check_given(input_file=FLAGS.input_file, vocab_file=FLAGS.vocab_file)
   from data import files, path_checks, text_decoding, wordpiece_vocab
   from data.progress import Progress
   paths = path_checks.expand_file_patterns(FLAGS.input_file, "--input_file")
@@ -53,4 +54,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

@@ -10,8 +10,9 @@ are joined and paragraphs split into sentences.
 import sys
 import time
 
-import script_utils
 from absl import flags
+
+from cli import app
 
 flags.DEFINE_string("input_file", None, "Raw text files: comma-separated paths or globs.")
 flags.DEFINE_string("output_file", None, "Where to write the prepared corpus.")
@@ -23,7 +24,7 @@ FLAGS = flags.FLAGS
 
 
 def main(_):
-  script_utils.require(input_file=FLAGS.input_file, output_file=FLAGS.output_file)
+  app.check_given(input_file=FLAGS.input_file, output_file=FLAGS.output_file)
   import re
   from data import corpus, files, path_checks
   if FLAGS.document_separator:
@@ -48,4 +49,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

@@ -7,11 +7,17 @@
 --bert_config_file and --vocab_file default to the files beside --init_checkpoint.
 """
 
-import finetuning
-import script_utils
+import scipy.special
 from absl import flags, logging
 
-finetuning.define_flags(
+from cli import app
+from cli.flags import define_finetuning_flags
+from cli.runner import Runner, TaskAdapter
+from data import glue, metrics
+from modeling import classification, export
+
+define_finetuning_flags(
+    __name__,
     data_dir="The task's directory (train.tsv, dev.tsv, test.tsv ...).",
     do_train="Fine-tune on train.tsv.",
     do_eval="Evaluate on the dev set(s); writes eval_results.txt.",
@@ -29,121 +35,98 @@ flags.DEFINE_bool("bilstm_head", False,
                   "output at [CLS] feed the classifier.")
 FLAGS = flags.FLAGS
 
-
-def _read_held_out(task):
-  """{split: examples} of the dev splits (--do_eval) and test splits (--do_predict).
-
-  Read before training, so that a task without such a split or an empty file
-  stops the run first.
-  """
-  from data import glue
-  held_out = {}
-  for wanted, splits in ((FLAGS.do_eval, ("dev", "dev_mismatched")),
-                         (FLAGS.do_predict, ("test", "test_mismatched"))):
-    present = [split for split in splits if split in task.splits] if wanted else []
-    if wanted and not present:
-      raise ValueError(f"--task_name={FLAGS.task_name} has no {splits[0]} set.")
-    for split in present:
-      held_out[split] = glue.examples(task, FLAGS.data_dir, split)
-      if not held_out[split]:
-        raise ValueError(f"{glue.split_file(FLAGS.data_dir, task.splits[split])} holds no "
-                         "examples.")
-  return held_out
+# Held-out splits: (split, records file as the original named it, eval_results.txt key
+# prefix or test_results file name).
+DEV_SPLITS = (("dev", "eval.tf_record", "eval_"),
+              ("dev_mismatched", "eval_mismatched.tf_record", "eval_mismatched_"))
+TEST_SPLITS = (("test", "predict.tf_record", "test_results.tsv"),
+               ("test_mismatched", "predict_mismatched.tf_record", "test_mismatched_results.tsv"))
 
 
-def _evaluate(runner, task, examples, arrays, path, batch, spec):
-  """(loss, GLUE metrics) of a dev split whose records are at `path`."""
-  import numpy as np
-  import scipy.special
-  from data import metrics
-  out = runner.predict(path, spec, batch, keep=("is_real_example",))
-  real = out["is_real_example"] == 1
-  logits, labels = out["logits"][real], arrays["label_ids"][:len(examples)]
-  if task.is_regression:
-    predictions = logits[:, 0]
-    loss = float(np.mean((predictions - labels) ** 2))
-  else:
-    predictions = logits.argmax(-1)
-    loss = float(-np.mean(scipy.special.log_softmax(logits, -1)[np.arange(len(labels)), labels]))
-  return loss, metrics.glue_metrics(FLAGS.task_name, predictions, labels)
+class Classification(TaskAdapter):
+  """A GLUE / XNLI task: tsv files in, eval_results.txt, test_results.tsv and the GLUE
+  submission file out."""
+
+  def required_flags(self):
+    return {"data_dir": FLAGS.data_dir, "task_name": FLAGS.task_name,
+            "output_dir": FLAGS.output_dir}
+
+  def check_flags(self):
+    self.task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
+
+  def trained_with(self, config):
+    name = FLAGS.task_name.lower()
+    return {"task_name": name + (f" ({FLAGS.xnli_language})" if name == "xnli" else ""),
+            "labels": self.task.labels, "bilstm_head": FLAGS.bilstm_head,
+            "causal_attention": config.causal_attention}
+
+  def read(self, run):
+    self.train = glue.examples(self.task, FLAGS.data_dir, "train") if FLAGS.do_train else []
+    self.held_out = glue.held_out(self.task, FLAGS.task_name, FLAGS.data_dir, FLAGS.do_eval,
+                                  FLAGS.do_predict)
+    logging.info("Examples: %d training, %s", len(self.train),
+                 ", ".join(f"{len(v)} {k}" for k, v in self.held_out.items()) or "none held out")
+
+  def train_steps(self, run):
+    return run.epoch_steps(len(self.train), f"the training set in {FLAGS.data_dir}")
+
+  def build_task(self, run):
+    return classification.ClassificationTask(run.config, len(self.task.labels or [0]),
+                                             self.task.is_regression, FLAGS.bilstm_head)
+
+  def train_input(self, run):
+    return run.record_input(glue.feature_arrays(self.task, self.train, run.tokenizer,
+                                                FLAGS.max_seq_length))
+
+  def _logits(self, run, split, records, batch_size):
+    """(examples, feature arrays, logits of the real examples) of a held-out split."""
+    batch = run.global_batch(batch_size)
+    examples = self.held_out[split]
+    arrays = glue.feature_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
+                                 pad_to=batch)
+    out = run.predict_records(arrays, records, batch, keep=("is_real_example",))
+    return examples, arrays, out["logits"][out["is_real_example"] == 1]
+
+  def evaluate(self, run):
+    results = {"global_step": run.trainer.global_step}
+    for split, records, prefix in DEV_SPLITS:
+      if split not in self.held_out:
+        continue
+      examples, arrays, logits = self._logits(run, split, records, FLAGS.eval_batch_size)
+      labels = arrays["label_ids"][:len(examples)]
+      if self.task.is_regression:
+        predictions = logits[:, 0]
+        loss = metrics.mean_squared_error(predictions, labels)
+      else:
+        predictions = logits.argmax(-1)
+        loss = metrics.cross_entropy(logits, labels)
+      scores = metrics.glue_metrics(FLAGS.task_name, predictions, labels)
+      results.update({prefix + "loss": loss, **{prefix + k: v for k, v in scores.items()}})
+    results["loss"] = results["eval_loss"]
+    return results
+
+  def predict(self, run):
+    for split, records, results_name in TEST_SPLITS:
+      if split not in self.held_out:
+        continue
+      examples, _, logits = self._logits(run, split, records, FLAGS.predict_batch_size)
+      if not run.chief:
+        continue
+      scores = logits if self.task.is_regression else scipy.special.softmax(logits, -1)
+      glue.write_probabilities(run.shared_path(results_name), scores)
+      if split in self.task.submissions:
+        predictions = logits[:, 0] if self.task.is_regression else scores.argmax(-1)
+        glue.write_submission(run.shared_path(self.task.submissions[split] + ".tsv"),
+                              self.task, examples, predictions)
+
+  def serving(self, run):
+    return export.TextClassifier(run.trainer.model, run.vocab_file, FLAGS.do_lower_case,
+                                 FLAGS.max_seq_length, self.task.labels, self.task.is_pair)
 
 
 def main(_):
-  runner = finetuning.Runner(FLAGS)
-  runner.check_flags(data_dir=FLAGS.data_dir, task_name=FLAGS.task_name,
-                     output_dir=FLAGS.output_dir)
-  import scipy.special
-  from data import features, glue
-  from modeling import classification, export
-
-  task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
-  config = runner.load_config()
-  tokenizer = runner.setup()
-  name = FLAGS.task_name.lower()
-  runner.check_run(task_name=name + (f" ({FLAGS.xnli_language})" if name == "xnli" else ""),
-                   labels=task.labels, bilstm_head=FLAGS.bilstm_head,
-                   causal_attention=config.causal_attention)
-  train_examples = glue.examples(task, FLAGS.data_dir, "train") if FLAGS.do_train else []
-  held_out = _read_held_out(task)
-  runner.train_steps(len(train_examples), f"the training set in {FLAGS.data_dir}")
-  trainer = runner.start(classification.ClassificationTask(config, len(task.labels or [0]),
-                                                  task.is_regression, FLAGS.bilstm_head))
-  spec = features.classifier_feature_spec(FLAGS.max_seq_length, task.is_regression)
-
-  if FLAGS.do_train:
-    logging.info("%d training examples, %d steps", len(train_examples), runner.num_train_steps)
-    path = runner.path("train.tf_record")
-    glue.write_records(glue.feature_arrays(task, train_examples, tokenizer, FLAGS.max_seq_length),
-                       path, task.is_regression)
-    runner.train(path, spec)
-  else:
-    runner.restore()
-
-  def prepared(split, batch, record_name):
-    """Examples, features and the records file of a split, padded to whole batches."""
-    examples = held_out[split]
-    arrays = glue.feature_arrays(task, examples, tokenizer, FLAGS.max_seq_length, pad_to=batch)
-    path = runner.path(record_name)
-    glue.write_records(arrays, path, task.is_regression)
-    return examples, arrays, path
-
-  if FLAGS.do_eval:
-    batch = runner.batch_size(FLAGS.eval_batch_size)
-    results = {"global_step": trainer.global_step}
-    for split, prefix in (("dev", "eval_"), ("dev_mismatched", "eval_mismatched_")):
-      if split in task.splits:
-        record_name = split.replace("dev", "eval") + ".tf_record"  # eval.tf_record as the original
-        examples, arrays, path = prepared(split, batch, record_name)
-        loss, values = _evaluate(runner, task, examples, arrays, path, batch, spec)
-        results.update({prefix + "loss": loss, **{prefix + k: v for k, v in values.items()}})
-    results["loss"] = results["eval_loss"]
-    runner.write_results("eval_results.txt", results)
-
-  if FLAGS.do_predict:
-    batch = runner.batch_size(FLAGS.predict_batch_size)
-    for split, results_name in (("test", "test_results.tsv"),
-                                ("test_mismatched", "test_mismatched_results.tsv")):
-      if split not in task.splits:
-        continue
-      examples, _, path = prepared(split, batch, split.replace("test", "predict") + ".tf_record")
-      out = runner.predict(path, spec, batch, keep=("is_real_example",))
-      logits = out["logits"][out["is_real_example"] == 1]
-      if not runner.chief:
-        continue
-      if task.is_regression:
-        predictions = logits[:, 0]
-        glue.write_probabilities(runner.output(results_name), logits)
-      else:
-        probabilities = scipy.special.softmax(logits, -1)
-        predictions = probabilities.argmax(-1)
-        glue.write_probabilities(runner.output(results_name), probabilities)
-      if split in task.submissions:
-        submission = runner.output(task.submissions[split] + ".tsv")
-        glue.write_submission(submission, task, examples, predictions)
-        logging.info("Wrote %d predictions to %s", len(examples), submission)
-
-  runner.export(export.TextClassifier, task.labels, task.is_pair)
+  Runner(FLAGS, Classification()).run()
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

@@ -6,15 +6,17 @@
     --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4
 
 Restarting with the same --output_dir resumes from its latest checkpoint.
---objective=ltr trains a left-to-right language model on the same records
-instead (the paper's "LTR & No NSP"); its exported bert_config.json says
-causal_attention, so the fine-tuning scripts build the causal encoder from it.
 """
 
 import os
 
-import script_utils
 from absl import flags, logging
+
+from cli import app
+from cli.flags import define_runtime_flags, define_tpu_flags, must_be_positive
+from cli.runner import Runner, TaskAdapter, TrainInput
+from data import features, pipeline
+from modeling import checkpoints, language_model, pretraining, reports
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
 flags.DEFINE_string("input_file", None, "Training records: comma-separated files or globs.")
@@ -37,8 +39,8 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.
 flags.DEFINE_integer("iterations_per_loop", 1000, "Most steps run per call to the device.",
                      lower_bound=1)
 flags.DEFINE_integer("max_eval_steps", 100, "Most evaluation batches.", lower_bound=1)
-script_utils.define_tpu_flags()
-script_utils.define_runtime_flags()
+define_tpu_flags()
+define_runtime_flags()
 # Added.
 flags.DEFINE_string("eval_input_file", None, "Evaluation records; default: --input_file.")
 flags.DEFINE_enum("input_compression", "none", ["none", "gzip"], "Compression of the records.")
@@ -53,114 +55,105 @@ flags.DEFINE_enum("objective", "mlm", ["mlm", "ltr"],
                   "NSP'): causal attention, the next token predicted at every real position "
                   "from the records' text with the masked tokens put back, no next-sentence "
                   "head; the exported bert_config.json gets causal_attention: true.")
-script_utils.require_positive("learning_rate")
+must_be_positive("learning_rate")
 FLAGS = flags.FLAGS
 
 
-def main(_):
-  script_utils.require(bert_config_file=FLAGS.bert_config_file, input_file=FLAGS.input_file,
-                       output_dir=FLAGS.output_dir)
-  if not FLAGS.do_train and not FLAGS.do_eval:
-    raise ValueError("At least one of --do_train and --do_eval must be set.")
-  if FLAGS.do_train and FLAGS.num_train_steps < 1:
-    raise ValueError(f"--num_train_steps={FLAGS.num_train_steps}: training needs at least 1.")
-  if not FLAGS.next_sentence_weight >= 0:
-    raise ValueError(f"--next_sentence_weight={FLAGS.next_sentence_weight} must be 0 or more.")
-  if FLAGS.objective == "ltr" and FLAGS["next_sentence_weight"].present:
-    raise ValueError("--next_sentence_weight applies to --objective=mlm; --objective=ltr "
-                     "trains no next-sentence task.")
-  script_utils.log_flags()
-  from data import features, path_checks, pipeline
-  from modeling import checkpoints, language_model, pretraining, reports
-  from modeling.config import BertConfig
+class Pretraining(TaskAdapter):
+  """Records in; checkpoints, export/ (the original's layout), training curves and
+  eval_results.txt out."""
 
-  config = BertConfig.from_json_file(FLAGS.bert_config_file)
-  if FLAGS.objective == "ltr":
-    config = language_model.causal_config(config)
-  elif config.causal_attention:
-    raise ValueError(f"--bert_config_file={FLAGS.bert_config_file} has causal_attention "
-                     "(a left-to-right model) but masked LM reads both sides: pass "
-                     "--objective=ltr, or a config without causal_attention.")
-  script_utils.check_lengths_and_case(config, FLAGS.max_seq_length, None,
-                                      FLAGS.init_checkpoint)
-  if FLAGS.vocab_file:  # copied beside the export: checked now, not after training
-    script_utils.load_tokenizer(FLAGS.vocab_file, True, config,
-                                ("[UNK]", "[CLS]", "[SEP]", "[MASK]"))
-  script_utils.make_output_dir(FLAGS.output_dir)
-  run = {"objective": FLAGS.objective}  # a checkpoint there of the other objective is refused
-  script_utils.check_run(FLAGS.output_dir, run)
-  compression = "" if FLAGS.input_compression == "none" else "GZIP"
-  spec = features.pretraining_feature_spec(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
-  hints = {n: "--max_seq_length" for n in ("input_ids", "input_mask", "segment_ids")}
-  hints.update({n: "--max_predictions_per_seq" for n in
-                ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")})
-  # Ids the embedding tables lack would fail deep in a step (or read zeros on GPUs).
-  limits = {"input_ids": (config.vocab_size, "the config's vocab_size"),
-            "masked_lm_ids": (config.vocab_size, "the config's vocab_size"),
-            "segment_ids": (config.type_vocab_size, "the config's type_vocab_size"),
-            "masked_lm_positions": (FLAGS.max_seq_length, "--max_seq_length")}
-  # Before the first TensorFlow op (reading the records): MultiWorkerMirroredStrategy
-  # must configure the runtime before it starts.
-  strategy, policy = script_utils.runtime(FLAGS)
-  outputs = script_utils.worker_outputs(strategy, FLAGS.output_dir)
-  for flag, pattern in (("--input_file", FLAGS.input_file),
-                        ("--eval_input_file", FLAGS.eval_input_file)):
-    if pattern:
-      path_checks.expand_file_patterns(pattern, flag)  # a pattern matching nothing names the flag
-      pipeline.check_records(pattern, spec, hints, compression, limits)
-  script_utils.require_weights(FLAGS)
+  actions = ("do_train", "do_eval")
+  tokens = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+  vocab_required = False  # --vocab_file only goes beside the export
+  # The paper's second phase resumes the same run on records of 512 tokens.
+  length_and_start_define_run = False
 
-  if FLAGS.objective == "ltr":
-    task = language_model.LanguageModelTask(config)
-  else:
-    task = pretraining.PretrainingTask(config, FLAGS.next_sentence_weight)
-  logging.info("Objectives trained: %s", ", ".join(task.objectives))
-  trainer = script_utils.make_trainer(strategy, task, FLAGS.num_train_steps,
-                                     FLAGS.num_warmup_steps, FLAGS.train_batch_size, FLAGS)
-  eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
-  if FLAGS.do_eval and trainer.static_shapes:  # evaluation runs whole batches only
-    found = pipeline.count_records(eval_pattern, compression, FLAGS.eval_batch_size)
-    if found < FLAGS.eval_batch_size:
-      raise ValueError(f"{eval_pattern} holds {found} record(s), fewer than "
-                       f"--eval_batch_size={FLAGS.eval_batch_size}: with --jit_compile or "
-                       "on a TPU evaluation runs whole batches only, so none would be "
-                       "evaluated.")
+  def required_flags(self):
+    return {"bert_config_file": FLAGS.bert_config_file, "input_file": FLAGS.input_file,
+            "output_dir": FLAGS.output_dir}
 
-  # Compiled for one shape (XLA, TPUs), evaluation drops a last partial batch, as the
-  # original always did; otherwise it counts every record.
-  def dataset_fn(pattern, batch_size, is_training):
+  def check_flags(self):
+    if FLAGS.do_train and FLAGS.num_train_steps < 1:
+      raise ValueError(f"--num_train_steps={FLAGS.num_train_steps}: training needs at least 1.")
+    if not FLAGS.next_sentence_weight >= 0:
+      raise ValueError(f"--next_sentence_weight={FLAGS.next_sentence_weight} must be 0 or more.")
+    if FLAGS.objective == "ltr" and FLAGS["next_sentence_weight"].present:
+      raise ValueError("--next_sentence_weight applies to --objective=mlm; --objective=ltr "
+                       "trains no next-sentence task.")
+    self.compression = "" if FLAGS.input_compression == "none" else "GZIP"
+    self.eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
+    self.spec = features.pretraining_feature_spec(FLAGS.max_seq_length,
+                                                  FLAGS.max_predictions_per_seq)
+
+  def adjust_config(self, config):
+    if FLAGS.objective == "ltr":
+      return language_model.causal_config(config)
+    if config.causal_attention:
+      raise ValueError(f"--bert_config_file={FLAGS.bert_config_file} has causal_attention "
+                       "(a left-to-right model) but masked LM reads both sides: pass "
+                       "--objective=ltr, or a config without causal_attention.")
+    return config
+
+  def trained_with(self, config):  # a checkpoint of the other objective is refused
+    return {"objective": FLAGS.objective}
+
+  def read(self, run):
+    """Every records file's layout and first ids, before training (after the strategy:
+    MultiWorkerMirroredStrategy must configure the runtime before any op runs)."""
+    patterns = {flag: pattern for flag, pattern in (("--input_file", FLAGS.input_file),
+                                                    ("--eval_input_file", FLAGS.eval_input_file))
+                if pattern}
+    features.check_pretraining_records(patterns, FLAGS.max_seq_length,
+                                       FLAGS.max_predictions_per_seq, run.config,
+                                       self.compression)
+    if FLAGS.do_eval and run.static_shapes:  # evaluation then runs whole batches only
+      pipeline.check_whole_batch(self.eval_pattern, self.compression, FLAGS.eval_batch_size)
+
+  def train_steps(self, run):
+    return FLAGS.num_train_steps, FLAGS.num_warmup_steps
+
+  def build_task(self, run):
+    if FLAGS.objective == "ltr":
+      task = language_model.LanguageModelTask(run.config)
+    else:
+      task = pretraining.PretrainingTask(run.config, FLAGS.next_sentence_weight)
+    logging.info("Objectives trained: %s", ", ".join(task.objectives))
+    self.curve = task.curve
+    return task
+
+  def _records(self, run, pattern, batch_size, training):
+    """Batches of the records at `pattern`. Compiled for one shape (XLA, TPUs), evaluation
+    drops a last partial batch, as the original always did; otherwise it counts every
+    record."""
+    drop = training or run.static_shapes
     return lambda ctx: pipeline.record_dataset(
-        pattern, spec, ctx.get_per_replica_batch_size(batch_size), is_training, FLAGS.seed,
-        ctx, compression, drop_remainder=is_training or trainer.static_shapes)
+        pattern, self.spec, ctx.get_per_replica_batch_size(batch_size), training, FLAGS.seed,
+        ctx, self.compression, drop_remainder=drop)
 
-  accuracy = (("next_token_accuracy", "next-token accuracy") if FLAGS.objective == "ltr"
-              else ("masked_lm_accuracy", "masked LM accuracy"))
-  if FLAGS.do_train:
-    def finish():
-      export = os.path.join(FLAGS.output_dir, "export")
-      checkpoints.save_tf1_checkpoint(checkpoints.model_weights(trainer.model), export,
-                                      config, FLAGS.vocab_file)
-      logging.info("Exported the original checkpoint layout to %s", export)
-      reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
-                          os.path.join(FLAGS.output_dir, "training_curves.png"),
-                          [("loss", "loss"), accuracy])
-    if trainer.chief:
-      script_utils.save_run(FLAGS.output_dir, run)
-    with pipeline.naming_bad_files(FLAGS.input_file, compression):
-      trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
-                    FLAGS.init_checkpoint, on_finish=finish)
-  if FLAGS.do_eval:
-    if not FLAGS.do_train:
-      logging.info("Model %s.", trainer.restore(FLAGS.init_checkpoint, for_training=False))
-    pattern = FLAGS.eval_input_file or FLAGS.input_file
-    with pipeline.naming_bad_files(pattern, compression):
-      results = trainer.evaluate(dataset_fn(pattern, FLAGS.eval_batch_size, False),
-                                 FLAGS.max_eval_steps)
-    if outputs.chief:
-      reports.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
-    for key in sorted(results):
-      logging.info("eval %s = %s", key, results[key])
+  def train_input(self, run):
+    return TrainInput(self._records(run, FLAGS.input_file, FLAGS.train_batch_size, True),
+                      naming_errors=lambda: pipeline.naming_bad_files(FLAGS.input_file,
+                                                                      self.compression))
+
+  def after_training(self, run):
+    export = os.path.join(FLAGS.output_dir, "export")
+    checkpoints.save_tf1_checkpoint(checkpoints.model_weights(run.trainer.model), export,
+                                    run.config, FLAGS.vocab_file)
+    logging.info("Exported the original checkpoint layout to %s", export)
+    reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
+                        os.path.join(FLAGS.output_dir, "training_curves.png"),
+                        [("loss", "loss"), self.curve])
+
+  def evaluate(self, run):
+    with pipeline.naming_bad_files(self.eval_pattern, self.compression):
+      return run.trainer.evaluate(self._records(run, self.eval_pattern, FLAGS.eval_batch_size,
+                                                False), FLAGS.max_eval_steps)
+
+
+def main(_):
+  Runner(FLAGS, Pretraining()).run()
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

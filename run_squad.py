@@ -10,13 +10,18 @@ original; when the predict file has answers, also the official scores in
 eval_results.txt and eval_results.json.
 """
 
-import os
+import random
 
-import finetuning
-import script_utils
 from absl import flags, logging
 
-finetuning.define_flags(
+from cli import app
+from cli.flags import define_finetuning_flags
+from cli.runner import Runner, TaskAdapter
+from data import squad, squad_evaluation, squad_predictions
+from modeling import span_labeling
+
+define_finetuning_flags(
+    __name__,
     omit=("data_dir", "do_eval", "eval_batch_size", "export_dir"),
     output_dir="Checkpoints, records, predictions and scores.",
     max_seq_length=(384, "Tokens per feature (query and document span)."),
@@ -25,9 +30,12 @@ finetuning.define_flags(
 flags.DEFINE_string("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD json to predict, e.g. dev-v1.1.json.")
 flags.DEFINE_integer("doc_stride", 128, "Stride between document spans.", lower_bound=1)
-flags.DEFINE_integer("max_query_length", 64, "Most question tokens; longer ones are cut.", lower_bound=1)
-flags.DEFINE_integer("n_best_size", 20, "Candidates kept per question in nbest_predictions.json.", lower_bound=1)
-flags.DEFINE_integer("max_answer_length", 30, "Longest answer in WordPiece tokens.", lower_bound=1)
+flags.DEFINE_integer("max_query_length", 64, "Most question tokens; longer ones are cut.",
+                     lower_bound=1)
+flags.DEFINE_integer("n_best_size", 20, "Candidates kept per question in nbest_predictions.json.",
+                     lower_bound=1)
+flags.DEFINE_integer("max_answer_length", 30, "Longest answer in WordPiece tokens.",
+                     lower_bound=1)
 flags.DEFINE_bool("verbose_logging", False, "Log answer alignment failures.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0,
@@ -43,117 +51,96 @@ flags.DEFINE_bool("bilstm_head", False,
 FLAGS = flags.FLAGS
 
 
-def _check_flags(runner):
-  """The original's flag checks, and those of the flags added."""
-  runner.check_flags(output_dir=FLAGS.output_dir)
-  if FLAGS.do_train and not FLAGS.train_file:
-    raise ValueError("--do_train needs --train_file.")
-  if FLAGS.do_predict and not FLAGS.predict_file:
-    raise ValueError("--do_predict needs --predict_file.")
-  if FLAGS.tune_null_threshold and not (FLAGS.version_2_with_negative and FLAGS.do_predict):
-    raise ValueError("--tune_null_threshold needs --version_2_with_negative and --do_predict "
-                     "(it tunes SQuAD 2.0's no-answer threshold on --predict_file).")
-  if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
-    raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must exceed --max_query_length "
-                     f"({FLAGS.max_query_length}) + 3.")
+class SpanPrediction(TaskAdapter):
+  """SQuAD: json files in; predictions.json, nbest_predictions.json, null_odds.json and,
+  when the predict file has answers, the official scores out."""
 
+  actions = ("do_train", "do_predict")
 
-def _score(dataset, predictions, answers, null_odds, step):
-  """The official scores of `predictions`; v2.0 with --tune_null_threshold: also those at the
-  best threshold, whose predictions are returned instead. (scores, predictions)"""
-  from data import squad_evaluation, squad_predictions
-  if not FLAGS.version_2_with_negative:
-    return {**squad_evaluation.evaluate_v1(dataset, predictions), "global_step": step}, predictions
-  scores = squad_evaluation.evaluate_v2(dataset, predictions, null_odds)
-  if FLAGS.tune_null_threshold:
-    threshold = squad_evaluation.tune_null_threshold(dataset, answers, null_odds)
-    predictions = squad_predictions.apply_null_threshold(answers, null_odds, threshold)
-    tuned = squad_evaluation.evaluate_v2(dataset, predictions, null_odds)
-    scores.update({"null_score_diff_threshold": threshold, "tuned_exact": tuned["exact"],
-                   "tuned_f1": tuned["f1"]})
-  return {**scores, "global_step": step}, predictions
+  def required_flags(self):
+    return {"output_dir": FLAGS.output_dir}
 
+  def check_flags(self):
+    if FLAGS.do_train and not FLAGS.train_file:
+      raise ValueError("--do_train needs --train_file.")
+    if FLAGS.do_predict and not FLAGS.predict_file:
+      raise ValueError("--do_predict needs --predict_file.")
+    if FLAGS.tune_null_threshold and not (FLAGS.version_2_with_negative and FLAGS.do_predict):
+      raise ValueError("--tune_null_threshold needs --version_2_with_negative and --do_predict "
+                       "(it tunes SQuAD 2.0's no-answer threshold on --predict_file).")
+    if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
+      raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must exceed "
+                       f"--max_query_length ({FLAGS.max_query_length}) + 3.")
 
-def main(_):
-  runner = finetuning.Runner(FLAGS, actions=("do_train", "do_predict"))
-  _check_flags(runner)
-  import random
+  def trained_with(self, config):
+    return {"task": "squad", "version_2_with_negative": FLAGS.version_2_with_negative,
+            "bilstm_head": FLAGS.bilstm_head, "causal_attention": config.causal_attention}
 
-  from data import features, squad, squad_evaluation, squad_predictions, tfrecords
-  from modeling import span_labeling
+  def _features(self, run, examples, training):
+    return squad.convert_examples_to_features(examples, run.tokenizer, FLAGS.max_seq_length,
+                                              FLAGS.doc_stride, FLAGS.max_query_length, training)
 
-  config = runner.load_config()
-  tokenizer = runner.setup()
-  runner.check_run(task="squad", version_2_with_negative=FLAGS.version_2_with_negative,
-                   bilstm_head=FLAGS.bilstm_head, causal_attention=config.causal_attention)
-  convert = lambda examples, training_: squad.convert_examples_to_features(
-      examples, tokenizer, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
-      training_)
-
-  train_examples = []
-  if FLAGS.do_train:
-    train_examples = squad.read_squad_examples(FLAGS.train_file, True,
-                                               FLAGS.version_2_with_negative)
-    random.Random(12345).shuffle(train_examples)
-  if FLAGS.do_predict:  # read now, so a bad file stops the run before training
-    examples = squad.read_squad_examples(FLAGS.predict_file, False, FLAGS.version_2_with_negative)
-    eval_features = convert(examples, False)
-    if not eval_features:  # contexts whose words all tokenize to nothing
-      raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict from.")
-    gold = squad.load_json(FLAGS.predict_file)
-    if squad_evaluation.has_answers(gold):  # scored after prediction: checked now
-      squad_evaluation.check_scorable(gold, FLAGS.version_2_with_negative, FLAGS.predict_file)
-    elif FLAGS.tune_null_threshold:
-      raise ValueError(f"--tune_null_threshold: --predict_file={FLAGS.predict_file} has no "
-                       "answers to tune on.")
-  runner.train_steps(len(train_examples), FLAGS.train_file)
-  trainer = runner.start(span_labeling.SpanTask(config, FLAGS.bilstm_head))
-
-  if FLAGS.do_train:
-    train_features = convert(train_examples, True)
-    logging.info("%d training examples, %d features, %d steps", len(train_examples),
-                 len(train_features), runner.num_train_steps)
-    path = runner.path("train.tf_record")
-    tfrecords.write_arrays(path, squad.feature_arrays(train_features, FLAGS.max_seq_length, True))
-    runner.train(path, features.squad_feature_spec(FLAGS.max_seq_length, True))
-  else:
-    runner.restore()
-
-  if FLAGS.do_predict:
-    batch = runner.batch_size(FLAGS.predict_batch_size)
-    path = runner.path("eval.tf_record")
-    tfrecords.write_arrays(path, squad.feature_arrays(eval_features, FLAGS.max_seq_length,
-                                                      False, pad_to=batch))
-    logging.info("%d examples, %d features to predict", len(examples), len(eval_features))
-    # Positions cut from a trimmed batch can never be an answer: fill them with -inf.
-    out = runner.predict(path, features.squad_feature_spec(FLAGS.max_seq_length, False), batch,
-                         keep=("unique_ids",), fill=-float("inf"))
-    if not runner.chief:
-      return
-    results = [squad_predictions.RawResult(int(u), [float(x) for x in s],
-                                           [float(x) for x in e])
-               for u, s, e in zip(out["unique_ids"], out["start_logits"], out["end_logits"]) if u]
-    # v2.0: post-process once, keeping every question's best non-null answer; any
-    # threshold is then a cheap pass over the null odds.
+  def read(self, run):
     v2 = FLAGS.version_2_with_negative
-    answers, nbest, null_odds = squad_predictions.compute_predictions(
-        examples, eval_features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
-        FLAGS.do_lower_case, v2, float("inf") if v2 else FLAGS.null_score_diff_threshold,
-        FLAGS.verbose_logging)
-    predictions = answers if not v2 else squad_predictions.apply_null_threshold(
-        answers, null_odds, FLAGS.null_score_diff_threshold)
+    self.train = []
+    if FLAGS.do_train:
+      self.train = squad.read_squad_examples(FLAGS.train_file, True, v2)
+      random.Random(12345).shuffle(self.train)  # the original's order
+    if FLAGS.do_predict:
+      self.examples = squad.read_squad_examples(FLAGS.predict_file, False, v2)
+      self.features = self._features(run, self.examples, False)
+      if not self.features:  # contexts whose words all tokenize to nothing
+        raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict "
+                         "from.")
+      self.gold = squad.load_json(FLAGS.predict_file)
+      if squad_evaluation.has_answers(self.gold):  # scored after prediction: checked now
+        squad_evaluation.check_scorable(self.gold, v2, FLAGS.predict_file)
+      elif FLAGS.tune_null_threshold:
+        raise ValueError(f"--tune_null_threshold: --predict_file={FLAGS.predict_file} has no "
+                         "answers to tune on.")
+
+  def train_steps(self, run):
+    return run.epoch_steps(len(self.train), FLAGS.train_file)
+
+  def build_task(self, run):
+    return span_labeling.SpanTask(run.config, FLAGS.bilstm_head)
+
+  def train_input(self, run):
+    features = self._features(run, self.train, True)
+    logging.info("%d training examples, %d features", len(self.train), len(features))
+    return run.record_input(squad.feature_arrays(features, FLAGS.max_seq_length, True))
+
+  def predict(self, run):
+    batch = run.global_batch(FLAGS.predict_batch_size)
+    arrays = squad.feature_arrays(self.features, FLAGS.max_seq_length, False, pad_to=batch)
+    logging.info("%d examples, %d features to predict", len(self.examples), len(self.features))
+    # Positions cut from a trimmed batch can never be an answer: fill them with -inf.
+    out = run.predict_records(arrays, "eval.tf_record", batch, keep=("unique_ids",),
+                              fill=-float("inf"))
+    if not run.chief:
+      return
+    v2 = FLAGS.version_2_with_negative
+    predictions, nbest, null_odds, answers = squad_predictions.predictions_from_outputs(
+        self.examples, self.features, out, FLAGS.n_best_size, FLAGS.max_answer_length,
+        FLAGS.do_lower_case, v2, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging)
     scores = None
-    if squad_evaluation.has_answers(gold):
-      scores, predictions = _score(gold, predictions, answers, null_odds, trainer.global_step)
-    squad_predictions.write_json(runner.output("predictions.json"), predictions)
-    squad_predictions.write_json(runner.output("nbest_predictions.json"), nbest)
+    if squad_evaluation.has_answers(self.gold):
+      scores, predictions = squad_evaluation.score(self.gold, predictions, answers, null_odds,
+                                                   v2, FLAGS.tune_null_threshold)
+      scores["global_step"] = run.trainer.global_step
+    squad_predictions.write_json(run.shared_path("predictions.json"), predictions)
+    squad_predictions.write_json(run.shared_path("nbest_predictions.json"), nbest)
     if v2:
-      squad_predictions.write_json(runner.output("null_odds.json"), null_odds)
+      squad_predictions.write_json(run.shared_path("null_odds.json"), null_odds)
     if scores is not None:
-      runner.write_results("eval_results.txt", scores)
-      squad_predictions.write_json(runner.output("eval_results.json"), scores)
+      run.write_results("eval_results.txt", scores)
+      squad_predictions.write_json(run.shared_path("eval_results.json"), scores)
     logging.info("Wrote predictions for %d questions to %s", len(predictions), FLAGS.output_dir)
 
 
+def main(_):
+  Runner(FLAGS, SpanPrediction()).run()
+
+
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

@@ -12,11 +12,17 @@ default to the files beside --init_checkpoint.
 
 import os
 
-import finetuning
-import script_utils
+import scipy.special
 from absl import flags, logging
 
-finetuning.define_flags(
+from cli import app
+from cli.flags import define_finetuning_flags
+from cli.runner import Runner, TaskAdapter
+from data import metrics, swag
+from modeling import export, multiple_choice
+
+define_finetuning_flags(
+    __name__,
     data_dir="Directory of train.csv, val.csv and test.csv (SWAG layout).",
     max_seq_length="Tokens per choice (context + ending) after WordPiece.",
     do_train="Fine-tune on train.csv.",
@@ -30,80 +36,75 @@ finetuning.define_flags(
     export_dir="Write a SavedModel here that takes raw strings (sent1 [N], sent2 [N], endings "
                "[N, num_choices]) and returns a probability per ending.")
 # Added.
-flags.DEFINE_integer("num_choices", 4, "Endings per question (columns ending0 ..).", lower_bound=2)
+flags.DEFINE_integer("num_choices", 4, "Endings per question (columns ending0 ..).",
+                     lower_bound=2)
 FLAGS = flags.FLAGS
 
 
-def _read(name, labelled):
-  """The questions of data_dir/name; ValueError when there are none."""
-  from data import swag
-  path = os.path.join(FLAGS.data_dir, name)
-  examples = swag.read_examples(path, FLAGS.num_choices, labelled)
-  if not examples:
-    raise ValueError(f"{path} holds no questions.")
-  return examples
+class MultipleChoice(TaskAdapter):
+  """SWAG-layout csv files in; eval_results.txt, test_results.tsv and
+  test_predictions.tsv out."""
+
+  def required_flags(self):
+    return {"data_dir": FLAGS.data_dir, "output_dir": FLAGS.output_dir}
+
+  def trained_with(self, config):
+    return {"task": "multiple choice", "num_choices": FLAGS.num_choices,
+            "causal_attention": config.causal_attention}
+
+  def read(self, run):
+    self.files = {name: swag.read_questions(os.path.join(FLAGS.data_dir, name),
+                                            FLAGS.num_choices, labelled)
+                  for wanted, name, labelled in ((FLAGS.do_train, "train.csv", True),
+                                                 (FLAGS.do_eval, "val.csv", True),
+                                                 (FLAGS.do_predict, "test.csv", False))
+                  if wanted}
+    logging.info("Questions: %s", ", ".join(f"{len(v)} in {k}" for k, v in self.files.items()))
+
+  def train_steps(self, run):
+    return run.epoch_steps(len(self.files["train.csv"]), os.path.join(FLAGS.data_dir,
+                                                                       "train.csv"))
+
+  def build_task(self, run):
+    return multiple_choice.MultipleChoiceTask(run.config)
+
+  def _arrays(self, run, name, pad_to=1):
+    return swag.feature_arrays(self.files[name], run.tokenizer, FLAGS.max_seq_length,
+                               FLAGS.num_choices, pad_to=pad_to)
+
+  def train_input(self, run):
+    return run.record_input(self._arrays(run, "train.csv"))
+
+  def _logits(self, run, name, batch_size, records):
+    """(label ids, logits [N, C]) of a csv file's questions, run in whole padded batches."""
+    batch = run.global_batch(batch_size)
+    arrays = self._arrays(run, name, batch)
+    out = run.predict_records(arrays, records, batch, keep=("is_real_example",))
+    real = out["is_real_example"] == 1
+    return arrays["label_ids"][:len(self.files[name])], out["logits"][real]
+
+  def evaluate(self, run):
+    labels, logits = self._logits(run, "val.csv", FLAGS.eval_batch_size, "eval.tf_record")
+    return {"eval_accuracy": metrics.accuracy(logits.argmax(-1), labels),
+            "eval_loss": metrics.cross_entropy(logits, labels),
+            "global_step": run.trainer.global_step}
+
+  def predict(self, run):
+    _, logits = self._logits(run, "test.csv", FLAGS.predict_batch_size, "predict.tf_record")
+    if run.chief:
+      probabilities = scipy.special.softmax(logits, axis=-1)
+      swag.write_probabilities(run.shared_path("test_results.tsv"), probabilities)
+      swag.write_predictions(run.shared_path("test_predictions.tsv"), self.files["test.csv"],
+                             probabilities.argmax(-1))
+
+  def serving(self, run):
+    return export.TextMultipleChoice(run.trainer.model, run.vocab_file, FLAGS.do_lower_case,
+                                     FLAGS.max_seq_length)
 
 
 def main(_):
-  runner = finetuning.Runner(FLAGS)
-  runner.check_flags(data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir)
-  import numpy as np
-  import scipy.special
-  from data import swag
-  from modeling import export, multiple_choice
-
-  config = runner.load_config()
-  tokenizer = runner.setup()
-  runner.check_run(task="multiple choice", num_choices=FLAGS.num_choices,
-                   causal_attention=config.causal_attention)
-  train_examples = _read("train.csv", True) if FLAGS.do_train else []
-  # Held-out files are read now, so an empty one stops the run before training.
-  held_out = {name: _read(name, labelled) for flag, name, labelled in
-              ((FLAGS.do_eval, "val.csv", True), (FLAGS.do_predict, "test.csv", False)) if flag}
-  runner.train_steps(len(train_examples), os.path.join(FLAGS.data_dir, "train.csv"))
-  trainer = runner.start(multiple_choice.MultipleChoiceTask(runner.config))
-  spec = swag.feature_spec(FLAGS.num_choices, FLAGS.max_seq_length)
-
-  if FLAGS.do_train:
-    logging.info("%d training questions, %d steps", len(train_examples), runner.num_train_steps)
-    path = runner.path("train.tf_record")
-    swag.write_records(swag.feature_arrays(train_examples, tokenizer, FLAGS.max_seq_length,
-                                           FLAGS.num_choices), path)
-    runner.train(path, spec)
-  else:
-    runner.restore()
-
-  def scored(name, batch_size, record_name):
-    """(questions, label ids, logits [N, C]) of a csv file, run in whole padded batches."""
-    batch = runner.batch_size(batch_size)
-    examples = held_out[name]
-    arrays = swag.feature_arrays(examples, tokenizer, FLAGS.max_seq_length, FLAGS.num_choices,
-                                 pad_to=batch)
-    path = runner.path(record_name)
-    swag.write_records(arrays, path)
-    out = runner.predict(path, spec, batch, keep=("is_real_example",))
-    logits = out["logits"][out["is_real_example"] == 1] if out else np.zeros((0, 1))
-    return examples, arrays["label_ids"][:len(examples)], logits
-
-  if FLAGS.do_eval:
-    examples, labels, logits = scored("val.csv", FLAGS.eval_batch_size, "eval.tf_record")
-    log_probs = scipy.special.log_softmax(logits, axis=-1)
-    runner.write_results("eval_results.txt", {
-        "eval_accuracy": float(np.mean(logits.argmax(-1) == labels)),
-        "eval_loss": float(-np.mean(log_probs[np.arange(len(labels)), labels])),
-        "global_step": trainer.global_step})
-
-  if FLAGS.do_predict:
-    examples, _, logits = scored("test.csv", FLAGS.predict_batch_size, "predict.tf_record")
-    if runner.chief:
-      probabilities = scipy.special.softmax(logits, axis=-1)
-      swag.write_probabilities(runner.output("test_results.tsv"), probabilities)
-      swag.write_predictions(runner.output("test_predictions.tsv"), examples,
-                             probabilities.argmax(-1))
-      logging.info("Wrote predictions for %d questions.", len(examples))
-
-  runner.export(export.TextMultipleChoice)
+  Runner(FLAGS, MultipleChoice()).run()
 
 
 if __name__ == "__main__":
-  script_utils.run(main)
+  app.run(main)

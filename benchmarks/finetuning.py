@@ -200,9 +200,9 @@ def run_ner(config, checkpoint, tokenizer, work):
   from modeling import checkpoints, tagging
   documents = conll.read_conll(FLAGS.ner_file)
   labels = conll.labels_of(documents, FLAGS.ner_file)
-  flat = conll.flatten(documents, FLAGS.ner_file, True)  # run_ner.py's defaults
+  flat = tagging_inputs.flatten(documents, FLAGS.ner_file, True)  # run_ner.py's defaults
   batch = FLAGS.predict_batch_size
-  arrays, _ = conll.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length, 64, False,
+  arrays, _ = tagging_inputs.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length, 64, False,
                                   pad_to=batch)
   path = os.path.join(work, "ner.tf_record")
   conll.write_records(arrays, path)
@@ -270,7 +270,7 @@ def main(_):
     predict_path = os.path.join(work, f"{label}.dev.tf_record")
     glue.write_records(train_arrays, train_path, False)
     glue.write_records(dev_arrays, predict_path, False)
-    spec = features.classifier_feature_spec(FLAGS.max_seq_length, False)
+    spec = CLASSIFIER_SPEC_TODO
     print(f"\n{label}: {len(train_examples)} training examples, "
           f"{pieces_summary(train_arrays)}; {count} predicted", flush=True)
     print(header, flush=True)

@@ -45,7 +45,7 @@ def main(_):
   count = len(dev) // FLAGS.predict_batch_size * FLAGS.predict_batch_size
   path = os.path.join(tempfile.mkdtemp(), "dev.tf_record")
   glue.write_records(glue.feature_arrays(task, dev[:count], tokenizer, 128), path, False)
-  spec = features.classifier_feature_spec(128, False)
+  spec = CLASSIFIER_SPEC_TODO
   trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), "float32", 32)
   checkpoints.load_checkpoint(trainer.model, minilm, allow_new_heads=True)
 

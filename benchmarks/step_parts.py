@@ -58,7 +58,7 @@ def main(_):
   train = glue.examples(task, directory, "train")[:4096]
   path = os.path.join(tempfile.mkdtemp(), "train.tf_record")
   glue.write_records(glue.feature_arrays(task, train, tokenizer, 128), path, True)
-  spec = features.classifier_feature_spec(128, True)
+  spec = CLASSIFIER_SPEC_TODO
   dataset_fn = lambda ctx: pipeline.record_dataset(
       path, spec, FLAGS.batch_size, True, 1, ctx, shuffle_buffer=4096, length_multiple=1)
 

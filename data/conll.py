@@ -1,4 +1,4 @@
-"""CoNLL-2003-style named-entity files: reading, tag schemes, windows and predictions.
+"""CoNLL-2003-style named-entity files: reading, tag schemes, label lists, predictions.
 
 Layouts read: one word per line with space- or tab-separated columns, a blank
 line between sentences and optional `-DOCSTART-` lines between documents.
@@ -6,25 +6,15 @@ The word is the first column. The tag is the last column, unless no value
 of the last column looks like a tag (as in `word TAG 0` copies), in which
 case it is the column before. A file with one column has no tags (prediction
 input). Tags are IOB1 or IOB2 and are converted to IOB2 on reading; the
-conversion never changes an entity's span or type.
-
-Model inputs are windows of WordPiece tokens over a stream of sentences, as
-the original cut SQuAD documents: `max_seq_length - 2` pieces, each window
-starting `doc_stride` pieces after the previous one. A stream is a document
-(when `-DOCSTART-` lines mark them), the whole file (when they do not: the
-files keep sentences in text order, so neighbours are real context except at
-the few unmarked document boundaries), or a single sentence when document
-context is off. A word's label sits on its first piece; every word is
-predicted from the one window where its first piece has the most context.
+conversion never changes an entity's span or type. The model's inputs made
+from these files are data/tagging_inputs.py's.
 """
 
 import dataclasses
 import re
 
-import numpy as np
-from absl import logging
 
-from data import files, text_decoding, windows
+from data import files, text_decoding
 
 _TAG = re.compile(r"^(O|[BI]-\S+)$")
 # Columns are separated by spaces and tabs only: str.split() would also cut a
@@ -152,6 +142,16 @@ def labels_of(documents, path):
   return ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
 
 
+def read_training_file(data_dir):
+  """(path, documents, label list) of data_dir's training file; ValueError naming the
+  directory when it has none."""
+  path = find_split_file(data_dir, "train")
+  if path is None:
+    raise ValueError(f"--data_dir={data_dir} has no train.txt.")
+  documents = read_conll(path)
+  return path, documents, labels_of(documents, path)
+
+
 def write_labels(path, labels):
   """Saves the label list, one per line."""
   with files.atomic_output(path) as f:
@@ -163,207 +163,6 @@ def read_labels(path):
   if not files.exists(path):
     raise ValueError(f"No label list at {path}: train first (--do_train) with this --output_dir.")
   return [line.strip() for line in text_decoding.text_lines(text_decoding.read_text(path)) if line.strip()]
-
-
-# --- Windows ---------------------------------------------------------------
-
-@dataclasses.dataclass
-class Words:
-  """All words of a file in reading order, with their labels and where they came from."""
-  words: list
-  tags: list  # IOB2 or None
-  origins: list  # (path, line number)
-  streams: list  # [first word, end) per stream
-
-
-def flatten(documents, path, document_context):
-  """The words of `documents` and the streams (documents, the file, or sentences) they form."""
-  words, tags, origins, streams = [], [], [], []
-  use_documents = has_document_markers(documents)
-  for doc in documents:
-    for sentence in doc.sentences:
-      if not document_context or not streams or (use_documents and sentence is doc.sentences[0]):
-        streams.append([len(words), len(words)])
-      words += sentence.words
-      tags += sentence.tags or [None] * len(sentence.words)
-      origins += [(path, n) for n in sentence.line_numbers]
-      streams[-1][1] = len(words)
-  return Words(words, tags, origins, [tuple(s) for s in streams])
-
-
-def word_piece_ids(tokenizer, words, origins):
-  """WordPiece ids of each word; a word with no piece (say, only control characters) gets
-  [UNK] so it keeps a place, and is reported."""
-  unk = tokenizer.vocab["[UNK]"]
-  ids, empty = [], []
-  for word, origin in zip(words, origins):
-    pieces = tokenizer.tokenize_to_ids(word)
-    if not pieces:
-      empty.append(origin)
-      pieces = [unk]
-    ids.append(pieces)
-  if empty:
-    logging.warning("%d word(s) have no WordPiece and are read as [UNK]; the first at %s:%d.",
-                    len(empty), *empty[0])
-  return ids
-
-
-def window_arrays(tokenizer, flat, labels, max_seq_length, doc_stride, training, pad_to=1):
-  """Model inputs of every window, and which word each max-context first piece predicts.
-
-  Returns a dict of int32 [N, max_seq_length] arrays: input_ids, input_mask,
-  segment_ids, label_ids, word_positions (the word index at first pieces
-  predicted from this window, else -1), and float32 label_weights (1 at first
-  pieces: all of them when training, the max-context ones otherwise). N is
-  rounded up to a multiple of pad_to with empty windows.
-  """
-  label_index = {label: i for i, label in enumerate(labels)}
-  cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
-  pieces = word_piece_ids(tokenizer, flat.words, flat.origins)
-  rows = []
-  for first_word, end_word in flat.streams:
-    ids, word_of, first = [], [], []
-    for w in range(first_word, end_word):
-      ids += pieces[w]
-      word_of += [w] * len(pieces[w])
-      first += [True] + [False] * (len(pieces[w]) - 1)
-    spans = windows.doc_spans(len(ids), max_seq_length - 2, doc_stride)
-    owner = windows.max_context_windows(spans, len(ids))
-    for index, (start, length) in enumerate(spans):
-      rows.append((ids[start:start + length], word_of[start:start + length],
-                   first[start:start + length], owner[start:start + length] == index))
-  n = -(-len(rows) // pad_to) * pad_to
-  shape = (n, max_seq_length)
-  out = {k: np.zeros(shape, np.int32) for k in ("input_ids", "input_mask", "segment_ids",
-                                                "label_ids")}
-  out["label_weights"] = np.zeros(shape, np.float32)
-  out["word_positions"] = np.full(shape, -1, np.int32)
-  for i, (ids, word_of, first, mine) in enumerate(rows):
-    length = len(ids) + 2
-    out["input_ids"][i, :length] = [cls_id] + ids + [sep_id]
-    out["input_mask"][i, :length] = 1
-    for j, (w, is_first, is_mine) in enumerate(zip(word_of, first, mine), 1):
-      if not is_first:
-        continue
-      out["label_ids"][i, j] = label_index.get(flat.tags[w], 0)
-      if training or is_mine:
-        out["label_weights"][i, j] = 1.0
-      if is_mine:
-        out["word_positions"][i, j] = w
-  placed = np.zeros(len(flat.words), np.int64)
-  np.add.at(placed, out["word_positions"][out["word_positions"] >= 0], 1)
-  if (placed != 1).any():  # cannot happen with the max-context rule; never drop words silently
-    w = int(np.flatnonzero(placed != 1)[0])
-    raise ValueError(f"{flat.origins[w][0]}:{flat.origins[w][1]}: the word {flat.words[w]!r} "
-                     f"is predicted from {placed[w]} windows instead of one.")
-  logging.info("%d words in %d stream(s) -> %d windows of %d tokens (stride %d).",
-               len(flat.words), len(flat.streams), len(rows), max_seq_length, doc_stride)
-  return out, len(rows)
-
-
-def sentence_lengths(documents):
-  """Words per sentence, in file order (flatten's word order)."""
-  return [len(s.words) for doc in documents for s in doc.sentences]
-
-
-def sentence_dataset(lengths, label_ids, batch_size, seed, context=None, bucket_by_length=False,
-                     pool_batches=64):
-  """Training batches of `batch_size` sentences, reshuffled every epoch (seeded), repeating.
-
-  Words are rows of a cached feature array (tagging.word_features), sentence
-  after sentence. Each batch: `word_index` int32 [B, W] (a word's row; 0 at
-  padding), `label_ids` int32 [B, W] and `label_weights` float32 [B, W] (1 at
-  real words, which come first in a row), W the longest sentence of the batch.
-  context: a tf.distribute.InputContext, whose pipeline reads its own share.
-  bucket_by_length: each run of `pool_batches` batches' worth of shuffled
-  sentences is sorted by length, cut into batches, and those batches are
-  shuffled: sentences of similar length share a batch, so the BiLSTM's
-  steps (as many as the batch's longest sentence) are fewer.
-  """
-  import tensorflow as tf
-
-  from data import pipeline
-  lengths = np.asarray(lengths, np.int32)
-  starts = tf.constant(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32))
-  labels, lengths = tf.constant(np.asarray(label_ids, np.int32)), tf.constant(lengths)
-  sentences = tf.data.Dataset.range(len(lengths))
-  if context is not None and context.num_input_pipelines > 1:
-    sentences = sentences.shard(context.num_input_pipelines, context.input_pipeline_id)
-  sentences = sentences.shuffle(len(lengths), seed=seed, reshuffle_each_iteration=True)
-
-  @pipeline.no_autograph
-  def batch(ids):
-    count = tf.gather(lengths, ids)  # [B]
-    mask = tf.range(tf.reduce_max(count))[None, :] < count[:, None]  # [B, W]
-    index = tf.where(mask, tf.gather(starts, ids)[:, None] + tf.range(tf.shape(mask)[1]), 0)
-    return {"word_index": index, "label_ids": tf.where(mask, tf.gather(labels, index), 0),
-            "label_weights": tf.cast(mask, tf.float32)}
-  sentences = sentences.repeat()
-  if bucket_by_length:
-    @pipeline.no_autograph
-    def sorted_batches(pool, ids):  # [pool_batches * batch_size] -> batches of similar lengths
-      ids = tf.gather(ids, tf.argsort(tf.gather(lengths, ids), stable=True))
-      # The batches' order: a stateless draw per pool (a shuffle op here would keep
-      # the iterator out of checkpoints).
-      key = tf.random.stateless_uniform([pool_batches], [seed or 0, tf.cast(pool, tf.int32)])
-      return tf.data.Dataset.from_tensor_slices(
-          tf.gather(tf.reshape(ids, [pool_batches, batch_size]), tf.argsort(key)))
-    batches = sentences.batch(pool_batches * batch_size, drop_remainder=True).enumerate(
-        ).flat_map(sorted_batches)
-  else:
-    batches = sentences.batch(batch_size, drop_remainder=True)
-  return batches.map(batch).prefetch(2)
-
-
-def with_word_features(dataset, features_file):
-  """sentence_dataset's batches plus `word_features` float32 [B, W, F]: the word_index rows
-  of the .npy file `features_file` (tagging.word_features), a local file.
-
-  The rows are read on the host (a numpy function, stateless, so iterators still
-  go into checkpoints) from a memory map opened per batch: the file's pages are
-  the system's to keep or drop, so the features need not fit in memory, and
-  nothing holds the file once the dataset is done.
-  """
-  import tensorflow as tf
-
-  from data import pipeline
-  width = np.load(features_file, mmap_mode="r").shape[1]  # local scratch: memory-mapped
-
-  def read(index):
-    return np.asarray(np.load(features_file, mmap_mode="r")[index], np.float32)
-
-  @pipeline.no_autograph
-  def add(batch):
-    rows = tf.numpy_function(read, [batch["word_index"]], tf.float32, stateful=False)
-    return {**batch, "word_features": tf.ensure_shape(rows, [None, None, width])}
-  return dataset.map(add)
-
-
-def feature_spec(max_seq_length):
-  """The record layout of window_arrays' model inputs."""
-  import tensorflow as tf
-  spec = {k: tf.io.FixedLenFeature([max_seq_length], tf.int64)
-          for k in ("input_ids", "input_mask", "segment_ids", "label_ids")}
-  spec["label_weights"] = tf.io.FixedLenFeature([max_seq_length], tf.float32)
-  return spec
-
-
-def write_records(arrays, path):
-  """Writes window_arrays' model inputs as tf.train.Example records."""
-  from data import tfrecords
-  tfrecords.write_arrays(path, {k: v for k, v in arrays.items() if k != "word_positions"},
-                         float_features=("label_weights",))
-
-
-def word_predictions(logits, word_positions, num_words):
-  """The label index of every word, from [N, T, C] logits and [N, S] word_positions."""
-  positions = word_positions[:len(logits), :logits.shape[1]]
-  rows, cols = np.nonzero(positions >= 0)
-  predicted = np.full(num_words, -1, np.int64)
-  predicted[positions[rows, cols]] = logits[rows, cols].argmax(-1)
-  if (predicted < 0).any():
-    raise ValueError(f"{int((predicted < 0).sum())} word(s) received no prediction.")
-  return predicted
 
 
 def write_predictions(path, documents, predicted_tags):

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from data import files, text_decoding
+from data import files, pipeline, text_decoding
 
 _PAIR_LINE = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -100,24 +100,23 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
   }
 
 
-def classifier_feature_spec(max_seq_length, regression=False):
-  """The original run_classifier record layout (label_ids float for regression)."""
-  return {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
-      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-  }
+def check_pretraining_records(patterns, max_seq_length, max_predictions_per_seq, config,
+                              compression=""):
+  """Raises ValueError naming the file whose records do not fit pretraining.
 
+  patterns: {flag: comma-separated paths or globs}. Every file's first record
+  must have the layout the lengths give, and the ids of its first records
+  must fit the config's tables (ids the embedding tables lack would fail deep
+  in a step, or read zeros on GPUs).
+  """
+  spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+  hints = {n: "--max_seq_length" for n in ("input_ids", "input_mask", "segment_ids")}
+  hints.update({n: "--max_predictions_per_seq" for n in
+                ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")})
+  vocab = (config.vocab_size, "the config's vocab_size")
+  limits = {"input_ids": vocab, "masked_lm_ids": vocab,
+            "segment_ids": (config.type_vocab_size, "the config's type_vocab_size"),
+            "masked_lm_positions": (max_seq_length, "--max_seq_length")}
+  for flag, pattern in patterns.items():
+    pipeline.check_records(pattern, spec, hints, compression, limits, source=flag)
 
-def squad_feature_spec(max_seq_length, is_training):
-  """The original run_squad record layout."""
-  spec = {"unique_ids": tf.io.FixedLenFeature([], tf.int64),
-          "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-          "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-          "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
-  if is_training:
-    spec.update({name: tf.io.FixedLenFeature([], tf.int64)
-                 for name in ("start_positions", "end_positions", "is_impossible")})
-  return spec

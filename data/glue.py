@@ -181,6 +181,24 @@ def examples(task, data_dir, split):
   return out
 
 
+def held_out(task, task_name, data_dir, evaluate, predict):
+  """{split: examples} of the dev splits (evaluate) and test splits (predict).
+
+  Raises ValueError when the task has no such split or a file holds no examples.
+  """
+  out = {}
+  for wanted, splits in ((evaluate, ("dev", "dev_mismatched")),
+                         (predict, ("test", "test_mismatched"))):
+    present = [split for split in splits if split in task.splits] if wanted else []
+    if wanted and not present:
+      raise ValueError(f"--task_name={task_name} has no {splits[0]} set.")
+    for split in present:
+      out[split] = examples(task, data_dir, split)
+      if not out[split]:
+        raise ValueError(f"{split_file(data_dir, task.splits[split])} holds no examples.")
+  return out
+
+
 def _columns(layout):
   """(what, column index) of each column the layout reads (the last-column label excluded)."""
   named = (("text", layout.a), ("second text", layout.b), ("label", layout.label),
@@ -241,11 +259,6 @@ def feature_arrays(task, examples, tokenizer, max_seq_length, pad_to=1):
     arrays["is_real_example"][i] = 1
   return arrays
 
-
-def write_records(arrays, path, regression):
-  """Writes feature arrays as TFRecords in the original's classifier layout."""
-  from data import tfrecords
-  tfrecords.write_arrays(path, arrays, float_features=("label_ids",) if regression else ())
 
 
 def write_probabilities(path, probabilities):

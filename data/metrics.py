@@ -9,6 +9,7 @@ NaN for the correlations is turned into 0 the same way.
 import warnings
 
 import numpy as np
+import scipy.special
 import scipy.stats
 import sklearn.metrics
 
@@ -64,3 +65,14 @@ def glue_metrics(task_name, predictions, labels):
   if name in ("mrpc", "qqp"):
     values["f1"] = f1(predictions, labels)
   return values
+
+
+def cross_entropy(logits, labels):
+  """Mean negative log-likelihood of integer `labels` [N] under softmax(`logits` [N, C])."""
+  log_probs = scipy.special.log_softmax(np.asarray(logits, np.float64), axis=-1)
+  return float(-np.mean(log_probs[np.arange(len(labels)), labels]))
+
+
+def mean_squared_error(predictions, labels):
+  """Mean of (prediction - label)^2: the regression loss."""
+  return float(np.mean((np.asarray(predictions, np.float64) - labels) ** 2))

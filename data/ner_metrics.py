@@ -52,3 +52,14 @@ def conll_scores(gold_sentences, predicted_sentences):
     p, r, f = _prf(by_correct[kind], by_guess[kind], by_gold[kind])
     results.update({f"{kind}_precision": p, f"{kind}_recall": r, f"{kind}_f1": f})
   return results
+
+
+def file_scores(documents, predicted_tags, prefix=""):
+  """conll_scores of a file's predicted tags (one per word, in file order) against the
+  file's own tags (data/conll.py documents), keys prefixed."""
+  gold = [s.tags for d in documents for s in d.sentences]
+  guessed, start = [], 0
+  for sentence in gold:
+    guessed.append(predicted_tags[start:start + len(sentence)])
+    start += len(sentence)
+  return {prefix + k: v for k, v in conll_scores(gold, guessed).items()}

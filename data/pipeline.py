@@ -123,6 +123,16 @@ def count_records(file_patterns, compression="", limit=None):
   return int(dataset.reduce(0, lambda count, _: count + 1))
 
 
+def check_whole_batch(file_patterns, compression, batch_size):
+  """Raises ValueError when the files hold fewer records than one batch: evaluation
+  compiled for one shape (XLA, TPUs) runs whole batches only, so none would count."""
+  found = count_records(file_patterns, compression, batch_size)
+  if found < batch_size:
+    raise ValueError(f"{file_patterns} holds {found} record(s), fewer than "
+                     f"--eval_batch_size={batch_size}: with --jit_compile or on a TPU "
+                     "evaluation runs whole batches only, so none would be evaluated.")
+
+
 @contextlib.contextmanager
 def naming_bad_files(file_patterns, compression=""):
   """Turns a corrupt or truncated TFRecord met while reading into one ValueError.

@@ -10,6 +10,8 @@ import collections
 import re
 import string
 
+from data import squad_predictions
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
 
@@ -156,3 +158,23 @@ def tune_null_threshold(dataset, answers, null_odds):
   side of any threshold used so far.
   """
   return evaluate_v2(dataset, answers, null_odds)["best_f1_thresh"]
+
+
+def score(dataset, predictions, answers, null_odds, version_2_with_negative,
+          tune_threshold=False):
+  """(official scores, predictions) of `predictions` on `dataset` (a file with answers).
+
+  v2.0 with tune_threshold: also the scores at the threshold with the best F1
+  (null_score_diff_threshold, tuned_exact, tuned_f1), whose predictions are
+  returned instead; `answers` are every question's best non-null answer.
+  """
+  if not version_2_with_negative:
+    return evaluate_v1(dataset, predictions), predictions
+  scores = evaluate_v2(dataset, predictions, null_odds)
+  if tune_threshold:
+    threshold = tune_null_threshold(dataset, answers, null_odds)
+    predictions = squad_predictions.apply_null_threshold(answers, null_odds, threshold)
+    tuned = evaluate_v2(dataset, predictions, null_odds)
+    scores.update({"null_score_diff_threshold": threshold, "tuned_exact": tuned["exact"],
+                   "tuned_f1": tuned["f1"]})
+  return scores, predictions

@@ -158,6 +158,29 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
   return predictions, all_nbest, null_odds
 
 
+def predictions_from_outputs(examples, features, outputs, n_best_size, max_answer_length,
+                             do_lower_case, version_2_with_negative, null_score_diff_threshold,
+                             verbose=False):
+  """The model's outputs (unique_ids [N], start_logits, end_logits [N, S], padding
+  features with unique id 0) to (predictions, nbest, null odds, answers).
+
+  v2.0: the outputs are post-processed once, keeping every question's best
+  non-null answer (`answers`); the predictions apply the threshold to them, and
+  any other threshold is a cheap pass over the null odds (apply_null_threshold).
+  v1.1: `answers` are the predictions.
+  """
+  results = [RawResult(int(u), [float(x) for x in s], [float(x) for x in e])
+             for u, s, e in zip(outputs["unique_ids"], outputs["start_logits"],
+                                outputs["end_logits"]) if u]
+  v2 = version_2_with_negative
+  answers, nbest, null_odds = compute_predictions(
+      examples, features, results, n_best_size, max_answer_length, do_lower_case, v2,
+      float("inf") if v2 else null_score_diff_threshold, verbose)
+  predictions = (apply_null_threshold(answers, null_odds, null_score_diff_threshold) if v2
+                 else answers)
+  return predictions, nbest, null_odds, answers
+
+
 def apply_null_threshold(answers, null_odds, threshold):
   """v2.0 predictions from each question's best non-null answer: "" where its null odds
   (null score minus best span score) exceed `threshold`, as compute_predictions decides."""

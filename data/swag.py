@@ -99,6 +99,14 @@ def read_examples(path, num_choices=4, require_labels=True):
   return out
 
 
+def read_questions(path, num_choices=4, require_labels=True):
+  """read_examples, with a ValueError naming the file when it holds no questions."""
+  examples = read_examples(path, num_choices, require_labels)
+  if not examples:
+    raise ValueError(f"{path} holds no questions.")
+  return examples
+
+
 def choice_text(example, i):
   """Segment B of choice i: sent2 followed by ending i."""
   return " ".join(t for t in (example.start.strip(), example.endings[i].strip()) if t)
@@ -128,22 +136,6 @@ def feature_arrays(examples, tokenizer, max_seq_length, num_choices, pad_to=1):
   return arrays
 
 
-def feature_spec(num_choices, max_seq_length):
-  """Record layout: [C, S] token features (trimmed along S by the pipeline), a label, a flag."""
-  import tensorflow as tf
-  shape = [num_choices, max_seq_length]
-  spec = {name: tf.io.FixedLenFeature(shape, tf.int64)
-          for name in ("input_ids", "input_mask", "segment_ids")}
-  spec.update({name: tf.io.FixedLenFeature([], tf.int64)
-               for name in ("label_ids", "is_real_example")})
-  return spec
-
-
-def write_records(arrays, path):
-  """Writes feature arrays as TFRecords, each [C, S] feature flattened row by row."""
-  from data import tfrecords
-  tfrecords.write_arrays(path, {k: v.reshape(len(v), -1) if v.ndim == 3 else v
-                                for k, v in arrays.items()})
 
 
 def write_probabilities(path, probabilities):

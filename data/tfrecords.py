@@ -276,15 +276,28 @@ class RecordWriters:
       self.abort()
 
 
-def write_arrays(path, arrays, float_features=(), compression=""):
-  """Writes dict name -> array [N] or [N, L] as N tf.train.Example records."""
-  import numpy as np
+def write_arrays(path, arrays, compression=""):
+  """Writes dict name -> array [N, ...] as N tf.train.Example records.
+
+  Integer arrays become int64 features, floating ones float features; each
+  record holds its row flattened (array_spec reads it back in its shape).
+  """
   columns = {k: np.asarray(v) for k, v in arrays.items()}
-  columns = {k: v[:, None] if v.ndim == 1 else v for k, v in columns.items()}
-  encoder = ExampleEncoder([k for k in columns if k not in float_features],
-                           [k for k in columns if k in float_features])
+  columns = {k: v.reshape(len(v), -1) for k, v in columns.items()}
+  floats = [k for k, v in columns.items() if np.issubdtype(v.dtype, np.floating)]
+  encoder = ExampleEncoder([k for k in columns if k not in floats], floats)
   total = len(next(iter(columns.values())))
   with RecordWriters([path], compression) as writers:
     for first in range(0, total, 4096):
       writers.write_batch(*encoder.encode_batch({k: v[first:first + 4096]
                                                  for k, v in columns.items()}))
+
+
+def array_spec(arrays):
+  """The parsing spec of the records write_arrays writes from `arrays`: each feature in
+  its row's shape ([] for one value per record), int64 or float32."""
+  import tensorflow as tf
+  return {k: tf.io.FixedLenFeature(np.shape(v)[1:],
+                                   tf.float32 if np.issubdtype(np.asarray(v).dtype, np.floating)
+                                   else tf.int64)
+          for k, v in arrays.items()}

@@ -71,6 +71,7 @@ class LanguageModelTask:
   """
 
   objectives = ("next_token",)
+  curve = ("next_token_accuracy", "next-token accuracy")  # plotted beside the loss
 
   def __init__(self, config):
     if not config.causal_attention:

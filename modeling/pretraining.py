@@ -95,6 +95,8 @@ class PretrainingTask:
   next-sentence figures are reported.
   """
 
+  curve = ("masked_lm_accuracy", "masked LM accuracy")  # plotted beside the loss
+
   def __init__(self, config, next_sentence_weight=1.0):
     if next_sentence_weight < 0:
       raise ValueError(f"--next_sentence_weight={next_sentence_weight} must not be negative.")

@@ -6,9 +6,6 @@ hidden layers combined and fed to a two-layer bidirectional LSTM and a dense
 layer. Head variables are named under `cls/ner/`.
 """
 
-import os
-
-import numpy as np
 import tensorflow as tf
 from keras import ops
 
@@ -16,6 +13,15 @@ from modeling import heads, layers
 from modeling.heads import TaskModel
 
 COMBINES = ("concat", "sum", "weighted")
+
+
+def parse_feature_layers(values):
+  """--feature_layers' strings as ints; ValueError naming the flag otherwise."""
+  try:
+    return [int(v) for v in values]
+  except ValueError:
+    raise ValueError(f"--feature_layers={','.join(values)}: expected integers such as "
+                     "-1,-2,-3,-4.") from None
 
 
 def layer_indices(feature_layers, num_hidden_layers):
@@ -209,68 +215,6 @@ class BertFeatureTagger(TaskModel):
             "lstm_units": self.lstm_units}
 
 
-def word_features(model, arrays, num_words, batch_size, path=None):
-  """Every word's features from its max-context window: float32 [num_words, F].
-
-  A prediction pass of the frozen encoder over window_arrays' `arrays` in
-  batches of `batch_size`; from each batch only the word_positions' first
-  pieces are kept, so the windows' outputs are never all held at once.
-  path: a local .npy file to hold the features, returned memory-mapped
-  read-only; the operating system then keeps in memory only the rows in use,
-  so the features may exceed the machine's memory. None: a numpy array.
-  """
-  from data import progress
-  encode = tf.function(model.encode, reduce_retracing=True)
-  shape = (num_words, model.feature_width)
-  if path is None:
-    out = np.zeros(shape, np.float32)
-  else:
-    # `path` is local scratch (script_utils.scratch_dir): a memory map needs a local file.
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
-    if hasattr(os, "posix_fallocate"):  # a full disk: an OSError now, not a crash mid-write
-      with open(path, "r+b") as f:
-        os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
-  total = len(arrays["input_ids"])
-  windows = int(arrays["input_mask"].any(axis=1).sum())  # the empty padding windows come last
-  report = progress.Progress("features", windows)
-  for start in range(0, total, batch_size):
-    report.update(min(start, windows), windows=min(start, windows))
-    rows = slice(start, start + batch_size)
-    positions = arrays["word_positions"][rows]
-    if not (positions >= 0).any():
-      continue
-    length = int(arrays["input_mask"][rows].sum(axis=1).max())  # padding cut
-    x = encode({k: tf.constant(arrays[k][rows, :length])
-                for k in ("input_ids", "input_mask", "segment_ids")})  # [b, length, F]
-    r, c = np.nonzero(positions[:, :length] >= 0)
-    out[positions[r, c]] = tf.gather_nd(x, np.stack([r, c], axis=1)).numpy()
-  report.update(windows, force=True, windows=windows)
-  if path is None:
-    return out
-  out.flush()
-  del out
-  return np.load(path, mmap_mode="r")
-
-
-def tag_sentences(model, features, lengths, batch_size):
-  """The label index of every word: tag_words over sentences of `lengths` words, whose
-  features are consecutive rows of float32 `features` [num_words, F]; int64 [num_words]."""
-  tag = tf.function(lambda x, mask: tf.argmax(model.tag_words(x, mask)["logits"], axis=-1),
-                    reduce_retracing=True)
-  lengths = np.asarray(lengths)
-  starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-  out = np.full(len(features), -1, np.int64)
-  order = np.argsort(-lengths, kind="stable")  # similar lengths share a batch: less padding
-  for first in range(0, len(order), batch_size):
-    chosen = order[first:first + batch_size]
-    width = max(int(lengths[chosen].max()), 1)
-    mask = np.arange(width)[None, :] < lengths[chosen][:, None]  # [b, W]
-    index = np.where(mask, starts[chosen][:, None] + np.arange(width)[None, :], 0)
-    predicted = tag(tf.constant(features[index]), tf.constant(mask)).numpy()
-    out[index[mask]] = predicted[mask]
-  return out
-
-
 class TaggingTask:
   """Per-token softmax cross entropy over the tags, weighted by label_weights.
 
@@ -281,8 +225,21 @@ class TaggingTask:
                feature_combine="concat", lstm_units=768):
     self.config, self.num_labels = config, num_labels
     self.feature_based = feature_based
-    self.options = dict(feature_layers=feature_layers, feature_combine=feature_combine,
+    if feature_based:  # ValueError naming --feature_layers when one is not a layer
+      layer_indices(feature_layers, config.num_hidden_layers)
+    self.options = dict(feature_layers=list(feature_layers), feature_combine=feature_combine,
                         lstm_units=lstm_units)
+
+  def settings(self):
+    """What defines the model beside its labels (for the run's identity)."""
+    return {"feature_based": self.feature_based,
+            "causal_attention": self.config.causal_attention,
+            **(self.options if self.feature_based else {})}
+
+  def feature_width(self):
+    """Width of the feature-based model's cached word features."""
+    return feature_width(self.config.hidden_size, len(self.options["feature_layers"]),
+                         self.options["feature_combine"])
 
   def build_model(self):
     if self.feature_based:

@@ -59,16 +59,16 @@ class TrainConfig:
   loss_scale_growth_steps: int = 2000  # finite steps before the loss scale doubles
 
 
-def static_shapes(config, strategy):
-  """Whether steps are compiled for fixed shapes: under XLA (config.jit_compile), where
-  each new shape is a compilation, and on TPUs, which run one static shape."""
-  return config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
+def static_shapes(jit_compile, strategy):
+  """Whether steps are compiled for fixed shapes: under XLA (jit_compile), where each new
+  shape is a compilation, and on TPUs, which run one static shape."""
+  return jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
 
 
 def packs_tokens(config, strategy):
   """Whether the encoder runs on real tokens only: as config.pack_tokens asks, but
   never with static shapes (XLA, TPUs)."""
-  return config.pack_tokens and not static_shapes(config, strategy)
+  return config.pack_tokens and not static_shapes(config.jit_compile, strategy)
 
 
 def compiles_whole_step(strategy):
@@ -93,7 +93,7 @@ class Trainer:
 
   def __init__(self, strategy, task, make_optimizer, config):
     self.strategy, self.task, self.config = strategy, task, config
-    self.static_shapes = static_shapes(config, strategy)
+    self.static_shapes = static_shapes(config.jit_compile, strategy)
     replicas = strategy.num_replicas_in_sync
     if config.global_batch_size % (replicas * config.gradient_accumulation_steps):
       raise ValueError(

@@ -93,7 +93,7 @@ def copy_tree(source, target):
 def run_script(script, args):
   """Runs `python script args...` in this process; SystemExit naming it if it fails."""
   from absl import flags
-  import script_utils  # noqa: F401  (its module-level flags stay defined across runs)
+  import cli.flags  # noqa: F401  (module-level flags of the shared modules stay defined)
   defined = set(flags.FLAGS)
   sys.argv = [script, *args]
   try:

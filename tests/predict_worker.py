@@ -21,14 +21,17 @@ def main(records, max_seq_length, batch):
   tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
   import keras
   import numpy as np
-  from data import features, pipeline
+  from data import pipeline
   from modeling import classification, optimization, training
   from modeling.config import BertConfig
 
   config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
                       num_attention_heads=2, intermediate_size=32,
                       max_position_embeddings=max_seq_length)
-  spec = features.classifier_feature_spec(max_seq_length)
+  spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)  # the classifier's layout
+          for name in ("input_ids", "input_mask", "segment_ids")}
+  spec.update({name: tf.io.FixedLenFeature([], tf.int64) for name in ("label_ids",
+                                                                       "is_real_example")})
   outputs = []
   for strategy in (tf.distribute.get_strategy(),
                    tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])):

@@ -86,7 +86,7 @@ def _pretraining_records(path, length, predictions, n, top_id=None):
       "masked_lm_positions": np.tile(np.arange(1, predictions + 1), (n, 1)),
       "masked_lm_ids": rng.integers(5, len(WORDS), (n, predictions)),
       "masked_lm_weights": np.ones((n, predictions), np.float32),
-      "next_sentence_labels": np.zeros(n, np.int64)}, float_features=("masked_lm_weights",))
+      "next_sentence_labels": np.zeros(n, np.int64)})
 
 
 def _model(d, vocab="vocab.txt"):

@@ -89,7 +89,7 @@ def d(tmp_path_factory):
       "masked_lm_positions": np.tile(np.arange(1, P + 1), (8, 1)),
       "masked_lm_ids": rng.integers(5, len(WORDS), (8, P)),
       "masked_lm_weights": np.ones((8, P), np.float32),
-      "next_sentence_labels": np.zeros(8, np.int64)}, float_features=("masked_lm_weights",))
+      "next_sentence_labels": np.zeros(8, np.int64)})
   return d
 
 

@@ -7,7 +7,7 @@ import pytest
 import scipy.special
 import tensorflow as tf
 
-import script_utils
+from cli.runner import make_trainer
 from data import glue
 from helpers import random_features
 from modeling import classification, optimization, pretraining, training
@@ -63,10 +63,10 @@ def test_the_training_batch_split_is_checked_by_flag_and_only_when_training(tmp_
   --gradient_accumulation_steps; training is refused naming both flags."""
   strategy, task = tf.distribute.get_strategy(), classification.ClassificationTask(SMALL, 3)
   flags = _flags(output_dir=str(tmp_path))
-  assert script_utils.make_trainer(strategy, task, 0, 0, 32, flags).model is not None
+  assert make_trainer(strategy, task, 0, 0, 32, flags).model is not None
   with pytest.raises(ValueError, match=r"^--train_batch_size=32 must divide evenly into 1 "
                                        r"replica\(s\) x --gradient_accumulation_steps=3\.$"):
-    script_utils.make_trainer(strategy, task, 10, 1, 32, _flags(do_train=True,
+    make_trainer(strategy, task, 10, 1, 32, _flags(do_train=True,
                                                                  output_dir=str(tmp_path)))
   # The library names no flag: it does not know where its numbers came from.
   with pytest.raises(ValueError, match=r"^The global batch size \(10\) must divide evenly into "

@@ -8,9 +8,9 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 
 from conftest import write_vocab
-from data import conll, ner_metrics, tokenization, windows
+from data import conll, ner_metrics, tagging_inputs, tokenization, windows
 from helpers import randomize
-from modeling import checkpoints
+from modeling import checkpoints, word_features
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.tagging import BertTagger
@@ -84,9 +84,9 @@ def test_label_sits_on_the_first_piece(tmp_path):
   tokenizer = tokenization.FullTokenizer(vocab)
   path = _write(tmp_path / "t.txt", ["John B-PER", "unwanted O", "running O", ", O",
                                      "Paris B-LOC", "\x07 O"])
-  flat = conll.flatten(conll.read_conll(path), path, True)
+  flat = tagging_inputs.flatten(conll.read_conll(path), path, True)
   labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
-  arrays, n = conll.window_arrays(tokenizer, flat, labels, 16, 8, True, pad_to=4)
+  arrays, n = tagging_inputs.window_arrays(tokenizer, flat, labels, 16, 8, True, pad_to=4)
   assert n == 1 and arrays["input_ids"].shape == (4, 16)
   # [CLS] john un ##want ##ed runn ##ing , paris [UNK] [SEP]: a word of only a control
   # character has no piece and reads as [UNK] rather than vanishing.
@@ -150,9 +150,9 @@ def test_every_word_is_predicted_once_from_its_max_context_window(tmp_path):
     lines += [f"{rng.choice(['a', 'bb', 'b'])} O" for _ in range(rng.randint(1, 9))] + [""]
   path = _write(tmp_path / "t.txt", lines)
   for context in (True, False):
-    flat = conll.flatten(conll.read_conll(path), path, context)
+    flat = tagging_inputs.flatten(conll.read_conll(path), path, context)
     assert len(flat.streams) == (3 if context else 12)
-    arrays, n = conll.window_arrays(tokenizer, flat, ["O"], 8, 2, False)
+    arrays, n = tagging_inputs.window_arrays(tokenizer, flat, ["O"], 8, 2, False)
     positions = arrays["word_positions"]
     assert sorted(positions[positions >= 0].tolist()) == list(range(len(flat.words)))
     # Each word's window is the max-context one among all windows of its stream
@@ -352,10 +352,10 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
   checkpoints.load_checkpoint(model, str(out))
   path = _write(tmp_path / "raw.txt", [l for s in sentences if s for l in
                                        [f"{w} O" for w in s.split()] + [""]])
-  flat = conll.flatten(conll.read_conll(path), path, False)
-  arrays, _ = conll.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 22, False)
+  flat = tagging_inputs.flatten(conll.read_conll(path), path, False)
+  arrays, _ = tagging_inputs.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 22, False)
   logits = model({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})["logits"]
-  want = [labels[i] for i in conll.word_predictions(logits.numpy(), arrays["word_positions"],
+  want = [labels[i] for i in tagging_inputs.word_predictions(logits.numpy(), arrays["word_positions"],
                                                     len(flat.words))]
   counts = served["num_words"].numpy().tolist()
   assert counts == [len(s.split()) for s in sentences]
@@ -464,7 +464,7 @@ def test_sentence_batches_cover_every_sentence_once_per_epoch(tmp_path):
   rows[:] = np.arange(sum(lengths))[:, None] * [1, -1]
   rows.flush()
   del rows
-  batches = conll.with_word_features(conll.sentence_dataset(lengths, labels, 3, seed=1), path)
+  batches = tagging_inputs.with_word_features(tagging_inputs.sentence_dataset(lengths, labels, 3, seed=1), path)
   batches = list(batches.take(4).as_numpy_iterator())
   starts = np.cumsum([0] + lengths)
   for epoch in (batches[:2], batches[2:]):
@@ -493,7 +493,7 @@ def test_bucketed_sentence_batches_cover_every_sentence_with_less_padding(tmp_pa
   starts = np.cumsum([0] + lengths)[:-1]
 
   def epoch(bucket):
-    batches = conll.sentence_dataset(lengths, labels, 8, 1, None, bucket, pool_batches=10)
+    batches = tagging_inputs.sentence_dataset(lengths, labels, 8, 1, None, bucket, pool_batches=10)
     return list(batches.take(80).as_numpy_iterator())  # 640 sentences: one epoch
   padded = {}
   for bucket in (False, True):
@@ -501,7 +501,7 @@ def test_bucketed_sentence_batches_cover_every_sentence_with_less_padding(tmp_pa
     assert sorted(int(i) for b in batches for i in b["word_index"][:, 0]) == sorted(starts)
     padded[bucket] = sum(b["label_weights"].size for b in batches) / sum(lengths)
   assert padded[False] > 1.5 and padded[True] < 1.15, padded
-  iterator = iter(conll.sentence_dataset(lengths, labels, 8, 1, None, True, pool_batches=10))
+  iterator = iter(tagging_inputs.sentence_dataset(lengths, labels, 8, 1, None, True, pool_batches=10))
   next(iterator)
   path = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "ckpt"))  # resumable
   after = next(iterator)["word_index"]
@@ -522,11 +522,11 @@ def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, 
   path = tmp_path / "t.txt"
   _conll_file(path, rng, 9, "word_tag_0")
   documents = conll.read_conll(str(path))
-  flat = conll.flatten(documents, str(path), False)
-  arrays, _ = conll.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 22, False)
+  flat = tagging_inputs.flatten(documents, str(path), False)
+  arrays, _ = tagging_inputs.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 22, False)
   inputs = {k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}
-  features = tagging.word_features(model, arrays, len(flat.words), 4)
-  mapped = tagging.word_features(model, arrays, len(flat.words), 4, str(tmp_path / "f.npy"))
+  features = word_features.word_features(model, arrays, len(flat.words), 4)
+  mapped = word_features.word_features(model, arrays, len(flat.words), 4, str(tmp_path / "f.npy"))
   assert isinstance(mapped, np.memmap) and not mapped.flags.writeable
   np.testing.assert_array_equal(mapped, features)  # the file holds the same rows
   out = model.encoder(inputs)
@@ -534,15 +534,15 @@ def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, 
   want = np.concatenate([out["encoder_outputs"][-1].numpy()[first],
                          out["embedding_output"].numpy()[first]], axis=-1)
   np.testing.assert_allclose(features[arrays["word_positions"][first]], want, atol=1e-5)
-  lengths = conll.sentence_lengths(documents)
+  lengths = tagging_inputs.sentence_lengths(documents)
   assert len(arrays["input_ids"]) == len(lengths)  # one window per sentence
   logits = model({**inputs, "word_starts": first.astype("int32")})["logits"].numpy()
   starts = np.cumsum([0] + lengths)
   for i, n in enumerate(lengths):
     cached = model.tag_words(features[None, starts[i]:starts[i + 1]], np.ones((1, n), bool))
     np.testing.assert_allclose(logits[i][first[i]], cached["logits"][0], atol=1e-5)
-  tags = [labels[i] for i in tagging.tag_sentences(model, features, lengths, 4)]
-  assert tags == [labels[i] for i in conll.word_predictions(logits, arrays["word_positions"],
+  tags = [labels[i] for i in word_features.tag_sentences(model, features, lengths, 4)]
+  assert tags == [labels[i] for i in tagging_inputs.word_predictions(logits, arrays["word_positions"],
                                                             len(flat.words))]
   served = export.TextTagger(model, vocab, True, 24, labels).serve(
       tf.constant([" ".join(s.words) for s in documents[0].sentences]))
@@ -566,7 +566,7 @@ def test_feature_based_training_resumes_where_it_stopped(model_files, tmp_path, 
   labels = rng.integers(0, 5, sum(lengths))
 
   def numbered(ctx):  # each batch carries its place in the stream: 0, 1, ...
-    batches = conll.sentence_dataset(lengths, labels, 3, 7, ctx).enumerate()
+    batches = tagging_inputs.sentence_dataset(lengths, labels, 3, 7, ctx).enumerate()
     return batches.map(lambda i, batch: {
         **batch, "number": tf.fill(tf.shape(batch["label_weights"])[:1], i)})  # [B]
 
@@ -577,7 +577,7 @@ def test_feature_based_training_resumes_where_it_stopped(model_files, tmp_path, 
       counted = batches.map(lambda b: {**b, "read": tf.numpy_function(
           lambda i: reads.append(int(i[0])) or np.int32(0), [b["number"]], tf.int32,
           stateful=False)})
-      return conll.with_word_features(counted, path)
+      return tagging_inputs.with_word_features(counted, path)
 
     tf.keras.utils.set_random_seed(4)  # the same initial head in each run
     strategy = (tf.distribute.OneDeviceStrategy("/cpu:0") if distributed

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import features, pipeline, tfrecords
+from data import pipeline, tfrecords
 
 S = 40
 
@@ -48,7 +48,7 @@ def test_trimmer_cuts_every_token_axis_to_the_rounded_longest_sequence():
 def test_trimmed_datasets_keep_examples_and_order(tmp_path):
   lengths = [3, 9, 4, 30, 2, 5, 7, 8, 11, 6, 2, 40]
   arrays = _records(tmp_path / "r.tf_record", lengths)
-  spec = features.classifier_feature_spec(S)
+  spec = tfrecords.array_spec(arrays)
   for trimmed, fixed in (
       (pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 4, length_multiple=8),
        pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 4)),
@@ -74,8 +74,7 @@ def test_trimmed_datasets_keep_examples_and_order(tmp_path):
 
 def test_length_sorted_prediction_batches_number_every_record_once(tmp_path):
   lengths = [3, 30, 4, 5, 2, 2, 3, 9, 17, 40, 1, 6, 8, 8, 2, 5]
-  _records(tmp_path / "r.tf_record", lengths)
-  spec = features.classifier_feature_spec(S)
+  spec = tfrecords.array_spec(_records(tmp_path / "r.tf_record", lengths))
   batches = list(pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 4,
                                          length_multiple=1, by_length=True, window=2))
   index = np.concatenate([b[pipeline.RECORD_INDEX].numpy() for b in batches])
@@ -103,8 +102,7 @@ def test_predict_restores_record_order_and_traces_once(tmp_path):
   from modeling import classification, optimization, training
   from modeling.config import BertConfig
   lengths = [3, 30, 4, 5, 2, 2, 3, 9, 17, 40, 1, 6, 8, 8, 2, 5]
-  _records(tmp_path / "r.tf_record", lengths)
-  spec = features.classifier_feature_spec(S)
+  spec = tfrecords.array_spec(_records(tmp_path / "r.tf_record", lengths))
   config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=S)
   keras.utils.set_random_seed(0)
@@ -128,8 +126,7 @@ def test_predict_restores_record_order_and_traces_once(tmp_path):
 
 def test_global_batches_give_every_replica_of_a_step_one_shape(tmp_path):
   lengths = [3, 30, 4, 5, 2, 2, 3, 9]
-  _records(tmp_path / "r.tf_record", lengths)
-  spec = features.classifier_feature_spec(S)
+  spec = tfrecords.array_spec(_records(tmp_path / "r.tf_record", lengths))
   shapes = []
   for index in range(2):
     context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=index,
@@ -144,8 +141,7 @@ def test_global_batches_give_every_replica_of_a_step_one_shape(tmp_path):
 def test_prediction_pipeline_runs_without_the_autotuner(tmp_path):
   # With the autotuner on, some prediction passes ran at half speed from start to end
   # (benchmarks/predict_passes.py); training pipelines keep it.
-  _records(tmp_path / "r.tf_record", [3, 4, 5, 6])
-  spec = features.classifier_feature_spec(S)
+  spec = tfrecords.array_spec(_records(tmp_path / "r.tf_record", [3, 4, 5, 6]))
   predict = pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 2, length_multiple=8)
   train = pipeline.record_dataset(str(tmp_path / "r.tf_record"), spec, 2, True, seed=1)
   assert predict.options().autotune.enabled is False
@@ -157,8 +153,7 @@ def test_prediction_pipeline_runs_without_the_autotuner(tmp_path):
 def test_buckets_group_similar_lengths_and_keep_every_example(tmp_path, multiple):
   rng = np.random.default_rng(1)
   lengths = rng.integers(1, S + 1, 400)
-  _records(tmp_path / "r.tf_record", lengths)
-  spec = features.classifier_feature_spec(S)
+  spec = tfrecords.array_spec(_records(tmp_path / "r.tf_record", lengths))
   dataset = pipeline.record_dataset(str(tmp_path / "r.tf_record"), spec, 8, True, seed=2,
                                     length_multiple=multiple, bucket_by_length=True)
   seen = []
@@ -177,23 +172,23 @@ def test_buckets_group_similar_lengths_and_keep_every_example(tmp_path, multiple
 
 
 def test_the_unset_multiple_is_chosen_for_the_hardware(monkeypatch):
-  import script_utils
+  from cli.runner import batch_length_multiple
   # Whatever this machine has: a host with a GPU gets 8, one without 1.
   for gpus, want in (([], 1), (["/device:GPU:0"], 8)):
     monkeypatch.setattr(tf.config, "list_logical_devices",
                         lambda kind=None, gpus=gpus: gpus if kind == "GPU" else [])
-    assert script_utils.batch_length_multiple(None) == want  # CPU: exact lengths; GPU: 8
-    assert script_utils.batch_length_multiple(None, jit_compile=True) == 16  # XLA: few shapes
+    assert batch_length_multiple(None) == want  # CPU: exact lengths; GPU: 8
+    assert batch_length_multiple(None, jit_compile=True) == 16  # XLA: few shapes
   monkeypatch.undo()
-  assert script_utils.batch_length_multiple(0, jit_compile=True) == 0  # as the original
-  assert script_utils.batch_length_multiple(4) == 4
+  assert batch_length_multiple(0, jit_compile=True) == 0  # as the original
+  assert batch_length_multiple(4) == 4
   strategy = tf.distribute.get_strategy()
-  assert script_utils.batch_length_multiple(None, False, strategy) == 1
+  assert batch_length_multiple(None, False, strategy) == 1
   # TPUs need one static shape, whatever was asked (an uninitialised instance is enough
   # for the isinstance check; no TPU is reached).
   tpu = tf.distribute.TPUStrategy.__new__(tf.distribute.TPUStrategy)
-  assert script_utils.batch_length_multiple(None, False, tpu) == 0
-  assert script_utils.batch_length_multiple(8, True, tpu) == 0
+  assert batch_length_multiple(None, False, tpu) == 0
+  assert batch_length_multiple(8, True, tpu) == 0
 
 
 def test_two_replicas_predict_trimmed_batches_as_one_device(tmp_path):

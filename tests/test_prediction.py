@@ -23,7 +23,7 @@ def test_joined_calls_give_the_outputs_of_one_call_per_batch(tmp_path):
   tfrecords.write_arrays(path, {
       "input_ids": rng.integers(5, 99, (n, S)) * mask, "input_mask": mask,
       "segment_ids": np.zeros((n, S), np.int64), "label_ids": rng.integers(0, 3, (n, S)) * mask,
-      "label_weights": mask.astype(np.float32)}, float_features=("label_weights",))
+      "label_weights": mask.astype(np.float32)})
   spec = {k: tf.io.FixedLenFeature([S], tf.float32 if k == "label_weights" else tf.int64)
           for k in ("input_ids", "input_mask", "segment_ids", "label_ids", "label_weights")}
   config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

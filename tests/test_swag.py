@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import write_vocab
-from data import pipeline, swag, tokenization
+from data import pipeline, swag, tfrecords, tokenization
 from modeling import checkpoints, conversion
 from modeling.config import BertConfig
 from modeling.multiple_choice import BertMultipleChoice, MultipleChoiceTask
@@ -126,8 +126,8 @@ def test_segment_layout_and_truncation_match_the_original(tmp_path):
   assert not arrays["input_ids"][40:].any() and not arrays["label_ids"][40:].any()
   # Records keep [C, S] per question; the pipeline trims S to the batch's longest.
   path = str(tmp_path / "r.tf_record")
-  swag.write_records(arrays, path)
-  spec = swag.feature_spec(4, max_seq_length)
+  tfrecords.write_arrays(path, arrays)
+  spec = tfrecords.array_spec(arrays)
   batches = list(pipeline.global_batches(path, spec, 16, length_multiple=4))
   longest = arrays["input_mask"][:16].sum(-1).max()
   assert batches[0]["input_ids"].shape == (16, 4, -(-longest // 4) * 4)

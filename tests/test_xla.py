@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import conll, features, pipeline, swag, tfrecords
+from data import features, pipeline, tfrecords
 from modeling import (classification, language_model, multiple_choice, optimization, pretraining,
                       span_labeling, tagging, training)
 from modeling.config import BertConfig
@@ -55,7 +55,7 @@ def _records(kind, rng, n, padding=False):
   if kind == "multiple_choice":
     arrays = _tokens(rng, n, (C,), padding)
     arrays.update(label_ids=rng.integers(0, C, n), is_real_example=np.arange(n) < n - 1)
-    return arrays, swag.feature_spec(C, S)
+    return arrays, tfrecords.array_spec(arrays)
   arrays = _tokens(rng, n, padding=padding)
   real = np.arange(n) < n - 1
   if kind == "pretraining":
@@ -71,23 +71,23 @@ def _records(kind, rng, n, padding=False):
     regression = kind == "regression"
     arrays.update(label_ids=rng.random(n).astype(np.float32) if regression
                   else rng.integers(0, 3, n), is_real_example=real)
-    return arrays, features.classifier_feature_spec(S, regression)
+    return arrays, tfrecords.array_spec(arrays)
   if kind == "span":
     lengths = np.maximum(arrays["input_mask"].sum(-1), 1)  # answers lie in the real tokens
     arrays.update(unique_ids=np.arange(n), start_positions=rng.integers(0, lengths),
                   end_positions=rng.integers(0, lengths), is_impossible=np.zeros(n, np.int64))
-    return arrays, features.squad_feature_spec(S, True)
+    return arrays, tfrecords.array_spec(arrays)
   arrays.update(label_ids=rng.integers(0, 5, (n, S)) * arrays["input_mask"],
                 label_weights=((rng.random((n, S)) < 0.7) * arrays["input_mask"])
                 .astype(np.float32))
-  return arrays, conll.feature_spec(S)
+  return arrays, tfrecords.array_spec(arrays)
 
 
 def _write(path, arrays, spec):
+  """Writes `arrays` as records parsed by `spec` (floats where it reads floats)."""
   floats = [k for k, f in spec.items() if f.dtype == tf.float32]
-  flat = {k: np.asarray(v).reshape(len(v), -1).astype(
-      np.float32 if k in floats else np.int64) for k, v in arrays.items()}
-  tfrecords.write_arrays(str(path), flat, float_features=floats)
+  tfrecords.write_arrays(str(path), {k: np.asarray(v, np.float32 if k in floats else np.int64)
+                                     for k, v in arrays.items()})
   return str(path)
 
 

@@ -1,0 +1,125 @@
+"""Flag definitions that several entry scripts share.
+
+The original's flags keep their names, types and defaults; the flags this
+project adds are marked as such in each script's --help text.
+"""
+
+import sys
+
+from absl import flags
+
+ACTIONS = ("do_train", "do_eval", "do_predict")
+
+# The original fine-tuning scripts' flags (export_dir added): (kind, name, default, help, bounds).
+_FINETUNING = (
+    ("string", "data_dir", None, "The task's data directory.", {}),
+    ("string", "bert_config_file", None,
+     "bert_config.json. Default: the one beside --init_checkpoint (without it: the one a "
+     "training run wrote to --output_dir).", {}),
+    ("string", "vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint "
+     "(without it: the one a training run wrote to --output_dir).", {}),
+    ("string", "output_dir", None, "Checkpoints, records, results and predictions.", {}),
+    ("string", "init_checkpoint", None,
+     "Weights to start from: original TF1, Hugging Face or ours.", {}),
+    ("bool", "do_lower_case", True, "Lower-case and strip accents (uncased models).", {}),
+    ("integer", "max_seq_length", 128, "Tokens per example after WordPiece.",
+     {"lower_bound": 1}),
+    ("bool", "do_train", False, "Fine-tune on the training data.", {}),
+    ("bool", "do_eval", False, "Evaluate on the dev data; writes eval_results.txt.", {}),
+    ("bool", "do_predict", False, "Predict the test data.", {}),
+    ("integer", "train_batch_size", 32, "Training batch size.", {"lower_bound": 1}),
+    ("integer", "eval_batch_size", 8, "Evaluation batch size.", {"lower_bound": 1}),
+    ("integer", "predict_batch_size", 8, "Prediction batch size.", {"lower_bound": 1}),
+    ("float", "learning_rate", 5e-5, "Peak learning rate.", {}),
+    ("float", "num_train_epochs", 3.0, "Passes over the training data.", {}),
+    ("float", "warmup_proportion", 0.1, "Share of the steps with a rising learning rate.",
+     {"lower_bound": 0.0, "upper_bound": 1.0}),
+    ("integer", "save_checkpoints_steps", 1000, "Steps between checkpoints.", {"lower_bound": 1}),
+    ("integer", "iterations_per_loop", 1000, "Most steps run per call to the device.",
+     {"lower_bound": 1}),
+    ("string", "export_dir", None, "Write a raw-text SavedModel here.", {}),  # added
+)
+
+
+def define_finetuning_flags(module_name, omit=(), **changed):
+  """Defines the fine-tuning scripts' shared flags, then the TPU, runtime and batching ones.
+
+  module_name: the calling script's __name__; its --help lists the shared flags
+  as its own. changed: name="help" or name=(default, "help") where the script
+  words or sets a flag its own way; omit: shared flags the script does not have.
+  """
+  module = sys.argv[0] if module_name == "__main__" else module_name  # as absl names scripts
+  for kind, flag, default, text, bounds in _FINETUNING:
+    if flag in omit:
+      continue
+    change = changed.pop(flag, text)
+    default, text = change if isinstance(change, tuple) else (default, change)
+    getattr(flags, f"DEFINE_{kind}")(flag, default, text, module_name=module, **bounds)
+  if changed:
+    raise TypeError(f"Not shared fine-tuning flags: {', '.join(sorted(changed))}")
+  define_tpu_flags()
+  define_runtime_flags()
+  define_batching_flags()
+  must_be_positive("learning_rate", "num_train_epochs")
+
+
+def define_tpu_flags():
+  """The original's TPU flags (run_pretraining, run_classifier, run_squad)."""
+  flags.DEFINE_bool("use_tpu", False, "Train on a TPU (same as --strategy=tpu).")
+  flags.DEFINE_string("tpu_name", None, "TPU name or grpc:// address; empty on a TPU VM.")
+  flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU (else detected).")
+  flags.DEFINE_string("gcp_project", None, "GCP project of the TPU (else detected).")
+  flags.DEFINE_string("master", None, "TPU master address; same role as --tpu_name.")
+  flags.DEFINE_integer("num_tpu_cores", 8,
+                       "Accepted for compatibility: TPUStrategy uses every core it finds.",
+                       lower_bound=1)
+
+
+def define_runtime_flags():
+  """Flags added to the original's, shared by the training scripts."""
+  flags.DEFINE_enum("strategy", "default", ["default", "one_device", "mirrored",
+                                            "multi_worker", "tpu"],
+                    "tf.distribute strategy: default (one device), one_device, mirrored (the "
+                    "GPUs of this machine), multi_worker (machines listed in TF_CONFIG), tpu.")
+  flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
+                    "Compute dtype; bfloat16/float16 keep float32 weights, softmax, LayerNorm "
+                    "and losses; float16 adds dynamic loss scaling.")
+  flags.DEFINE_bool("jit_compile", False,
+                    "Compile the training, evaluation and prediction steps with XLA (on one "
+                    "device the whole training step; with several replicas each one's "
+                    "forward and backward). TPUs compile everything anyway.")
+  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                    "adamw: the original's AdamWeightDecay; lamb: LAMB, for large batches.")
+  flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                       "Split each batch into this many micro-batches whose gradients add up "
+                       "to the full batch's (less memory, same update).", lower_bound=1)
+  flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.",
+                       lower_bound=1)
+  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.",
+                       lower_bound=1)
+  flags.DEFINE_integer("seed", None, "Seeds weights, dropout and data order; unset: random.")
+
+
+def define_batching_flags(bucketing=True):
+  """Flags added for the fine-tuning scripts: batches trimmed to their real length."""
+  flags.DEFINE_integer("batch_length_multiple", None,
+                       "Cut each batch to its longest sequence rounded up to a multiple of "
+                       "this (at most --max_seq_length); 0 pads every batch to "
+                       "--max_seq_length as the original did. Only padding is cut, so "
+                       "results do not change. Records on disk keep the fixed length. "
+                       "Unset: 1 (exact lengths) on CPUs, 8 on GPUs, 16 with --jit_compile "
+                       "(each length is one XLA compilation); TPUs always use 0.",
+                       lower_bound=0)
+  if not bucketing:
+    return
+  flags.DEFINE_bool("bucket_by_length", False,
+                    "Training: fill each batch with examples of similar length (buckets 16 "
+                    "positions wide; feature-based run_ner: sentences of similar word counts). "
+                    "Faster still, but it changes which examples share a batch.")
+
+
+def must_be_positive(*names):
+  """Makes absl refuse a zero or negative value (None passes) of each named float flag."""
+  for name in names:
+    flags.register_validator(name, lambda value: value is None or value > 0,
+                             "must be greater than 0")

@@ -1,0 +1,84 @@
+"""The config, vocab and checkpoint a run uses, found and checked before any work.
+
+The config and vocab default to the files beside --init_checkpoint; without
+one, to the copies a training run wrote into --output_dir (which then reads
+as a checkpoint directory).
+"""
+
+import os
+
+from data import files, tokenization
+from modeling import checkpoints
+from modeling.config import BertConfig
+
+
+def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=None,
+                     vocab_required=True):
+  """(BertConfig, vocab path or None): the flags' files, else those beside init_checkpoint,
+  else (no init_checkpoint) those a training run copied into output_dir."""
+  if init_checkpoint and not (bert_config_file and vocab_file):
+    check_checkpoint(init_checkpoint)  # a missing checkpoint is not a missing config
+  saved = {}
+  for name in ("bert_config.json", "vocab.txt") if output_dir and not init_checkpoint else ():
+    if files.exists(os.path.join(output_dir, name)):
+      saved[name] = os.path.join(output_dir, name)
+  where = "--init_checkpoint is not given and --output_dir holds no trained model's"
+  if bert_config_file or "bert_config.json" in saved:
+    config = BertConfig.from_json_file(bert_config_file or saved["bert_config.json"])
+  elif init_checkpoint:
+    config = checkpoints.find_config(init_checkpoint)
+  else:
+    raise ValueError(f"--bert_config_file is required when {where} bert_config.json.")
+  if not vocab_file and vocab_required:
+    if init_checkpoint:
+      vocab_file = checkpoints.find_vocab(init_checkpoint)
+    elif "vocab.txt" in saved:
+      vocab_file = saved["vocab.txt"]
+    else:
+      raise ValueError(f"--vocab_file is required when {where} vocab.txt.")
+  return config, vocab_file
+
+
+def check_lengths_and_case(config, max_seq_length, do_lower_case, init_checkpoint):
+  """The original's checks: max_seq_length fits the model; casing fits the checkpoint's
+  name (do_lower_case None: not checked); the checkpoint is readable."""
+  if max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
+                     f"max_position_embeddings ({config.max_position_embeddings}).")
+  if do_lower_case is not None:
+    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+  if init_checkpoint:
+    check_checkpoint(init_checkpoint)
+
+
+def check_checkpoint(path):
+  """Raises ValueError naming --init_checkpoint when `path` holds no readable checkpoint."""
+  try:
+    checkpoints.resolve_checkpoint(path)
+  except ValueError as e:
+    raise ValueError(f"--init_checkpoint: {e}") from None
+
+
+def load_tokenizer(vocab_file, do_lower_case, config, tokens=("[UNK]", "[CLS]", "[SEP]")):
+  """A FullTokenizer; ValueError when the vocab lacks `tokens` or outgrows the model.
+
+  A vocab with more entries than the config's vocab_size would give ids the
+  embedding table does not have.
+  """
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  tokenizer.require_tokens(list(tokens))
+  size = max(tokenizer.vocab.values()) + 1
+  if size > config.vocab_size:
+    raise ValueError(f"--vocab_file={vocab_file} has {size} entries but the model's "
+                     f"vocab_size is {config.vocab_size}; pass the vocab the model was "
+                     "made with.")
+  return tokenizer
+
+
+def check_has_weights(training, init_checkpoint, output_dir):
+  """Raises ValueError when evaluation or prediction alone would run untrained weights."""
+  import tensorflow as tf
+  if training or init_checkpoint or tf.train.latest_checkpoint(output_dir):
+    return
+  raise ValueError("Evaluating or predicting without --do_train needs trained weights: pass "
+                   "--init_checkpoint, or an --output_dir holding a checkpoint.")
