@@ -81,8 +81,8 @@ def load_for_conversion(path, config):
 def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, labels=None):
   """Writes every variable of `model` to output_dir as tf1, tf2 or hf; returns the path.
 
-  hf leaves out the pooler when the transformers class has none (logged).
-  `labels` name a classifier's or tagger's classes in the hf config.json.
+  `labels` name a classifier's or tagger's classes in the hf config.json; hf
+  leaves out the pooler when the transformers class has none (logged).
   Raises ValueError, before writing anything, when the format cannot hold
   the model (hf and the feature-based tagger's BiLSTM).
   """
