@@ -14,8 +14,11 @@ Every model the scripts train converts with its head (pretraining, left-to-right
 classifier or regression, SQuAD, multiple choice, tagger fine-tuned or
 feature-based, --bilstm_head models), every variable kept; what a format cannot
 hold (a BiLSTM in hf) is refused in one line naming the variables, before
-anything is written. A tagger's label_list.txt, or the labels in a fine-tuning run's
-run.json, beside the input name the classes in the hf config.json.
+anything is written. An hf file holds exactly its transformers class's
+tensors: the SQuAD, tagger and masked/causal LM classes have no pooler, so it
+is left out (those models never read it; read back, it starts fresh). A
+tagger's label_list.txt, or the labels in a fine-tuning run's run.json, beside
+the input name the classes in the hf config.json.
 
   python convert_checkpoint.py --input_checkpoint=path/to/hf_model_dir \
     --output_dir=converted --output_format=tf1

@@ -1,9 +1,9 @@
 """Task-head checkpoints for the Hugging Face check: our logits, written next to the HF files.
 
 For each head (SQuAD spans, a 3-way classifier, a 5-tag token tagger, four-way multiple
-choice, and the left-to-right language model of run_pretraining --objective=ltr: MiniLM
-made causal with a masked-LM head and no next-sentence head) it builds our model over the
-real MiniLM
+choice, the pretraining heads (masked LM and next sentence), the masked-LM head alone, and
+the left-to-right language model of run_pretraining --objective=ltr: MiniLM made causal
+with a masked-LM head and no next-sentence head) it builds our model over the real MiniLM
 encoder, gives the head seeded random weights (so a swapped or transposed tensor shows),
 saves it in Google's TF1 layout, converts that with the real `convert_checkpoint.py
 --output_format=hf`, and writes `reference.npz` into the converted directory: held-out
@@ -16,8 +16,11 @@ token ids, masks and segments, and our model's logits on them. `hf_interchange.p
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_tagger
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_multiple_choice
   /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_ltr
+  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_pretraining
+  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_masked_lm
 
 The multiple-choice inputs are the four rows as two questions of two choices, [2, 2, S].
+The masked-LM heads predict at every position (transformers' logits are [B, S, V]).
 """
 
 import os
@@ -77,7 +80,9 @@ def main(_):
                       ("tagger", tagging.BertTagger(config, 5)),
                       ("multiple_choice", multiple_choice.BertMultipleChoice(config)),
                       ("ltr", pretraining.BertPretrainer(language_model.causal_config(config),
-                                                   next_sentence=False))):
+                                                         next_sentence=False)),
+                      ("pretraining", pretraining.BertPretrainer(config)),
+                      ("masked_lm", pretraining.BertPretrainer(config, next_sentence=False))):
     model.build()
     checkpoints.load_checkpoint(model, minilm, allow_new_heads=True)
     for variable in model.variables:  # the head: every variable the encoder does not own
@@ -93,12 +98,14 @@ def main(_):
     batch = features
     if name == "multiple_choice":  # [B, C, S]: two questions of two choices
       batch = {k: v.reshape(2, 2, -1) for k, v in features.items()}
-    if name == "ltr":  # the masked-LM head at every position: [B, S, V] logits
+    lm = name in ("ltr", "pretraining", "masked_lm")
+    if lm:  # the masked-LM head at every position: [B, S, V] logits
       positions = np.tile(np.arange(features["input_ids"].shape[1], dtype=np.int32), (4, 1))
       batch = {**features, "masked_lm_positions": positions}
     outputs = model({k: tf.constant(v) for k, v in batch.items()}, training=False)
-    if name == "ltr":
-      outputs = {"logits": outputs["masked_lm_logits"]}
+    if lm:
+      if name != "pretraining":
+        outputs = {"logits": outputs["masked_lm_logits"]}
       batch = features
     np.savez(os.path.join(hf_dir, "reference.npz"), **batch,
              **{k: v.numpy() for k, v in outputs.items()})

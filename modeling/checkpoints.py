@@ -237,7 +237,8 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
     path: checkpoint prefix, directory or .safetensors file.
     allow_new_heads: when True (fine-tuning), head variables missing from the
       checkpoint, or of another shape there, keep their fresh initial values
-      and are listed in the log; encoder variables must always match.
+      and are listed in the log, as does the pooler of a checkpoint that has
+      none; encoder variables must otherwise always match.
     ckpt: the already read `Checkpoint` of `path`, to avoid reading it twice.
   Returns:
     the `Checkpoint` read (path, format, weights).
@@ -259,9 +260,11 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
         mismatched.append(f"{name} is {_shape(got)} in the checkpoint but "
                           f"{_shape(want)} in the model")
   missing = [n for n in targets if n not in ckpt.weights]
-  if not getattr(model, "uses_pooler", True):
-    # transformers' question answering and token classification files have no
-    # pooler; SQuAD and the tagger never use it, so it stays fresh.
+  pooler_absent = not any(n.startswith("bert/pooler/") for n in ckpt.weights)
+  if not getattr(model, "uses_pooler", True) or (allow_new_heads and pooler_absent):
+    # transformers' question answering, token classification and masked/causal
+    # LM files have no pooler: a model that never reads it keeps it fresh, and
+    # so does fine-tuning from such a file (as transformers does).
     fresh += [n for n in missing if n.startswith("bert/pooler/")]
     missing = [n for n in missing if not n.startswith("bert/pooler/")]
   if allow_new_heads:

@@ -5,7 +5,8 @@ outside `bert/`) say which task model wrote it, and each task model class
 recognizes its own (`for_head_variables`), so no table of head names lives
 here, only the list of classes. A checkpoint with variables that no model
 takes, in part or whole, is refused in one line naming them all: a
-conversion never drops a variable.
+conversion never drops a variable, save the pooler of a Hugging Face class
+that has none (see modeling/hf_checkpoints.py).
 """
 
 import os
@@ -67,8 +68,9 @@ def load_for_conversion(path, config):
 
   Every checkpoint variable lands in the model and every model variable comes
   from the checkpoint, shapes equal; the one exception is a pooler that a
-  transformers question answering or token classification file lacks (its
-  class has none; SQuAD and the tagger never use it), which keeps fresh values.
+  transformers question answering, token classification or masked/causal LM
+  file lacks (its class has none; those models never read it), which keeps
+  fresh values.
   """
   ckpt = checkpoints.read_checkpoint(path)
   model = model_for(ckpt, config)
@@ -79,7 +81,8 @@ def load_for_conversion(path, config):
 def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, labels=None):
   """Writes every variable of `model` to output_dir as tf1, tf2 or hf; returns the path.
 
-  `labels` name a classifier's or tagger's classes in the hf config.json.
+  `labels` name a classifier's or tagger's classes in the hf config.json; hf
+  leaves out the pooler when the transformers class has none (logged).
   Raises ValueError, before writing anything, when the format cannot hold
   the model (hf and the feature-based tagger's BiLSTM).
   """

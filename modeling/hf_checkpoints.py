@@ -9,8 +9,10 @@ a causal or bidirectional encoder), BertForSequenceClassification,
 BertForQuestionAnswering, BertForTokenClassification and BertForMultipleChoice. The
 sequence classification, token classification and multiple choice classes name
 their heads alike (`classifier.*`, weights of one layout), so reading tells
-them apart by the `architectures` entry of the config.json beside the weights. Only numpy and
-safetensors are needed; no torch.
+them apart by the `architectures` entry of the config.json beside the weights. An
+export holds exactly the keys transformers' save_pretrained writes for its class:
+no pooler for the classes built without one, no tied decoder, no position_ids
+buffer. Only numpy and safetensors are needed; no torch.
 """
 
 import json
@@ -18,6 +20,7 @@ import os
 import re
 
 import numpy as np
+from absl import logging
 
 from data import files, path_checks, text_decoding
 from modeling.config import LAYER_NORM_EPSILON
@@ -78,10 +81,18 @@ _HF_BLOCK_SUFFIXES = {
     "output/LayerNorm": "output.LayerNorm",
 }
 _HF_PARAMS = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
-# Entries with no variable of their own: a buffer of position indices, and the
-# masked-LM decoder, tied to the word embeddings and to cls.predictions.bias.
-_POSITION_IDS = "embeddings.position_ids"
-_HF_SKIPPED = (_POSITION_IDS, "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+# Keys with no variable of their own, which other writers' files may hold: a
+# buffer of position indices (older transformers saved it) and the masked-LM
+# decoder, tied to the word embeddings and to cls.predictions.bias. Read past;
+# never written (save_pretrained writes none of them either).
+_HF_SKIPPED = ("embeddings.position_ids", "cls.predictions.decoder.weight",
+               "cls.predictions.decoder.bias")
+# The classes that build their BertModel without a pooler: their files hold
+# none (transformers would report one as unexpected), and none of their tasks
+# reads it.
+_NO_POOLER = ("BertForQuestionAnswering", "BertForTokenClassification", "BertLMHeadModel",
+              "BertForMaskedLM")
+_POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 # Our activation names -> transformers' (gelu_new is the tanh approximation).
 _TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu",
                      "tanh": "tanh", "linear": "linear"}
@@ -196,27 +207,30 @@ def _architecture(weights, causal=False):
                    "Convert to tf1 or tf2 instead.")
 
 
-def to_hf_tensors(weights, max_position_embeddings, causal=False):
+def to_hf_tensors(weights, causal=False):
   """{original name: array} -> ({Hugging Face key: array}, architecture name).
 
-  Every variable is written. The question answering, token classification and
-  masked-LM-only classes have no pooler; theirs (which those tasks never use)
-  is still written, so converting back gives every tensor; transformers lists
-  it as unexpected when loading and leaves it out.
+  The keys are exactly those of the architecture: the question answering,
+  token classification and masked-LM-only classes have no pooler, so ours
+  (which those tasks never read) is left out, and said so in the log; read
+  back, the pooler then keeps a fresh initialisation.
   """
   architecture = _architecture(weights, causal)
   prefix = "" if architecture == "BertModel" else "bert."
+  left_out = [n for n in _POOLER if n in weights] if architecture in _NO_POOLER else []
+  if left_out:
+    logging.info("%s has no pooler: %s left out of the export (the task never reads them).",
+                 architecture, " and ".join(left_out))
   tensors = {}
   for name, value in weights.items():
+    if name in left_out:
+      continue
     try:
       key, transpose = hf_name(name)
     except KeyError as e:
       raise ValueError(f"{e.args[0]} ({architecture} has no such variable).") from e
     key = prefix + key if name.startswith("bert/") else key
     tensors[key] = np.ascontiguousarray(value.T if transpose else value)
-  # transformers' BertModel once saved this buffer; files that carry it (as
-  # the released MiniLM does) still load, so writing it keeps round trips exact.
-  tensors[prefix + _POSITION_IDS] = np.arange(max_position_embeddings, dtype=np.int64)[None]
   return tensors, architecture
 
 
@@ -270,8 +284,7 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   Raises:
     ValueError: a head with no Hugging Face layout, or an unwritable output_dir.
   """
-  tensors, architecture = to_hf_tensors(weights, config.max_position_embeddings,
-                                        config.causal_attention)
+  tensors, architecture = to_hf_tensors(weights, config.causal_attention)
   num_labels = (weights[_LABEL_ROWS[architecture]].shape[0]
                 if architecture in _LABEL_ROWS else None)
   if labels and len(labels) != num_labels:

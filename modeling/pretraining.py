@@ -29,6 +29,7 @@ class BertPretrainer(heads.TaskModel):
         name="predictions", dtype=self.dtype_policy)
     self.next_sentence = (heads.OutputLogits(2, c.initializer_range, name="seq_relationship")
                           if next_sentence else None)
+    self.uses_pooler = next_sentence  # only the next-sentence head reads it
 
   def build(self, input_shape=None):
     self.encoder.build()

@@ -301,7 +301,8 @@ def test_every_minilm_tensor_lands_in_its_keras_variable(minilm_loaded):
 def _numpy_bert(t, ids, segments, mask, num_heads, eps=1e-12):
   """Reference forward pass in float64 from Hugging Face keys; returns (states, pooled).
 
-  states[0] is the embedding output, states[i] block i's output, as in the paper.
+  states[0] is the embedding output, states[i] block i's output, as in the paper;
+  pooled is None when `t` has no pooler (the classes built without one).
   """
   from scipy.special import erf, softmax
   t = {k: v.astype(np.float64) for k, v in t.items()}
@@ -334,7 +335,7 @@ def _numpy_bert(t, ids, segments, mask, num_heads, eps=1e-12):
     h = 0.5 * h * (1.0 + erf(h / np.sqrt(2.0)))  # exact (erf) GELU
     x = layer_norm(x + linear(h, p + "output.dense"), p + "output.LayerNorm")
     states.append(x)
-  pooled = np.tanh(linear(x[:, 0], "pooler.dense"))
+  pooled = np.tanh(linear(x[:, 0], "pooler.dense")) if "pooler.dense.weight" in t else None
   return states, pooled
 
 
@@ -403,10 +404,12 @@ def test_minilm_to_tf1_and_back_to_hugging_face_is_byte_identical(minilm_dir, tm
   assert os.stat(path).st_mode == os.stat(tmp_path / "hf" / "config.json").st_mode
   original = _safetensors_entries(os.path.join(minilm_dir, "model.safetensors"))
   written = _safetensors_entries(path)
-  assert sorted(written) == sorted(original)
-  for key, (dtype, shape, data) in original.items():
-    assert written[key][:2] == (dtype, shape), key
-    assert written[key][2] == data, key
+  # Every tensor but the position index buffer, which the released file carries and
+  # transformers' save_pretrained no longer writes (nor needs: it is built from the config).
+  assert sorted(written) == sorted(set(original) - {"embeddings.position_ids"})
+  for key, (dtype, shape, data) in written.items():
+    assert original[key][:2] == (dtype, shape), key
+    assert original[key][2] == data, key
   with open(os.path.join(minilm_dir, "config.json")) as f:
     want = json.load(f)
   with open(tmp_path / "hf" / "config.json") as f:
@@ -416,13 +419,13 @@ def test_minilm_to_tf1_and_back_to_hugging_face_is_byte_identical(minilm_dir, tm
 
 _ENCODER_KEYS = ({f"bert.embeddings.{n}.weight" for n in (
     "word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm")}
-    | {"bert.embeddings.LayerNorm.bias", "bert.embeddings.position_ids",
-       "bert.pooler.dense.weight", "bert.pooler.dense.bias"}
+    | {"bert.embeddings.LayerNorm.bias"}
     | {f"bert.encoder.layer.{i}.{n}.{p}" for i in range(SMALL.num_hidden_layers)
        for n in ("attention.self.query", "attention.self.key", "attention.self.value",
                  "attention.output.dense", "attention.output.LayerNorm",
                  "intermediate.dense", "output.dense", "output.LayerNorm")
        for p in ("weight", "bias")})
+_POOLER_KEYS = {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
 
 
 @pytest.mark.parametrize("make,architecture,head_keys", [
@@ -440,9 +443,9 @@ def test_task_models_write_transformers_layouts(tmp_path, make, architecture, he
   weights = randomize(model, 6)
   hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path), SMALL)
   entries = _safetensors_entries(str(tmp_path / "model.safetensors"))
-  # Every variable is written: transformers' QA model has no pooler, but the file keeps
-  # ours (unused by SQuAD) so that converting back loses nothing.
-  assert set(entries) == _ENCODER_KEYS | head_keys
+  # transformers' QA model has no pooler: the file has none either (SQuAD never reads it).
+  pooler = set() if architecture == "BertForQuestionAnswering" else _POOLER_KEYS
+  assert set(entries) == _ENCODER_KEYS | pooler | head_keys
   # torch Linear weights are [out, in]: the intermediate kernel [H, I] is stored [I, H].
   assert entries["bert.encoder.layer.1.intermediate.dense.weight"][1] == (24, 16)
   with open(tmp_path / "config.json") as f:
@@ -454,24 +457,35 @@ def test_task_models_write_transformers_layouts(tmp_path, make, architecture, he
   clone = make()
   checkpoints.load_checkpoint(clone, str(tmp_path))
   for name, var in checkpoints.variable_map(clone).items():
-    np.testing.assert_array_equal(var.numpy(), weights[name], err_msg=name)
-
-
-def test_a_qa_file_without_pooler_loads_with_a_fresh_pooler(tmp_path):
-  """transformers writes BertForQuestionAnswering without a pooler; SQuAD never uses it."""
-  weights = randomize(BertSpanLabeler(SMALL), 8)
-  tensors, _ = hf_checkpoints.to_hf_tensors(weights, SMALL.max_position_embeddings)
-  from safetensors.numpy import save_file
-  tmp_path.joinpath("qa").mkdir()
-  save_file({k: v for k, v in tensors.items() if not k.startswith("bert.pooler.")},
-            str(tmp_path / "qa" / "model.safetensors"))
-  clone = BertSpanLabeler(SMALL)
-  checkpoints.load_checkpoint(clone, str(tmp_path / "qa"))
-  for name, var in checkpoints.variable_map(clone).items():
-    if name.startswith("bert/pooler/"):
+    if architecture == "BertForQuestionAnswering" and name.startswith("bert/pooler/"):
       assert not np.array_equal(var.numpy(), weights[name])  # not in the file: fresh
     else:
       np.testing.assert_array_equal(var.numpy(), weights[name], err_msg=name)
+
+
+def test_a_file_without_pooler_starts_a_fine_tuned_pooler_fresh(tmp_path):
+  """A QA export (no pooler) initialises a classifier, whose pooler then starts fresh as in
+  transformers; loaded as a whole checkpoint (no new heads allowed), the gap is an error."""
+  weights = randomize(BertSpanLabeler(SMALL), 8)
+  hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path), SMALL)
+  classifier = BertClassifier(SMALL, num_labels=3)
+  classifier.build()
+  fresh = {n: v.numpy().copy() for n, v in checkpoints.variable_map(classifier).items()}
+  checkpoints.load_checkpoint(classifier, str(tmp_path), allow_new_heads=True)
+  for name, var in checkpoints.variable_map(classifier).items():
+    want = fresh[name] if name.startswith("bert/pooler/") or name in (
+        "output_weights", "output_bias") else weights[name]
+    np.testing.assert_array_equal(var.numpy(), want, err_msg=name)
+  with pytest.raises(ValueError, match=r"bert/pooler/dense/kernel is missing from the "
+                                       r"checkpoint \(and 3 more\)\.$"):
+    checkpoints.load_checkpoint(BertClassifier(SMALL, num_labels=3), str(tmp_path))
+  # A checkpoint with a pooler must hold it whole, even when fine-tuning.
+  del weights["bert/pooler/dense/bias"]
+  checkpoints.save_tf1_checkpoint(weights, str(tmp_path / "half"), SMALL)
+  with pytest.raises(ValueError, match=r"bert/pooler/dense/bias is missing from the "
+                                       r"checkpoint\.$"):
+    checkpoints.load_checkpoint(BertClassifier(SMALL, num_labels=3), str(tmp_path / "half"),
+                                allow_new_heads=True)
 
 
 def test_heads_without_a_transformers_layout_are_refused(tmp_path):
