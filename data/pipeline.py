@@ -256,8 +256,9 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   order is ready first (the original's sloppy interleave), for throughput.
   Otherwise: files and records in order, one pass, the last partial batch
   kept. int64 features become int32. tf.data's auto-sharding is off: the
-  dataset is already this pipeline's share. Each file's end is checked as it
-  is read (see record_files): wrap the reading in `naming_bad_files`.
+  dataset is already this pipeline's share. A file cut short is an error
+  naming it (see record_files): uncompressed files are checked here, GZIP
+  files as they are read (wrap the reading in `naming_bad_files`).
 
   Args:
     file_patterns: comma-separated paths or globs.

@@ -8,6 +8,7 @@ the table stays fast.
 import csv
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -254,14 +255,43 @@ def test_bad_input_is_one_line_and_writes_nothing(files, tmp_path, case):
   assert not out.exists(), sorted(out.rglob("*"))
 
 
+def test_pretraining_eval_file_cut_inside_a_record_header_is_named(files, tmp_path):
+  """An interrupted copy that TensorFlow alone reads as a shorter file: evaluation would
+  have used 5 of 10 records; it stops before any work, naming the file and the byte."""
+  records = tmp_path / "eval.tfrecord"
+  _pretraining_records(records, L, P, 10)
+  data = records.read_bytes()
+  assert len(data) % 10 == 0  # every record the same size (ids of one varint byte)
+  size = len(data) // 10
+  records.write_bytes(data[:5 * size + 3])
+  out = tmp_path / "out"
+  proc = run_script(*_pretraining(files, records, f"--output_dir={out}", "--do_eval",
+                                  f"--init_checkpoint={files}/model/bert_model.ckpt"),
+                    expect_ok=False)
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  assert last_error_line(proc) == (
+      f"error: {records} is cut short: it ends 3 byte(s) into the header of the record at "
+      f"byte {5 * size} (an interrupted copy?).")
+  assert not out.exists()
+
+
 def test_corrupt_record_met_while_reading_names_the_file(tmp_path):
-  """A TFRecord truncated past its first records fails in one line naming it, not the others."""
+  """A TFRecord damaged past its first records fails in one line naming it, not the others:
+  cut short, before reading (tests/test_record_files.py has every kind of cut); corrupt
+  inside, when the reading gets there."""
   _pretraining_records(tmp_path / "a.tfrecord", L, P, 40)
   _pretraining_records(tmp_path / "b.tfrecord", L, P, 40)
   data = (tmp_path / "b.tfrecord").read_bytes()
-  (tmp_path / "b.tfrecord").write_bytes(data[:-20])  # the last record cut short
   pattern = str(tmp_path / "*.tfrecord")
   spec = features.pretraining_feature_spec(L, P)
+  (tmp_path / "b.tfrecord").write_bytes(data[:-20])  # the last record cut short
+  bad = re.escape(str(tmp_path / "b.tfrecord"))
+  with pytest.raises(ValueError, match=rf"^{bad} is cut short inside the "
+                                       r"record at byte \d+ \(an interrupted copy\?\)\.$"):
+    pipeline.check_records(pattern, spec)
+  corrupt = bytearray(data)
+  corrupt[len(data) // 2] ^= 0xFF  # a byte in the middle: its record's CRC no longer holds
+  (tmp_path / "b.tfrecord").write_bytes(bytes(corrupt))
   assert pipeline.check_records(pattern, spec) == [str(tmp_path / "a.tfrecord"),
                                                    str(tmp_path / "b.tfrecord")]
   with pytest.raises(ValueError) as error:
@@ -269,9 +299,8 @@ def test_corrupt_record_met_while_reading_names_the_file(tmp_path):
       for _ in pipeline.record_dataset(pattern, spec, 8, False):
         pass
   message = str(error.value)
-  assert message.startswith(f"{tmp_path / 'b.tfrecord'}: corrupt or truncated TFRecord data "
-                            "(truncated record at ")
-  assert "a.tfrecord" not in message and "\n" not in message
+  assert re.fullmatch(rf"{bad}: corrupt TFRecord data \(corrupted record "
+                      r"at \d+\)\.", message), message
   # Met inside a graph function (the training loop): the same line, no graph trace in it.
   iterator = iter(pipeline.record_dataset(pattern, spec, 8, False))
 

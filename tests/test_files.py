@@ -153,3 +153,17 @@ def test_file_urls_are_the_local_paths_they_name(tmp_path, monkeypatch):
   files.rmtree(url + "/sub")
   assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["model"]
   assert not (tmp_path / "file:").exists()
+
+
+def test_read_tail_reads_a_file_s_last_bytes(tmp_path):
+  """Local paths, file:// URLs and ram:// (read through tf.io.gfile as gs:// is) alike."""
+  import tensorflow as tf
+  (tmp_path / "a.bin").write_bytes(b"0123456789")
+  tf.io.gfile.makedirs("ram://read_tail")
+  with tf.io.gfile.GFile("ram://read_tail/a.bin", "wb") as f:
+    f.write(b"0123456789")
+  for path in (str(tmp_path / "a.bin"), f"file://{tmp_path}/a.bin", "ram://read_tail/a.bin"):
+    assert files.read_tail(path, 4) == b"6789", path
+    assert files.read_tail(path, 100) == b"0123456789", path
+  with pytest.raises(FileNotFoundError):
+    files.read_tail("ram://read_tail/none.bin", 4)
