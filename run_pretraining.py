@@ -5,7 +5,9 @@
     --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
     --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4
 
-Restarting with the same --output_dir resumes from its latest checkpoint.
+Restarting with the same --output_dir resumes from its latest checkpoint. Training
+records the objectives trained in --output_dir/run.json ("objectives": masked_lm,
+next_sentence or next_token); eval_results.txt holds numbers only, as the original's.
 --objective=ltr trains a left-to-right language model on the same records
 instead (the paper's "LTR & No NSP"); its exported bert_config.json says
 causal_attention, so the fine-tuning scripts build the causal encoder from it.
@@ -144,8 +146,8 @@ def main(_):
       reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
                           os.path.join(FLAGS.output_dir, "training_curves.png"),
                           [("loss", "loss"), accuracy])
-    if trainer.chief:
-      script_utils.save_run(FLAGS.output_dir, run)
+    if trainer.chief:  # with the objectives trained (recorded for readers, not checked)
+      script_utils.save_run(FLAGS.output_dir, {**run, "objectives": list(task.objectives)})
     with pipeline.naming_bad_files(FLAGS.input_file, compression):
       trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
                     FLAGS.init_checkpoint, on_finish=finish)
