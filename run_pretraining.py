@@ -62,6 +62,7 @@ FLAGS = flags.FLAGS
 def main(_):
   script_utils.require(bert_config_file=FLAGS.bert_config_file, input_file=FLAGS.input_file,
                        output_dir=FLAGS.output_dir)
+  script_utils.require_files(bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file)
   if not FLAGS.do_train and not FLAGS.do_eval:
     raise ValueError("At least one of --do_train and --do_eval must be set.")
   if FLAGS.do_train and FLAGS.num_train_steps < 1:

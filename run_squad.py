@@ -50,6 +50,8 @@ def _check_flags(runner):
     raise ValueError("--do_train needs --train_file.")
   if FLAGS.do_predict and not FLAGS.predict_file:
     raise ValueError("--do_predict needs --predict_file.")
+  script_utils.require_files(train_file=FLAGS.do_train and FLAGS.train_file,
+                             predict_file=FLAGS.do_predict and FLAGS.predict_file)
   if FLAGS.tune_null_threshold and not (FLAGS.version_2_with_negative and FLAGS.do_predict):
     raise ValueError("--tune_null_threshold needs --version_2_with_negative and --do_predict "
                      "(it tunes SQuAD 2.0's no-answer threshold on --predict_file).")

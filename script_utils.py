@@ -54,6 +54,8 @@ def make_output_dir(path, flag="--output_dir"):
   from data import files, path_checks
   if not files.exists(path):
     _MADE_DIRS.append(path)
+  elif not files.isdir(path):
+    raise ValueError(f"{flag}={path} is a file; name a directory.")
   path_checks.ensure_writable_dir(path, flag)
 
 
@@ -190,12 +192,21 @@ def require(**named_values):
       raise ValueError(f"--{name} is required.")
 
 
+def require_files(**named_paths):
+  """Raises ValueError naming the first flag whose path is a directory, not a file."""
+  from data import files
+  for name, path in named_paths.items():
+    if path and files.isdir(path):
+      raise ValueError(f"--{name}={path} is a directory; name a file.")
+
+
 def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=None):
   """The BertConfig and vocab path: the flags', else the files beside --init_checkpoint,
   else (no --init_checkpoint) those a fine-tuning run copied into `output_dir`."""
   from data import files, path_checks
   from modeling import checkpoints
   from modeling.config import BertConfig
+  require_files(bert_config_file=bert_config_file, vocab_file=vocab_file)
   if init_checkpoint and not (bert_config_file and vocab_file):
     _require_checkpoint(init_checkpoint)  # not reported as a missing config beside it
   saved = {}  # without --init_checkpoint: a trained model's directory serves alone
