@@ -75,6 +75,7 @@ def main(_):
   from modeling import checkpoints
   from modeling.encoder import BertEncoder
 
+  path_checks.check_input_files(input_file=FLAGS.input_file)
   path_checks.check_output_file(FLAGS.output_file, "--output_file", [FLAGS.input_file])
   undecodable = text_decoding.Undecodable()
   pairs = features.read_text_pairs(FLAGS.input_file, undecodable)

@@ -136,6 +136,9 @@ class Pretraining(TaskAdapter):
                       naming_errors=lambda: pipeline.naming_bad_files(FLAGS.input_file,
                                                                       self.compression))
 
+  def notes(self, run):
+    return {"objectives": list(run.trainer.task.objectives)}
+
   def after_training(self, run):
     export = os.path.join(FLAGS.output_dir, "export")
     checkpoints.save_tf1_checkpoint(checkpoints.model_weights(run.trainer.model), export,

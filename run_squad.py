@@ -17,7 +17,7 @@ from absl import flags, logging
 from cli import app
 from cli.flags import define_finetuning_flags
 from cli.runner import Runner, TaskAdapter
-from data import squad, squad_evaluation, squad_predictions
+from data import path_checks, squad, squad_evaluation, squad_predictions
 from modeling import span_labeling
 
 define_finetuning_flags(
@@ -65,6 +65,8 @@ class SpanPrediction(TaskAdapter):
       raise ValueError("--do_train needs --train_file.")
     if FLAGS.do_predict and not FLAGS.predict_file:
       raise ValueError("--do_predict needs --predict_file.")
+    path_checks.check_input_files(train_file=FLAGS.do_train and FLAGS.train_file,
+                                  predict_file=FLAGS.do_predict and FLAGS.predict_file)
     if FLAGS.tune_null_threshold and not (FLAGS.version_2_with_negative and FLAGS.do_predict):
       raise ValueError("--tune_null_threshold needs --version_2_with_negative and --do_predict "
                        "(it tunes SQuAD 2.0's no-answer threshold on --predict_file).")

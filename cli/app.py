@@ -60,6 +60,8 @@ def make_output_dir(path, flag="--output_dir"):
   from data import files, path_checks
   if not files.exists(path):
     _MADE_DIRS.append(path)
+  elif not files.isdir(path):
+    raise ValueError(f"{flag}={path} is a file; name a directory.")
   path_checks.ensure_writable_dir(path, flag)
 
 

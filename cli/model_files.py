@@ -7,7 +7,7 @@ as a checkpoint directory).
 
 import os
 
-from data import files, tokenization
+from data import files, path_checks, tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
 
@@ -16,6 +16,7 @@ def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=N
                      vocab_required=True):
   """(BertConfig, vocab path or None): the flags' files, else those beside init_checkpoint,
   else (no init_checkpoint) those a training run copied into output_dir."""
+  path_checks.check_input_files(bert_config_file=bert_config_file, vocab_file=vocab_file)
   if init_checkpoint and not (bert_config_file and vocab_file):
     check_checkpoint(init_checkpoint)  # a missing checkpoint is not a missing config
   saved = {}

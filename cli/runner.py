@@ -95,6 +95,10 @@ class TaskAdapter:
     """The TrainInput; run.record_input(arrays) makes one from feature arrays."""
     raise NotImplementedError
 
+  def notes(self, run):
+    """Facts stored in run.json beside the identity, for readers; never compared."""
+    return {}
+
   def after_training(self, run):
     """The chief's work once training has finished (not after a stop on SIGTERM)."""
 
@@ -204,7 +208,7 @@ class Runner:
     reads as a checkpoint directory); then every worker trains."""
     v = self.values
     if self.chief:
-      save_trained_with(v.output_dir, self.identity)
+      save_trained_with(v.output_dir, {**self.identity, **self.adapter.notes(self)})
       checkpoints.write_config_and_vocab(v.output_dir, self.config, self.vocab_file)
     with train_input.naming_errors():
       self.trainer.train(train_input.dataset_fn, v.init_checkpoint, load_fn=train_input.load_fn)

@@ -167,6 +167,18 @@ def size(path):
     return _gfile().stat(path).length
 
 
+def read_tail(path, count):
+  """The last `count` bytes of file `path` (all of it when shorter), reading nothing else."""
+  if not is_remote(path):
+    with open(local_path(path), "rb") as f:
+      f.seek(max(0, os.fstat(f.fileno()).st_size - count))
+      return f.read()
+  with _as_os_errors(path):
+    with _gfile().GFile(path, "rb") as f:
+      f.seek(max(0, f.size() - count))
+      return f.read()
+
+
 def listdir(path):
   """Sorted names of the entries in directory `path`."""
   if not is_remote(path):

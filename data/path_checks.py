@@ -30,6 +30,14 @@ def expand_file_patterns(patterns, flag):
   return found
 
 
+def check_input_files(**named_paths):
+  """Raises ValueError naming the first flag (name=path) whose path is a directory where a
+  file is wanted; empty paths pass."""
+  for name, path in named_paths.items():
+    if path and files.isdir(path):
+      raise ValueError(f"--{name}={path} is a directory; name a file.")
+
+
 def check_output_dir(path, flag, what):
   """Raises ValueError when directory `path` could not be written later.
 
@@ -66,6 +74,13 @@ def check_output_file(path, flag, inputs=()):
 
 def ensure_writable_dir(path, flag):
   """Creates directory `path` if needed; ValueError naming `flag` if impossible."""
+  if not files.is_remote(path):  # a file where the directory or a parent would go (a bucket has none)
+    existing = target = os.path.abspath(files.local_path(path))
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+      existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+      raise ValueError(f"{flag} {path} is a file, not a directory." if existing == target else
+                       f"{flag} {path} cannot be made: {existing} is a file.")
   try:
     files.makedirs(path)
     probe = os.path.join(path, f".write-probe-{uuid.uuid4().hex[:8]}")

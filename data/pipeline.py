@@ -8,11 +8,10 @@ the per-replica size.
 
 import concurrent.futures
 import contextlib
-import re
 
 import tensorflow as tf
 
-from data import path_checks
+from data import path_checks, record_files
 
 # The functions these pipelines hand tf.data have no Python control flow on
 # tensors, so AutoGraph has nothing to convert in them; its source rewriting
@@ -31,7 +30,9 @@ def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits
   """Raises ValueError naming the file whose first records do not fit `spec`.
 
   Every file is checked, so a second file written with another length or
-  other keys is named before training starts rather than failing mid-run.
+  other keys is named before training starts rather than failing mid-run. A
+  file of few records is read to its end, which is checked too (see
+  record_files).
 
   Args:
     file_patterns: comma-separated paths or globs.
@@ -46,9 +47,9 @@ def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits
   names = path_checks.expand_file_patterns(file_patterns, source)
 
   def check(path):
-    _check_first_record(path, spec, flag_hint or {}, compression)
+    end = _check_first_record(path, spec, flag_hint or {}, compression)
     if id_limits:
-      _check_ids(path, spec, id_limits, compression, count)
+      _check_ids(path, end, spec, id_limits, compression, count)
 
   # Several files at once: a pod's input can be thousands of shards in a bucket,
   # where each open waits on the network. The first bad file in order is named.
@@ -64,15 +65,11 @@ def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits
   return names
 
 
-def _op_detail(error):
-  """A TensorFlow error's own words, without the graph function, op and traceback (a graph
-  function's error starts "Graph execution error:" and the trace before its words)."""
-  lines = [line for line in error.message.splitlines() if line.strip() and not (
-      line.startswith(("Graph execution error", "Detected at node", "  ")))]
-  return re.sub(r"\{\{.*?\}\}\s*|\s*\[\[.*|\s*\[Op:.*", "", (lines or [""])[0]).strip()
+_op_detail = record_files.op_detail
 
 
 def _check_first_record(path, spec, flag_hint, compression):
+  """Returns the file's entry of record_files.file_ends."""
   try:
     first = next(iter(tf.data.TFRecordDataset(path, compression).take(1)), None)
   except tf.errors.OpError as e:
@@ -80,6 +77,7 @@ def _check_first_record(path, spec, flag_hint, compression):
     guess = ("were they written without compression?" if compression
              else "is it another kind of file, or GZIP-compressed?")
     raise ValueError(f"Cannot read {path} as {what} ({_op_detail(e)}); {guess}") from None
+  end = record_files.file_end(path, compression)  # an uncompressed file cut short: named here
   if first is None:
     raise ValueError(f"{path} holds no records.")
   try:
@@ -98,13 +96,16 @@ def _check_first_record(path, spec, flag_hint, compression):
       hint = flag_hint.get(name, "")
       raise ValueError(f"{path}: {name} has {length} values per record but {hint or 'the spec'}"
                        f" expects {want}; regenerate the data or pass the matching flag.")
+  return end
 
 
-def _check_ids(path, spec, id_limits, compression, count):
-  dataset = tf.data.TFRecordDataset(path, compression).take(count).batch(count)
+def _check_ids(path, end, spec, id_limits, compression, count):
+  records = record_files.read(path, end, compression)  # GZIP: checked if read to its end
   try:
-    batch = tf.io.parse_example(next(iter(dataset)), {k: spec[k] for k in id_limits})
+    batch = tf.io.parse_example(next(iter(records.take(count).batch(count))),
+                                {k: spec[k] for k in id_limits})
   except tf.errors.OpError as e:
+    _raise_if_cut_short(e, path, compression)
     raise ValueError(f"Cannot read records from {path}: {_op_detail(e)}.") from None
   for name, (limit, what) in id_limits.items():
     values = batch[name].numpy()
@@ -115,12 +116,18 @@ def _check_ids(path, spec, id_limits, compression, count):
 
 
 def count_records(file_patterns, compression="", limit=None):
-  """Records in the files, counted up to `limit` (reading no further)."""
+  """Records in the files, counted up to `limit` (reading no further).
+
+  ValueError naming the file when one read to its end is cut short.
+  """
   names = path_checks.expand_file_patterns(file_patterns, "records")
-  dataset = tf.data.TFRecordDataset(names, compression)
+  dataset = record_files.read_files(names, compression)
   if limit is not None:
     dataset = dataset.take(limit)
-  return int(dataset.reduce(0, lambda count, _: count + 1))
+  # Counted per batch: tf.data's reduce costs tens of microseconds an element.
+  with naming_bad_files(file_patterns, compression):
+    return int(dataset.batch(4096).reduce(
+        tf.constant(0, tf.int64), lambda count, batch: count + tf.size(batch, tf.int64)))
 
 
 def check_whole_batch(file_patterns, compression, batch_size):
@@ -135,18 +142,34 @@ def check_whole_batch(file_patterns, compression, batch_size):
 
 @contextlib.contextmanager
 def naming_bad_files(file_patterns, compression=""):
-  """Turns a corrupt or truncated TFRecord met while reading into one ValueError.
+  """Turns a corrupt or cut-short TFRecord file met while reading into one ValueError.
 
-  The error names the damaged file(s): the files are scanned for the first
-  one that cannot be read to its end (only on this error path).
+  A file whose end check failed (see record_files) is named by the check. For
+  TensorFlow's own DataLossError, which names no file, the files are scanned
+  for those that cannot be read to their end (only on this error path).
   """
   try:
     yield
-  except tf.errors.DataLossError as e:
+  except tf.errors.OpError as e:
+    message = record_files.cut_short(e)
+    if message:
+      raise ValueError(message) from None
+    if not isinstance(e, tf.errors.DataLossError):
+      raise
     names = path_checks.expand_file_patterns(file_patterns, "records")
     bad = [path for path in names if not _readable(path, compression)] or names
+    if len(bad) == 1:
+      raise ValueError(record_files.data_loss_message(e, bad[0], compression)) from None
     raise ValueError(f"{', '.join(bad)}: corrupt or truncated TFRecord data "
                      f"({_op_detail(e)}).") from None
+
+
+def _raise_if_cut_short(error, path, compression):
+  """A damaged file met while checking it, as the message naming it."""
+  message = record_files.cut_short(error)
+  if message or isinstance(error, tf.errors.DataLossError):
+    raise ValueError(message or record_files.data_loss_message(error, path, compression)
+                     ) from None
 
 
 def _readable(path, compression):
@@ -243,7 +266,9 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   order is ready first (the original's sloppy interleave), for throughput.
   Otherwise: files and records in order, one pass, the last partial batch
   kept. int64 features become int32. tf.data's auto-sharding is off: the
-  dataset is already this pipeline's share.
+  dataset is already this pipeline's share. A file cut short is an error
+  naming it (see record_files): uncompressed files are checked here, GZIP
+  files as they are read (wrap the reading in `naming_bad_files`).
 
   Args:
     file_patterns: comma-separated paths or globs.
@@ -265,13 +290,14 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
     drop_remainder = is_training
   names, record_shard = pipeline_shard(
       path_checks.expand_file_patterns(file_patterns, "records"), input_context)
+  ends = tf.constant(record_files.file_ends(names, compression), tf.int64)
 
   @no_autograph
-  def read(path):
-    records = tf.data.TFRecordDataset(path, compression)
+  def read(path, end):
+    records = record_files.read(path, end, compression)
     return records.shard(*record_shard) if record_shard else records
 
-  dataset = tf.data.Dataset.from_tensor_slices(names)
+  dataset = tf.data.Dataset.from_tensor_slices((names, ends))
   if is_training:
     # Shuffle, then repeat: every epoch reads each file once, in a new order.
     dataset = dataset.shuffle(len(names), seed=seed).repeat()
@@ -342,7 +368,7 @@ def global_batches(file_patterns, spec, global_batch_size, input_context=None, c
   as RECORD_INDEX, by which Trainer.predict puts its outputs back in file order.
   """
   names = path_checks.expand_file_patterns(file_patterns, "records")
-  dataset = tf.data.TFRecordDataset(names, compression)
+  dataset = record_files.read_files(names, compression)
   parse, trim = _parse(spec), trimmer(spec, length_multiple) or no_autograph(lambda batch: batch)
   # Few traced functions: building them is much of a short prediction pass's set-up.
   if by_length and length_multiple:

@@ -115,5 +115,4 @@ class LanguageModelTask:
                                                         denominators["next_token"]))
     values["perplexity"] = math.exp(values["next_token_loss"])
     values["loss"] = sum(batch_losses) / max(len(batch_losses), 1)
-    values["objectives"] = ",".join(self.objectives)
     return values

@@ -159,5 +159,4 @@ class PretrainingTask:
                                                        denominators["next_sentence"])
     values = {k: float(v) for k, v in values.items()}
     values["loss"] = sum(batch_losses) / max(len(batch_losses), 1)
-    values["objectives"] = ",".join(self.objectives)
     return values

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import numbers
 import os
 import time
 
@@ -75,7 +76,11 @@ class StepLog:
 
 
 def write_eval_results(path, results):
-  """The original's eval_results.txt: `key = value` lines, keys sorted."""
+  """The original's eval_results.txt: `key = value` lines, keys sorted, every value a
+  number (readers parse each one as a float). TypeError for a value that is not one."""
+  for key, value in results.items():
+    if isinstance(value, bool) or not isinstance(value, numbers.Number):
+      raise TypeError(f"{path}: {key} = {value!r} is not a number.")
   with files.atomic_output(path) as f:
     for key in sorted(results):
       f.write(f"{key} = {results[key]}\n")

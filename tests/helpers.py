@@ -1,5 +1,7 @@
 """Small shared test utilities."""
 
+import re
+
 import numpy as np
 
 from modeling import checkpoints
@@ -48,5 +50,18 @@ def assert_same_numbers(got, want, tol=1e-6, where="value"):
 
 
 def read_eval_results(path):
-  """eval_results.txt as {key: float}."""
-  return {k: float(v) for k, v in (line.split(" = ") for line in open(path).read().splitlines())}
+  """eval_results.txt (or a script's other *_results.txt) as {key: float}.
+
+  Asserts the original's form, which readers parse line by line: every line
+  `key = number`, the keys sorted.
+  """
+  results = {}
+  for line in open(path).read().splitlines():
+    found = re.fullmatch(r"(\S+) = (\S+)", line)
+    assert found, f"{path}: {line!r} is not `key = value`"
+    try:
+      results[found.group(1)] = float(found.group(2))
+    except ValueError:
+      raise AssertionError(f"{path}: {line!r}: the value is not a number") from None
+  assert list(results) == sorted(results), f"{path}: keys not sorted"
+  return results

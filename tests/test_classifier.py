@@ -10,6 +10,7 @@ import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 
 from conftest import write_vocab
 from data import features, tokenization
+from helpers import read_eval_results
 from modeling import checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
@@ -69,10 +70,10 @@ def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_pat
       d, vocab, tmp_path / "data", out, "--task_name=SST-2", "--do_train", "--do_eval",
       "--do_predict", "--train_batch_size=16", "--learning_rate=1e-3", "--num_train_epochs=6",
       "--eval_batch_size=16", "--predict_batch_size=7", "--log_steps=30", f"--export_dir={export}"))
-  results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
-  assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
-  assert float(results["eval_accuracy"]) > 0.95, proc.stderr[-2000:]
-  assert int(results["global_step"]) == int(480 / 16 * 6)
+  results = read_eval_results(out / "eval_results.txt")
+  assert list(results) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
+  assert results["eval_accuracy"] > 0.95, proc.stderr[-2000:]
+  assert results["global_step"] == int(480 / 16 * 6)
   # test_results.tsv: one line per test example, a probability per class summing to 1.
   probs = np.loadtxt(out / "test_results.tsv")
   assert probs.shape == (50, 2) and np.allclose(probs.sum(1), 1, atol=1e-5)
@@ -96,7 +97,7 @@ def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_pat
   assert (out / "vocab.txt").read_bytes() == open(vocab, "rb").read()
   run_script("run_classifier.py", "--task_name=SST-2", f"--data_dir={tmp_path / 'data'}",
              f"--output_dir={out}", "--max_seq_length=24", "--do_eval", "--eval_batch_size=16")
-  again = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+  again = read_eval_results(out / "eval_results.txt")
   assert again["eval_accuracy"] == results["eval_accuracy"]
   assert again["global_step"] == results["global_step"]
   # and converts to Hugging Face's layout with the task's labels named.
@@ -123,7 +124,7 @@ def test_regression_and_pair_inputs(model_files, tmp_path):
   run_script("run_classifier.py", *_common(
       d, vocab, data, out, "--task_name=sts-b", "--do_train", "--do_eval", "--do_predict",
       "--train_batch_size=16", "--num_train_epochs=1", f"--export_dir={tmp_path / 'export'}"))
-  keys = sorted(line.split(" = ")[0] for line in (out / "eval_results.txt").read_text().splitlines())
+  keys = list(read_eval_results(out / "eval_results.txt"))
   assert keys == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
   lines = (out / "STS-B.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 6
@@ -149,7 +150,7 @@ def test_mnli_evaluates_matched_and_mismatched(model_files, tmp_path):
   run_script("run_classifier.py", *_common(d, vocab, data, out, "--task_name=MNLI", "--do_eval",
                                            "--do_predict", "--eval_batch_size=4",
                                            f"--init_checkpoint={d / 'pretrained'}"))
-  keys = sorted(line.split(" = ")[0] for line in (out / "eval_results.txt").read_text().splitlines())
+  keys = list(read_eval_results(out / "eval_results.txt"))
   assert keys == ["eval_accuracy", "eval_loss", "eval_mismatched_accuracy", "eval_mismatched_loss",
                   "global_step", "loss"]
   for name in ("MNLI-m.tsv", "MNLI-mm.tsv"):
@@ -213,10 +214,9 @@ def test_trimmed_batches_train_and_predict_as_fixed_length_ones(model_files, tmp
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=2e-5, err_msg=a.path)
   np.testing.assert_allclose(np.loadtxt(fixed_out / "test_results.tsv"),
                              np.loadtxt(trimmed_out / "test_results.tsv"), atol=1e-5)
-  read = lambda out: dict(l.split(" = ") for l in (out / "eval_results.txt").read_text().split("\n")
-                          if l)
+  read = lambda out: read_eval_results(out / "eval_results.txt")  # noqa: E731
   assert read(fixed_out)["eval_accuracy"] == read(trimmed_out)["eval_accuracy"]
-  assert abs(float(read(fixed_out)["eval_loss"]) - float(read(trimmed_out)["eval_loss"])) < 1e-5
+  assert abs(read(fixed_out)["eval_loss"] - read(trimmed_out)["eval_loss"]) < 1e-5
 
 
 @pytest.mark.slow

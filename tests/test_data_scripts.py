@@ -91,7 +91,7 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
     (tmp_path / "file").write_text("x")
     args["output_file"] = str(tmp_path / "file" / "out.tfrecord")
     out = tmp_path / "file" / "out.tfrecord"
-    expected = f"error: --output_file={out}: {tmp_path}/file is not a writable directory"
+    expected = f"error: --output_file={out}: {tmp_path}/file is a file, not a directory."
   elif case == "input":
     args["input_file"] = str(tmp_path / "missing*.txt")
     expected = f"error: --input_file: no file matches '{tmp_path}/missing*.txt'."

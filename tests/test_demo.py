@@ -3,6 +3,7 @@
 import os
 import pytest
 
+from helpers import read_eval_results
 from scripts import run_script
 
 
@@ -20,10 +21,9 @@ def test_demo_pipeline_end_to_end(tmp_path):
   assert (work / "pretraining.tfrecord").stat().st_size > 0
   assert (work / "pretrained" / "export" / "bert_model.ckpt.index").exists()
   assert (work / "pretrained" / "training_curves.png").exists()
-  results = dict(line.split(" = ") for line in
-                 (work / "classifier" / "eval_results.txt").read_text().splitlines())
+  results = read_eval_results(work / "classifier" / "eval_results.txt")
   # The dev set's adjectives are unseen in training: well above chance means it learned.
-  assert float(results["eval_accuracy"]) >= 0.9, results
+  assert results["eval_accuracy"] >= 0.9, results
   assert "-> positive (label 1)" in out  # a plainly positive sentence
   assert "What was made:" in out and "total" in out
   assert os.path.isdir(work / "saved_model")

@@ -9,7 +9,7 @@ import pytest
 import scipy.special
 import tensorflow as tf
 
-from helpers import randomize, random_features
+from helpers import randomize, random_features, read_eval_results
 from modeling import (checkpoints, classification, heads, language_model, layers, pretraining,
                       span_labeling, tagging)
 from modeling.config import BertConfig
@@ -252,7 +252,8 @@ def test_next_token_loss_by_hand():
   values = task.eval_results(sums, metrics, denominators, [float(loss)])
   np.testing.assert_allclose(values["next_token_accuracy"], accuracy, rtol=1e-6)
   np.testing.assert_allclose(values["perplexity"], math.exp(want), rtol=1e-5)
-  assert values["objectives"] == "next_token"
+  assert sorted(values) == ["loss", "next_token_accuracy", "next_token_loss", "perplexity"]
+  assert task.objectives == ("next_token",)
   # No next-sentence head; the names stay the original's.
   assert not any(n.startswith("cls/seq_relationship") for n in w)
   assert not model.encoder.pooler.trainable
@@ -452,11 +453,9 @@ def ltr_export(ltr_files, tmp_path_factory):
 def test_pretraining_script_writes_a_causal_checkpoint(ltr_files, ltr_export):
   from scripts import last_error_line, run_script
   d, vocab, records, config = ltr_files
-  results = (ltr_export / "eval_results.txt").read_text()
-  values = dict(line.split(" = ") for line in results.splitlines())
-  assert values["objectives"] == "next_token"
-  assert sorted(values) == ["global_step", "loss", "next_token_accuracy", "next_token_loss",
-                            "objectives", "perplexity"]
+  values = read_eval_results(ltr_export / "eval_results.txt")  # numbers only
+  assert list(values) == ["global_step", "loss", "next_token_accuracy", "next_token_loss",
+                          "perplexity"]
   np.testing.assert_allclose(float(values["perplexity"]),
                              math.exp(float(values["next_token_loss"])), rtol=1e-9)
   assert float(values["next_token_loss"]) < math.log(config.vocab_size)  # it learned something
@@ -465,7 +464,8 @@ def test_pretraining_script_writes_a_causal_checkpoint(ltr_files, ltr_export):
   names = set(checkpoints.read_checkpoint(str(ltr_export / "export")).weights)
   assert "cls/predictions/output_bias" in names
   assert not any(n.startswith("cls/seq_relationship") for n in names)
-  assert json.loads((ltr_export / "run.json").read_text()) == {"objective": "ltr"}
+  assert json.loads((ltr_export / "run.json").read_text()) == {"objective": "ltr",
+                                                                "objectives": ["next_token"]}
   from modeling import conversion  # convert_checkpoint.py's reading: every variable placed
   _, model = conversion.load_for_conversion(str(ltr_export / "export"),
                                             checkpoints.find_config(str(ltr_export / "export")))

@@ -9,7 +9,7 @@ import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 
 from conftest import write_vocab
 from data import conll, ner_metrics, tagging_inputs, tokenization, windows
-from helpers import randomize
+from helpers import randomize, read_eval_results
 from modeling import checkpoints, word_features
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
@@ -310,8 +310,7 @@ def _args(d, data, out, *extra):
           "--doc_stride=8", "--seed=1", "--log_steps=20", *extra]
 
 
-def _results(path):
-  return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
+_results = read_eval_results
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import write_vocab
 from data import squad, squad_evaluation, squad_predictions, tokenization, windows
+from helpers import read_eval_results
 from scripts import last_error_line, run_script
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "sat", "on", "mat",
@@ -238,8 +239,7 @@ def test_end_to_end_learns_to_point_at_the_span(tmp_path):
   assert len(preds) == 60 and list(preds.values()).count("zebra") >= 54
   nbest = json.loads((out / "nbest_predictions.json").read_text())
   assert list(nbest["q0"][0]) == ["text", "probability", "start_logit", "end_logit"]
-  lines = (out / "eval_results.txt").read_text().splitlines()
-  assert [l.split(" = ")[0] for l in lines] == ["exact_match", "f1", "global_step"]
+  assert list(read_eval_results(out / "eval_results.txt")) == ["exact_match", "f1", "global_step"]
   # The same model predicting full-length batches (the original's way) gives the same n-best
   # lists: trimmed batches only drop padding.
   fixed = tmp_path / "fixed"

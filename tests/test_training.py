@@ -14,6 +14,7 @@ import scipy.special
 import tensorflow as tf
 
 from data import features, pipeline
+from helpers import read_eval_results
 from data.pretraining import generation, instances
 from modeling import checkpoints, optimization, pretraining, training
 from modeling.config import BertConfig
@@ -264,12 +265,12 @@ def test_outputs_eval_results_export_and_plot(setup, tmp_path):
   out = tmp_path / "run"
   proc = run_script("run_pretraining.py", *_pretrain_args(setup, out, "--do_eval",
                                                           "--max_eval_steps=3"))
-  lines = (out / "eval_results.txt").read_text().splitlines()
-  keys = [line.split(" = ")[0] for line in lines]
-  assert keys == sorted(keys) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
-                                  "next_sentence_accuracy", "next_sentence_loss", "objectives"]
-  assert lines[-1] == "objectives = masked_lm,next_sentence"
-  assert lines[0] == "global_step = 30"
+  results = read_eval_results(out / "eval_results.txt")  # numbers only, as the original's
+  assert list(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                           "next_sentence_accuracy", "next_sentence_loss"]
+  assert (out / "eval_results.txt").read_text().splitlines()[0] == "global_step = 30"
+  assert json.loads((out / "run.json").read_text()) == {
+      "objective": "mlm", "objectives": ["masked_lm", "next_sentence"]}
   assert (out / "training_curves.png").stat().st_size > 1000
   assert "sequences/s" in proc.stderr and "ETA" in proc.stderr
   assert list((out / "train").glob("events.out.tfevents.*"))
@@ -362,3 +363,16 @@ def test_masked_lm_terms_equal_tensorflows_cross_entropy_and_argmax():
                              tape.gradient(reference_sum, x).numpy(), atol=1e-5)
   np.testing.assert_array_equal(correct.numpy(), (np.argmax(logits, -1) == ids).astype("float32"))
   assert correct.numpy()[0, 0] == 0.0 and correct.numpy()[0, 1] == 1.0
+
+
+def test_eval_results_hold_numbers_only_as_the_original_s(tmp_path):
+  """`key = value` lines, keys sorted, values numbers: a reader parses each as a float."""
+  from modeling import reports
+  path = tmp_path / "eval_results.txt"
+  reports.write_eval_results(str(path), {"loss": np.float32(0.5), "global_step": 30,
+                                         "masked_lm_accuracy": 0.25})
+  assert path.read_text() == "global_step = 30\nloss = 0.5\nmasked_lm_accuracy = 0.25\n"
+  assert read_eval_results(path) == {"global_step": 30.0, "loss": 0.5, "masked_lm_accuracy": 0.25}
+  with pytest.raises(TypeError, match="objectives = 'masked_lm' is not a number"):
+    reports.write_eval_results(str(tmp_path / "other.txt"), {"objectives": "masked_lm"})
+  assert not (tmp_path / "other.txt").exists()

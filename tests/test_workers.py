@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from conftest import write_vocab
 from data.pretraining import generation, instances
-from helpers import assert_same_numbers, randomize
+from helpers import assert_same_numbers, randomize, read_eval_results
 from modeling import checkpoints, distribution
 from modeling.config import BertConfig
 from modeling.classification import BertClassifier
@@ -169,16 +169,7 @@ def _last_rows(path):
             for r in csv.DictReader(f)}
 
 
-def _eval_results(path):
-  """eval_results.txt as {key: number, or the text of a value that is not one}."""
-  results = {}
-  for line in open(path).read().splitlines():
-    key, value = line.split(" = ")
-    try:
-      results[key] = float(value)
-    except ValueError:
-      results[key] = value
-  return results
+_eval_results = read_eval_results
 
 
 def _assert_same_weights(got, want, tol=1e-5):
