@@ -3,26 +3,39 @@
 import json
 import os
 import shutil
+import signal
+import socket
 import sys
 import tempfile
+import threading
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 from absl import app, flags, logging  # noqa: E402
 
+from modeling import cluster  # noqa: E402  (no TensorFlow)
+
 
 def run(main):
-  """absl's app.run, with a bad flag or a bad-input ValueError reported as one line on
-  stderr; removes the scratch directories of worker_outputs at the end, whatever the
-  outcome."""
+  """absl's app.run, with a bad flag, a bad-input ValueError or a cluster that does not come
+  together reported as one line on stderr, and SIGINT and SIGTERM as one line too (see
+  _watch_signals); removes the scratch directories of worker_outputs at the end, whatever
+  the outcome."""
   def guarded(argv):
     failed = True
+    _watch_signals()
     try:
       main(argv)
       failed = False
-    except ValueError as e:
+    except (ValueError, cluster.ClusterError) as e:
       logging.debug("Failure details", exc_info=True)
       sys.exit(f"error: {e}")
+    except (KeyboardInterrupt, Stopped) as e:
+      signum = signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM
+      logging.debug("Stopped at", exc_info=True)
+      print(f"error: stopped by {_SIGNAL_NAMES[signum]}", file=sys.stderr, flush=True)
+      sys.exit(128 + signum)
     finally:
       while _SCRATCH:
         _SCRATCH.pop()()
@@ -32,6 +45,56 @@ def run(main):
           from data import files
           files.remove_empty_dir(path)
   app.run(guarded, flags_parser=_parse_flags)
+
+
+class Stopped(BaseException):
+  """Raised in the main thread by SIGTERM, as SIGINT raises KeyboardInterrupt: the run
+  unwinds (temporary files removed) and run() reports it."""
+
+
+def _on_sigterm(signum, frame):
+  raise Stopped()
+
+
+_SIGNAL_NAMES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+SIGNAL_GRACE_SECONDS = 5.0
+_WAKEUP = []  # the socket pair signals are written to; kept open for the process's life
+
+
+def _watch_signals():
+  """SIGTERM raises Stopped; and SIGINT or SIGTERM end the process within
+  SIGNAL_GRACE_SECONDS even when the main thread cannot take them.
+
+  Python runs signal handlers in the main thread only, between two of its
+  bytecodes: while that thread waits in TensorFlow (a collective waiting for a
+  worker that has not reached it, which can last minutes), a signal would not
+  be acted on. Python also writes each signal's number to the wakeup fd, which
+  a thread here reads: if the process still runs SIGNAL_GRACE_SECONDS later,
+  it says so in one line and exits at once. A signal whose handler is the
+  training loop's (save a checkpoint, then stop) is left to it.
+  """
+  signal.signal(signal.SIGTERM, _on_sigterm)
+  if _WAKEUP or threading.current_thread() is not threading.main_thread():
+    return
+  reader, writer = socket.socketpair()
+  writer.setblocking(False)
+  signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+  _WAKEUP.extend((reader, writer))
+
+  def watch():
+    while True:
+      signum = reader.recv(1)[0]
+      if signum not in _SIGNAL_NAMES or signal.getsignal(signum) not in (
+          _on_sigterm, signal.default_int_handler):
+        continue
+      time.sleep(SIGNAL_GRACE_SECONDS)
+      logging.flush()
+      print(f"error: stopped by {_SIGNAL_NAMES[signum]} (forced: the run was blocked in "
+            f"TensorFlow for {SIGNAL_GRACE_SECONDS:g} s, e.g. waiting for another worker)",
+            file=sys.stderr, flush=True)
+      os._exit(128 + signum)
+
+  threading.Thread(target=watch, name="signal-watch", daemon=True).start()
 
 
 def _parse_flags(argv):
@@ -124,6 +187,10 @@ def define_runtime_flags():
   flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.",
                        lower_bound=1)
   flags.DEFINE_integer("seed", None, "Seeds weights, dropout and data order; unset: random.")
+  flags.DEFINE_integer("worker_timeout_seconds", 900,
+                       "With --strategy=multi_worker: seconds to wait for the other tasks of "
+                       "TF_CONFIG's cluster to come up before giving up; 0 waits for ever.",
+                       lower_bound=0)
 
 
 def define_batching_flags(bucketing=True):
@@ -178,7 +245,12 @@ def runtime(values):
   policy = distribution.set_precision(values.dtype)
   name = "tpu" if values.use_tpu else values.strategy
   strategy = distribution.make_strategy(name, values.tpu_name or values.master,
-                                        values.tpu_zone, values.gcp_project)
+                                        values.tpu_zone, values.gcp_project,
+                                        os.environ.get("TF_CONFIG"),
+                                        values.worker_timeout_seconds)
+  # A multi-worker strategy installs TensorFlow's own SIGTERM handler, which only records
+  # the signal for its preemption handling (used in training only): set ours again.
+  signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
   distribution.describe(strategy)
   return strategy, policy
 
