@@ -31,6 +31,12 @@ def run(main):
     except (ValueError, cluster.ClusterError) as e:
       logging.debug("Failure details", exc_info=True)
       sys.exit(f"error: {e}")
+    except Exception as e:  # noqa: BLE001  (re-raised unless the cluster lost a task)
+      lost = _CLUSTER and cluster.lost_task(e, _CLUSTER[0])
+      if not lost:
+        raise
+      logging.debug("Failure details", exc_info=True)
+      sys.exit(f"error: {lost}")
     except (KeyboardInterrupt, Stopped) as e:
       signum = signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM
       logging.debug("Stopped at", exc_info=True)
@@ -106,6 +112,7 @@ def _parse_flags(argv):
     sys.exit(f"error: {e} (--helpfull lists the flags)")
 
 
+_CLUSTER = []  # the TF_CONFIG of a multi-worker run, once its strategy is made
 _SCRATCH = []  # removals of this run's scratch folders, which run() calls at the end
 _MADE_DIRS = []  # output directories this run made, which run() removes if it fails early
 
@@ -248,6 +255,8 @@ def runtime(values):
                                         values.tpu_zone, values.gcp_project,
                                         os.environ.get("TF_CONFIG"),
                                         values.worker_timeout_seconds)
+  if name == "multi_worker":
+    _CLUSTER.append(cluster.parse_tf_config(os.environ.get("TF_CONFIG")))
   # A multi-worker strategy installs TensorFlow's own SIGTERM handler, which only records
   # the signal for its preemption handling (used in training only): set ours again.
   signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))

@@ -19,6 +19,7 @@ import collections
 import errno
 import json
 import os
+import re
 import selectors
 import socket
 import struct
@@ -288,3 +289,31 @@ def connect(config, timeout):
   except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError) as e:
     raise ClusterError(f"TensorFlow could not connect the cluster of TF_CONFIG within "
                        f"{timeout:g} s: {e.message.strip().splitlines()[0]}") from e
+
+
+# How TensorFlow words a collective aborted because a task died or stopped answering (its
+# coordination service misses the task's heartbeats for 10 s, or a connection is reset).
+_ABORTED = "Collective ops is aborted by:"
+_TASK_NAME = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
+
+
+def lost_task(error, config):
+  """One line for TensorFlow's error when a collective was aborted because a task of the
+  cluster died or stopped answering, else None.
+
+  Args:
+    error: an exception raised while the cluster worked together.
+    config: the TfConfig of the run.
+  """
+  message = getattr(error, "message", None)
+  if not isinstance(message, str) or _ABORTED not in message:
+    return None
+  reason = message.split(_ABORTED, 1)[1].strip().splitlines()[0]
+  me = (config.task_type, config.task_index)
+  named = {(job, int(i)) for job, i in _TASK_NAME.findall(message)} - {me}
+  lost = [t for t in connected_tasks(config) if (t.job, t.index) in named]
+  if not lost and "CoordinationService" in message:  # the leader, which runs the service
+    lost = connected_tasks(config)[:1]
+  who = _names(lost) if lost else "a task"
+  return (f"the cluster of TF_CONFIG lost {who} (its process ended or stopped answering): "
+          f"{reason.rstrip('.: ')}. Every worker stops; start them all again.")
