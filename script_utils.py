@@ -23,20 +23,22 @@ def run(main):
   _watch_signals); removes the scratch directories of worker_outputs at the end, whatever
   the outcome."""
   def guarded(argv):
-    failed = True
+    failed, cluster_failed = True, None
     _watch_signals()
     try:
       main(argv)
       failed = False
-    except (ValueError, cluster.ClusterError) as e:
+    except ValueError as e:
       logging.debug("Failure details", exc_info=True)
       sys.exit(f"error: {e}")
+    except cluster.ClusterError as e:
+      logging.debug("Failure details", exc_info=True)
+      cluster_failed = str(e)
     except Exception as e:  # noqa: BLE001  (re-raised unless the cluster lost a task)
-      lost = _CLUSTER and cluster.lost_task(e, _CLUSTER[0])
-      if not lost:
+      cluster_failed = _CLUSTER and cluster.lost_task(e, _CLUSTER[0])
+      if not cluster_failed:
         raise
       logging.debug("Failure details", exc_info=True)
-      sys.exit(f"error: {lost}")
     except (KeyboardInterrupt, Stopped) as e:
       signum = signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM
       logging.debug("Stopped at", exc_info=True)
@@ -50,6 +52,12 @@ def run(main):
         if failed:
           from data import files
           files.remove_empty_dir(path)
+    if cluster_failed:
+      # Without the interpreter's teardown: TensorFlow's, with its runtime in an error
+      # state, would log pages after this line (or wait on the lost task).
+      logging.flush()
+      print(f"error: {cluster_failed}", file=sys.stderr, flush=True)
+      os._exit(1)
   app.run(guarded, flags_parser=_parse_flags)
 
 

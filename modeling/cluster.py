@@ -287,8 +287,22 @@ def connect(config, timeout):
   try:
     return tf.distribute.MultiWorkerMirroredStrategy()
   except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError) as e:
-    raise ClusterError(f"TensorFlow could not connect the cluster of TF_CONFIG within "
-                       f"{timeout:g} s: {e.message.strip().splitlines()[0]}") from e
+    named = _named_tasks(e.message, config)
+    raise ClusterError(
+        f"TensorFlow could not connect the cluster of TF_CONFIG within {timeout:g} s "
+        f"({_first_sentence(e.message)})"
+        f"{': no answer from ' + _names(named) if named else ''}") from e
+
+
+def _first_sentence(message):
+  return message.strip().splitlines()[0].split(". ")[0].rstrip(".: ")
+
+
+def _named_tasks(message, config):
+  """The tasks of the cluster, other than this one, that TensorFlow's message names."""
+  named = {(job, int(i)) for job, i in _TASK_NAME.findall(message)}
+  named.discard((config.task_type, config.task_index))
+  return [t for t in connected_tasks(config) if (t.job, t.index) in named]
 
 
 # How TensorFlow words a collective aborted because a task died or stopped answering (its
@@ -308,12 +322,10 @@ def lost_task(error, config):
   message = getattr(error, "message", None)
   if not isinstance(message, str) or _ABORTED not in message:
     return None
-  reason = message.split(_ABORTED, 1)[1].strip().splitlines()[0]
-  me = (config.task_type, config.task_index)
-  named = {(job, int(i)) for job, i in _TASK_NAME.findall(message)} - {me}
-  lost = [t for t in connected_tasks(config) if (t.job, t.index) in named]
+  reason = _first_sentence(message.split(_ABORTED, 1)[1])
+  lost = _named_tasks(message, config)
   if not lost and "CoordinationService" in message:  # the leader, which runs the service
     lost = connected_tasks(config)[:1]
   who = _names(lost) if lost else "a task"
   return (f"the cluster of TF_CONFIG lost {who} (its process ended or stopped answering): "
-          f"{reason.rstrip('.: ')}. Every worker stops; start them all again.")
+          f"{reason}. Every worker stops; start them all again.")

@@ -523,7 +523,7 @@ def test_wait_for_cluster_port_taken_and_tasks_that_do_not_wait():
   assert cluster.wait_for_cluster(cluster.parse_tf_config(json.dumps(evaluator)), 1) == 0
 
 
-def _waiting_worker(tmp_path, tag, *flags):
+def _waiting_worker(tmp_path, tag, *flags, ports=None):
   """run_pretraining.py as worker 0 of two, whose worker 1 never starts; output to a file."""
   config = tmp_path / "bert_config.json"
   if not config.exists():
@@ -533,7 +533,7 @@ def _waiting_worker(tmp_path, tag, *flags):
       [f"--bert_config_file={config}", f"--input_file={tmp_path / 'none.tfrecord'}",
        f"--output_dir={tmp_path / tag}", "--do_train", "--max_seq_length=32",
        "--strategy=multi_worker", *flags], tmp_path / f"{tag}.log",
-      {**ENV, "TF_CONFIG": json.dumps(_tf_config(_free_ports(2), 0))})
+      {**ENV, "TF_CONFIG": json.dumps(_tf_config(ports or _free_ports(2), 0))})
 
 
 def _when_waiting(proc, deadline):
@@ -547,12 +547,16 @@ def _when_waiting(proc, deadline):
 @pytest.mark.slow
 def test_worker_whose_peer_never_starts_says_so_gives_up_and_stops_on_signals(tmp_path,
                                                                               processes):
-  """Three workers each missing their peer, run at once: one gives up after
-  --worker_timeout_seconds=5, the others are stopped by SIGINT and SIGTERM."""
+  """Workers each missing their peer, run at once: one gives up after
+  --worker_timeout_seconds=5, two are stopped by SIGINT and SIGTERM; and one whose peer
+  listens but is not TensorFlow gives up in TensorFlow's registration, bounded too."""
+  ports = _free_ports(2)
+  impostor = socket.create_server(("127.0.0.1", ports[1]))  # accepts, never registers
+  late = _waiting_worker(tmp_path, "late", "--worker_timeout_seconds=5", ports=ports)
   timed = _waiting_worker(tmp_path, "timeout", "--worker_timeout_seconds=5")
   stopped = {sig: _waiting_worker(tmp_path, sig.name) for sig in (signal.SIGINT,
                                                                   signal.SIGTERM)}
-  processes.procs += [timed, *stopped.values()]  # killed if the test fails
+  processes.procs += [late, timed, *stopped.values()]  # killed if the test fails
   deadline = time.time() + TIMEOUT
   started = _when_waiting(timed, deadline)
   for sig, proc in stopped.items():
@@ -576,6 +580,14 @@ def test_worker_whose_peer_never_starts_says_so_gives_up_and_stops_on_signals(tm
   assert 4 <= took < 9, took  # 5 s from its first report, within a probe round and slack
   waiting = [line for line in lines if "Waiting for the other tasks" in line]
   assert len(waiting) == 1 and "Not reachable yet: worker 1 at 127.0.0.1:" in waiting[0]
+
+  # TensorFlow's registration gets the time left, at least 10 s, then gives up too.
+  late.wait(timeout=60)
+  impostor.close()
+  lines = late.log.read_text().strip().splitlines()
+  assert late.returncode == 1, lines[-5:]
+  assert lines[-1] == ("error: TensorFlow could not connect the cluster of TF_CONFIG within "
+                       f"10 s (Barrier timed out): no answer from worker 1 at 127.0.0.1:{ports[1]}")
 
 
 class _Aborted(Exception):
