@@ -101,12 +101,13 @@ class Runner:
     self.num_train_steps = 0
 
   def check_flags(self, **required):
-    """The first checks: each of `required` (flag=value) is given, one action is set.
-    Then logs the flags."""
+    """The first checks: each of `required` (flag=value) is given, one action is set,
+    TF_CONFIG is right (--strategy=multi_worker). Then logs the flags."""
     script_utils.require(**required)
     if not any(getattr(self.values, action) for action in self.actions):
       names = [f"--{action}" for action in self.actions]
       raise ValueError(f"At least one of {', '.join(names[:-1])} and {names[-1]} must be set.")
+    script_utils.check_cluster(self.values)
     script_utils.log_flags()
 
   def load_config(self):

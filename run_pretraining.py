@@ -69,6 +69,7 @@ def main(_):
   if FLAGS.objective == "ltr" and FLAGS["next_sentence_weight"].present:
     raise ValueError("--next_sentence_weight applies to --objective=mlm; --objective=ltr "
                      "trains no next-sentence task.")
+  script_utils.check_cluster(FLAGS)
   script_utils.log_flags()
   from data import features, files, pipeline
   from modeling import checkpoints, language_model, pretraining, reports

@@ -253,6 +253,13 @@ def batch_length_multiple(multiple, jit_compile=False, strategy=None):
   return 8 if tf.config.list_logical_devices("GPU") else 1
 
 
+def check_cluster(values):
+  """With --strategy=multi_worker, checks TF_CONFIG at once (ValueError, one line), rather
+  than when runtime() makes the strategy after the data is read."""
+  if values.strategy == "multi_worker" and not values.use_tpu:
+    cluster.parse_tf_config(os.environ.get("TF_CONFIG"))
+
+
 def runtime(values):
   """(strategy, Keras policy name) from the parsed runtime and TPU flags; seeds first."""
   from modeling import distribution
@@ -265,9 +272,12 @@ def runtime(values):
                                         values.worker_timeout_seconds)
   if name == "multi_worker":
     _CLUSTER.append(cluster.parse_tf_config(os.environ.get("TF_CONFIG")))
-  # A multi-worker strategy installs TensorFlow's own SIGTERM handler, which only records
-  # the signal for its preemption handling (used in training only): set ours again.
-  signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
+    # The strategy put TensorFlow's own SIGTERM handler in place of Python's: it only
+    # records the signal, for a preemption protocol these scripts do not use (training
+    # installs its own handler). Python's handler (run()'s) is set again.
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is not None and threading.current_thread() is threading.main_thread():
+      signal.signal(signal.SIGTERM, handler)
   distribution.describe(strategy)
   return strategy, policy
 

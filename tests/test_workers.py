@@ -36,7 +36,7 @@ from modeling import checkpoints, cluster, distribution
 from modeling.config import BertConfig
 from modeling.classification import BertClassifier
 from modeling.pretraining import BertPretrainer
-from scripts import ROOT, start_script
+from scripts import ROOT, last_error_line, run_script, start_script
 from test_pretraining_data import make_corpus, make_vocab
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -625,3 +625,19 @@ def test_lost_task_turns_tensorflows_abort_into_one_line():
       f"Deadline Exceeded. {tail}")
   assert cluster.lost_task(_Aborted("Graph execution error: NaN"), config) is None
   assert cluster.lost_task(ValueError("Collective ops is aborted by: x"), config) is None
+
+
+@pytest.mark.parametrize("script, args", [
+    ("run_classifier.py", ["--task_name=SST-2", "--data_dir=data", "--do_train"]),
+    ("run_pretraining.py", ["--bert_config_file=bert_config.json", "--input_file=x.tfrecord",
+                            "--do_train"]),
+])
+def test_bad_tf_config_is_one_line_before_any_work(script, args, tmp_path, monkeypatch):
+  monkeypatch.setenv("TF_CONFIG", "{'cluster': {'worker': ['h:1']}}")  # Python, not JSON
+  proc = run_script(script, f"--output_dir={tmp_path / 'out'}", "--strategy=multi_worker", *args,
+                    expect_ok=False)
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr
+  assert last_error_line(proc) == (
+      "error: TF_CONFIG: not valid JSON (Expecting property name enclosed in double quotes: "
+      "line 1 column 2 (char 1)): {'cluster': {'worker': ['h:1']}}")
+  assert not (tmp_path / "out").exists()
