@@ -1,8 +1,9 @@
 """The process of an entry script: one-line errors, flag parsing, logging the flags, clean-up.
 
 An entry script ends with `app.run(main)`. Bad input anywhere (a ValueError,
-or a flag absl refuses) ends the run with one line `error: ...` on stderr and
-exit code 1; what the run registered for clean-up (scratch folders, an output
+or a flag absl refuses), a cluster that does not come together or loses a
+task, SIGINT and SIGTERM each end the run with one line `error: ...` on
+stderr; what the run registered for clean-up (scratch folders, an output
 directory it made and left empty) is removed whatever the outcome.
 """
 
@@ -15,20 +16,38 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is impor
 
 from absl import app, flags, logging  # noqa: E402
 
+from cli import signals  # noqa: E402
+from modeling import cluster  # noqa: E402  (no TensorFlow)
+
+_CLUSTER = []  # the parsed TF_CONFIG of a multi-worker run, once its strategy is made
 _CLEAN_UP = []  # callables run when the run ends, whatever the outcome
 _MADE_DIRS = []  # output directories this run made: removed if it fails before filling them
 
 
 def run(main):
-  """absl's app.run with one-line errors (a bad flag, a ValueError) and the clean-up."""
+  """absl's app.run with one-line errors and the clean-up (see the module's docstring)."""
   def guarded(argv):
-    failed = True
+    failed, cluster_failed = True, None
+    signals.watch()
     try:
       main(argv)
       failed = False
     except ValueError as e:
       logging.debug("Failure details", exc_info=True)
       sys.exit(f"error: {e}")
+    except cluster.ClusterError as e:
+      logging.debug("Failure details", exc_info=True)
+      cluster_failed = str(e)
+    except Exception as e:  # noqa: BLE001  (re-raised unless the cluster lost a task)
+      cluster_failed = _CLUSTER and cluster.lost_task(e, _CLUSTER[0])
+      if not cluster_failed:
+        raise
+      logging.debug("Failure details", exc_info=True)
+    except (KeyboardInterrupt, signals.Stopped) as e:
+      logging.debug("Stopped at", exc_info=True)
+      name, code = signals.exit_code(e)
+      print(f"error: stopped by {name}", file=sys.stderr, flush=True)
+      sys.exit(code)
     finally:
       while _CLEAN_UP:
         _CLEAN_UP.pop()()
@@ -37,7 +56,19 @@ def run(main):
         if failed:
           from data import files
           files.remove_empty_dir(path)
+    if cluster_failed:
+      # Without the interpreter's teardown: TensorFlow's, with its runtime in an error
+      # state, would log pages after this line (or wait on the lost task).
+      logging.flush()
+      print(f"error: {cluster_failed}", file=sys.stderr, flush=True)
+      os._exit(1)
   app.run(guarded, flags_parser=_parse_flags)
+
+
+def joined_cluster(tf_config):
+  """Records the multi-worker cluster this run joined, so that losing one of its tasks
+  reads as one line naming it."""
+  _CLUSTER.append(tf_config)
 
 
 def _parse_flags(argv):

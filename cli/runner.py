@@ -32,10 +32,11 @@ from typing import Callable, Optional
 import tensorflow as tf
 from absl import logging
 
-from cli import app, model_files
+from cli import app, model_files, signals
 from cli.flags import ACTIONS
 from data import files, path_checks, pipeline, tfrecords
-from modeling import checkpoints, distribution, export, optimization, reports, training
+from modeling import (checkpoints, cluster, distribution, export, optimization, reports,
+                      training)
 
 TRAINED_WITH = "run.json"  # what the model in --output_dir was trained with
 
@@ -141,6 +142,8 @@ class Runner:
       names = [f"--{action}" for action in adapter.actions]
       raise ValueError(f"At least one of {', '.join(names[:-1])} and {names[-1]} must be set.")
     adapter.check_flags()
+    if v.strategy == "multi_worker" and not v.use_tpu:  # TF_CONFIG checked at once
+      cluster.parse_tf_config(os.environ.get("TF_CONFIG"))
     app.log_flags()
 
     self.config, self.vocab_file = model_files.config_and_vocab(
@@ -289,12 +292,18 @@ class Runner:
 
 def strategy_from_flags(values):
   """Seeds (--seed), sets the precision policy (--dtype), then makes and describes the
-  tf.distribute strategy of --strategy / --use_tpu and the TPU flags."""
+  tf.distribute strategy of --strategy / --use_tpu and the TPU flags (multi-worker:
+  TF_CONFIG's cluster, waited for up to --worker_timeout_seconds)."""
   distribution.set_seed(values.seed)
   distribution.set_precision(values.dtype)
   name = "tpu" if values.use_tpu else values.strategy
+  tf_config = os.environ.get("TF_CONFIG")
   strategy = distribution.make_strategy(name, values.tpu_name or values.master,
-                                        values.tpu_zone, values.gcp_project)
+                                        values.tpu_zone, values.gcp_project, tf_config,
+                                        values.worker_timeout_seconds)
+  if name == "multi_worker":
+    app.joined_cluster(cluster.parse_tf_config(tf_config))
+    signals.take_back_sigterm()
   distribution.describe(strategy)
   return strategy
 

@@ -12,18 +12,29 @@ import tensorflow as tf
 from absl import logging
 
 from data import files
+from modeling import cluster
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def make_strategy(name, tpu=None, tpu_zone=None, gcp_project=None):
+def make_strategy(name, tpu=None, tpu_zone=None, gcp_project=None, tf_config=None,
+                  worker_timeout=900):
   """A tf.distribute strategy by name ("tpu" connects to the given TPU).
 
   Args:
     name: one of STRATEGIES.
     tpu: TPU name or grpc:// address (the original's --tpu_name / --master);
       empty for a TPU VM's local TPU.
+    tf_config: the TF_CONFIG environment variable's text (None: unset), for
+      "multi_worker": checked, and its cluster waited for (modeling/cluster.py),
+      before TensorFlow connects it.
+    worker_timeout: seconds "multi_worker" waits for the other tasks before giving
+      up (0: for ever).
+
+  Raises:
+    ValueError: a bad name or TF_CONFIG.
+    cluster.ClusterError: the cluster did not come together within worker_timeout.
   """
   if name == "default":
     return tf.distribute.get_strategy()
@@ -33,10 +44,12 @@ def make_strategy(name, tpu=None, tpu_zone=None, gcp_project=None):
   if name == "mirrored":
     return tf.distribute.MirroredStrategy()
   if name == "multi_worker":
-    if "TF_CONFIG" not in os.environ:
-      raise ValueError("--strategy=multi_worker needs the TF_CONFIG environment variable "
-                       "describing the cluster and this worker's task.")
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    config = cluster.parse_tf_config(tf_config)
+    waited = cluster.wait_for_cluster(config, worker_timeout)
+    # TensorFlow's registration gets the time left, and at least a few seconds: the
+    # others passed their own wait at about the same moment.
+    left = max(worker_timeout - waited, 10.0) if worker_timeout else 0
+    return cluster.connect(config, left)
   if name == "tpu":
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
         tpu=tpu or "", zone=tpu_zone, project=gcp_project)

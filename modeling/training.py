@@ -292,11 +292,14 @@ class Trainer:
     checkpoint = self.state.checkpoint(
         iterator if isinstance(iterator, tf.data.Iterator) else None)
     manager = self.state.manager(checkpoint)
+    # Set back at the end: TensorFlow's preemption handler installs its own (multi-worker).
+    previous = signal.getsignal(signal.SIGTERM)
     preemption = distribution.preemption_handler(self.strategy, manager)
     step, seconds_per_step = self.global_step, None
     log = reports.StepLog(config.output_dir, config.num_train_steps, config.global_batch_size,
                           step, self.chief)
-    previous = signal.signal(signal.SIGTERM, self._on_sigterm) if preemption is None else None
+    if preemption is None:
+      signal.signal(signal.SIGTERM, self._on_sigterm)
     try:
       while step < config.num_train_steps:
         n = self._steps_until_boundary(step, seconds_per_step)

@@ -12,6 +12,7 @@ interpreter instead.
 import multiprocessing
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,10 +35,14 @@ def _forking():
 
 def _run_in_child(script, args, env, out_path, err_path):
   """In the forked child: `python script args` with env, cwd ROOT and output to files."""
+  opened = {}
   for fd, path in ((1, out_path), (2, err_path)):
-    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(target, fd)
+    if path not in opened:  # one file for both: one offset, so neither overwrites the other
+      opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(opened[path], fd)
+  for target in opened.values():
     os.close(target)
+  signal.signal(signal.SIGINT, signal.default_int_handler)  # as started from a terminal
   os.environ.clear()
   os.environ.update(env)
   tempfile.tempdir = None  # found again from this environment's TMPDIR, as a new process would
@@ -94,3 +99,56 @@ def run_script(name, *args, expect_ok=True):
 def last_error_line(proc):
   """The one-line error a failed script printed (its last stderr line)."""
   return proc.stderr.strip().splitlines()[-1]
+
+
+class Started:
+  """A script started by start_script: pid, poll(), wait(timeout), send_signal(), kill(),
+  returncode; its stdout and stderr go to the file `log`."""
+
+  def __init__(self, process, log):
+    self.process, self.log = process, log
+
+  @property
+  def pid(self):
+    return self.process.pid
+
+  @property
+  def returncode(self):
+    return self.poll()
+
+  def poll(self):
+    if isinstance(self.process, subprocess.Popen):
+      return self.process.poll()
+    return self.process.exitcode
+
+  def wait(self, timeout=None):
+    if isinstance(self.process, subprocess.Popen):
+      return self.process.wait(timeout)
+    self.process.join(timeout)
+    if self.process.exitcode is None:
+      raise subprocess.TimeoutExpired(self.pid, timeout)
+    return self.process.exitcode
+
+  def send_signal(self, signum):
+    os.kill(self.pid, signum)
+
+  def kill(self):
+    self.process.kill()
+    self.wait(60)
+
+
+def start_script(name, args, log, env=None):
+  """Starts `python name args...` as run_script does, without waiting for it; stdout and
+  stderr go to the file `log`. SIGINT raises KeyboardInterrupt in it, as in a terminal."""
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT, **(env or {})}
+  script = os.path.join(ROOT, name)
+  context = _forking()
+  if context is None:
+    with open(log, "w") as f:
+      process = subprocess.Popen(
+          [sys.executable, script, *args], stdout=f, stderr=subprocess.STDOUT, env=env,
+          cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  else:
+    process = context.Process(target=_run_in_child, args=(script, list(args), env, log, log))
+    process.start()
+  return Started(process, log)

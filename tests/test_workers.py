@@ -22,6 +22,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -31,11 +32,11 @@ import tensorflow as tf
 from conftest import write_vocab
 from data.pretraining import generation, instances
 from helpers import assert_same_numbers, randomize, read_eval_results
-from modeling import checkpoints, distribution
+from modeling import checkpoints, cluster, distribution
 from modeling.config import BertConfig
 from modeling.classification import BertClassifier
 from modeling.pretraining import BertPretrainer
-from scripts import ROOT
+from scripts import ROOT, last_error_line, run_script, start_script
 from test_pretraining_data import make_corpus, make_vocab
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -319,10 +320,19 @@ def test_pretraining_two_workers_resume_after_a_kill_and_match_one_worker(tmp_pa
     assert all(p.poll() is None for p in first) and time.time() < deadline, \
         first[0].log.read_text()[-3000:]
     time.sleep(0.02)
-  first[1].send_signal(signal.SIGKILL)  # the other worker dies; the chief would hang: kill it too
-  first[0].send_signal(signal.SIGKILL)
-  for p in first:
-    p.wait()
+  first[1].send_signal(signal.SIGKILL)  # the other worker dies, and the chief stops by itself
+  killed = time.time()
+  first[0].wait(timeout=60)
+  stopped_after = time.time() - killed
+  first[1].wait()
+  lines = first[0].log.read_text().strip().splitlines()
+  assert first[0].returncode == 1, lines[-5:]
+  # Found when a connection is reset, or when TensorFlow's coordination service misses
+  # 10 s of the dead worker's heartbeats.
+  assert re.fullmatch(r"error: the cluster of TF_CONFIG lost worker 1 at 127\.0\.0\.1:\d+ "
+                      r"\(its process ended or stopped answering\): .+\. Every worker stops; "
+                      r"start them all again\.", lines[-1]), lines[-1]
+  assert stopped_after < 30, stopped_after
   killed_at = int(tf.train.latest_checkpoint(str(multi)).rsplit("-", 1)[1])
   assert 0 < killed_at < steps and not (multi / "eval_results.txt").exists()
   assert (multi / ".workers" / "worker_1").exists()  # the other worker's part of a checkpoint
@@ -356,3 +366,269 @@ def test_pretraining_two_workers_resume_after_a_kill_and_match_one_worker(tmp_pa
                       1e-4)
   _assert_same_weights(multi / "export", single / "export")
   _assert_same_weights(multi, single)
+
+
+# --- TF_CONFIG, and a cluster that does not come together ---------------------
+
+EXAMPLE = cluster.EXAMPLE
+
+
+@pytest.mark.parametrize("text, message", [
+    (None, "--strategy=multi_worker needs the TF_CONFIG environment variable describing the "
+           f"cluster and this worker's task, e.g. {EXAMPLE}"),
+    (" ", f"TF_CONFIG is empty; expected JSON such as {EXAMPLE}"),
+    ("{cluster: {worker: [h:1]}}", "TF_CONFIG: not valid JSON (Expecting property name "
+     "enclosed in double quotes: line 1 column 2 (char 1)): {cluster: {worker: [h:1]}}"),
+    ('["h:1"]', 'TF_CONFIG: expected a JSON object with "cluster" and "task", found ["h:1"]'),
+    ('{"task": {"type": "worker", "index": 0}}', 'TF_CONFIG has no "cluster" (or an empty '
+     f"one): it must list every task's host:port, e.g. {EXAMPLE}"),
+    ('{"cluster": ["h:1"]}',
+     'TF_CONFIG: "cluster" must map job names to lists of "host:port", found ["h:1"]'),
+    ('{"cluster": {"workers": ["h:1"]}}',
+     'TF_CONFIG: the cluster has a job "workers"; TensorFlow knows chief, worker, ps, evaluator'),
+    ('{"cluster": {"worker": "h:1"}}', 'TF_CONFIG: cluster "worker" must be a non-empty list '
+     'of "host:port" strings, found "h:1"'),
+    ('{"cluster": {"worker": ["h:1", "h"]}}',
+     'TF_CONFIG: cluster "worker" entry 1 is "h", not a "host:port" address'),
+    ('{"cluster": {"worker": ["h:1", "h:65536"]}}',
+     'TF_CONFIG: cluster "worker" entry 1 is "h:65536", not a "host:port" address'),
+    ('{"cluster": {"chief": ["h:1"], "worker": ["h:1"]}}',
+     "TF_CONFIG: h:1 is the address of both chief 0 and worker 0"),
+    ('{"cluster": {"chief": ["h:1", "h:2"]}}',
+     'TF_CONFIG: cluster "chief" lists 2 tasks; TensorFlow allows one'),
+    ('{"cluster": {"worker": ["h:1"]}}', 'TF_CONFIG has no "task" object saying which task '
+     'this process is, e.g. "task": {"type": "worker", "index": 0}'),
+    ('{"cluster": {"worker": ["h:1"]}, "task": "worker"}', 'TF_CONFIG: "task" must be an '
+     'object such as {"type": "worker", "index": 0}, found "worker"'),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"index": 0}}',
+     'TF_CONFIG: the task needs a "type" (chief, worker, ps, evaluator), found {"index": 0}'),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "chief", "index": 0}}',
+     'TF_CONFIG: task type "chief" is not a job of the cluster, which has worker'),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker"}}', 'TF_CONFIG: the task '
+     'needs an "index", a whole number from 0, found {"type": "worker"}'),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 0.5}}',
+     'TF_CONFIG: the task needs an "index", a whole number from 0, found '
+     '{"type": "worker", "index": 0.5}'),
+    ('{"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 2}}',
+     'TF_CONFIG: task index 2 is out of range: cluster "worker" lists 2 task(s), indices 0 to 1'),
+])
+def test_tf_config_errors_name_tf_config_and_the_fault(text, message):
+  with pytest.raises(ValueError) as e:
+    cluster.parse_tf_config(text)
+  assert str(e.value) == message
+
+
+def test_tf_config_accepts_what_tensorflow_accepts():
+  parse = lambda config: cluster.parse_tf_config(json.dumps(config))
+  assert parse({"cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"]},
+                "task": {"type": "worker", "index": 1}}) == (
+      {"chief": ["c:1"], "worker": ["w:1", "w:2"]}, "worker", 1)
+  # TensorFlow takes int() of the index, and lets an evaluator stand outside the cluster.
+  assert parse({"cluster": {"worker": ["w:1", "w:2"]},
+                "task": {"type": "worker", "index": "1"}}).task_index == 1
+  assert parse({"cluster": {"worker": ["w:1"]}, "task": {"type": "evaluator", "index": 0}},
+               ).task_type == "evaluator"
+  config = parse({"cluster": {"worker": ["[::1]:5", "host.example.com:6"], "ps": ["p:2"]},
+                  "task": {"type": "ps", "index": 0}, "rpc_layer": "grpc"})
+  assert cluster.connected_tasks(config) == [("worker", 0, "[::1]:5"),
+                                             ("worker", 1, "host.example.com:6")]
+
+
+def _tf_config(ports, index, job="worker"):
+  return {"cluster": {job: [f"127.0.0.1:{p}" for p in ports]},
+          "task": {"type": job, "index": index}}
+
+
+def test_wait_for_cluster_says_what_it_waits_for_and_gives_up(caplog):
+  own, missing = _free_ports(2)
+  config = cluster.parse_tf_config(json.dumps(
+      {"cluster": {"chief": [f"127.0.0.1:{own}"], "worker": [f"127.0.0.1:{missing}"]},
+       "task": {"type": "chief", "index": 0}}))
+  start = time.monotonic()
+  with caplog.at_level("INFO"), pytest.raises(cluster.ClusterError) as e:
+    cluster.wait_for_cluster(config, 2.5, report_every=1.0)
+  took = time.monotonic() - start
+  assert 2.5 <= took < 5  # the bound, plus at most one probe round of 1 s and some slack
+  assert re.fullmatch(
+      r"--worker_timeout_seconds=2.5: gave up after \d s waiting for the cluster of TF_CONFIG: "
+      rf"not reachable: worker 0 at 127.0.0.1:{missing} \(not started, stopped, or a wrong "
+      r"address\?\); reachable: none", str(e.value))
+  lines = [r.getMessage() for r in caplog.records if r.name == "absl"]
+  assert lines[0] == (
+      "Waiting for the other tasks of TF_CONFIG's cluster to listen on their addresses (this "
+      f"task: chief 0 at 127.0.0.1:{own}; gives up after 2.5 s, --worker_timeout_seconds). "
+      f"Not reachable yet: worker 0 at 127.0.0.1:{missing}; reachable: none.")
+  assert len(lines) >= 2 and all(re.fullmatch(
+      r"Still waiting for the cluster after \d s \(gives up after 2.5 s, "
+      rf"--worker_timeout_seconds\). Not reachable: worker 0 at 127.0.0.1:{missing}; "
+      r"reachable: none.", line) for line in lines[1:])
+  with socket.create_server(("127.0.0.1", own)):  # its own port is free again
+    pass
+
+
+def test_wait_for_cluster_returns_once_every_task_listens(caplog):
+  ports = _free_ports(3)
+  configs = [cluster.parse_tf_config(json.dumps(_tf_config(ports, i))) for i in range(3)]
+  waited, errors, servers = {}, [], []
+
+  def wait(i):
+    try:
+      waited[i] = cluster.wait_for_cluster(configs[i], 20)
+      # As TensorFlow's server would next (which also shows the port is free again).
+      servers.append(socket.create_server(("127.0.0.1", ports[i])))
+    except Exception as e:  # noqa: BLE001  (reported below)
+      errors.append(e)
+
+  # Worker 2 starts 1.5 s late: the others see it (and each other) through the port each
+  # listens on while it waits.
+  threads = [threading.Thread(target=wait, args=(i,)) for i in range(3)]
+  for t in threads[:2]:
+    t.start()
+  time.sleep(1.5)
+  threads[2].start()
+  for t in threads:
+    t.join(30)
+  for server in servers:
+    server.close()
+  assert not errors and sorted(waited) == [0, 1, 2]
+  # Workers 0 and 1 waited for worker 2, which found them up at once (loose upper bounds:
+  # probes run every second, on a busy machine too).
+  assert 1.5 <= waited[0] < 10 and 1.5 <= waited[1] < 10 and waited[2] < 5
+
+
+def test_wait_for_cluster_port_taken_and_tasks_that_do_not_wait():
+  own, other = _free_ports(2)
+  config = cluster.parse_tf_config(json.dumps(_tf_config([own, other], 0)))
+  with socket.create_server(("127.0.0.1", own)):
+    with pytest.raises(ValueError) as e:
+      cluster.wait_for_cluster(config, 1)
+  assert str(e.value) == (
+      f"TF_CONFIG: this task (worker 0) is to listen on 127.0.0.1:{own}, but port {own} is "
+      "taken on this machine (Address already in use): another program, or another task "
+      "given the same index?")
+  # One worker alone, and an evaluator (outside the connected jobs), do not wait.
+  assert cluster.wait_for_cluster(cluster.parse_tf_config(json.dumps(_tf_config([own], 0))),
+                                  1) == 0
+  evaluator = {"cluster": {"worker": [f"127.0.0.1:{other}"]},
+               "task": {"type": "evaluator", "index": 0}}
+  assert cluster.wait_for_cluster(cluster.parse_tf_config(json.dumps(evaluator)), 1) == 0
+
+
+def _waiting_worker(tmp_path, tag, *flags, ports=None):
+  """run_pretraining.py as worker 0 of two, whose worker 1 never starts; output to a file."""
+  config = tmp_path / "bert_config.json"
+  if not config.exists():
+    _tiny_config(16).to_json_file(str(config))
+  return start_script(
+      "run_pretraining.py",
+      [f"--bert_config_file={config}", f"--input_file={tmp_path / 'none.tfrecord'}",
+       f"--output_dir={tmp_path / tag}", "--do_train", "--max_seq_length=32",
+       "--strategy=multi_worker", *flags], tmp_path / f"{tag}.log",
+      {**ENV, "TF_CONFIG": json.dumps(_tf_config(ports or _free_ports(2), 0))})
+
+
+def _when_waiting(proc, deadline):
+  """Waits until proc logs that it waits for the cluster; the time it did."""
+  while "Waiting for the other tasks" not in proc.log.read_text():
+    assert proc.poll() is None and time.time() < deadline, proc.log.read_text()[-3000:]
+    time.sleep(0.05)
+  return time.time()
+
+
+@pytest.mark.slow
+def test_worker_whose_peer_never_starts_says_so_gives_up_and_stops_on_signals(tmp_path,
+                                                                              processes):
+  """Workers each missing their peer, run at once: one gives up after
+  --worker_timeout_seconds=5, two are stopped by SIGINT and SIGTERM; and one whose peer
+  listens but is not TensorFlow gives up in TensorFlow's registration, bounded too."""
+  ports = _free_ports(2)
+  impostor = socket.create_server(("127.0.0.1", ports[1]))  # accepts, never registers
+  late = _waiting_worker(tmp_path, "late", "--worker_timeout_seconds=5", ports=ports)
+  timed = _waiting_worker(tmp_path, "timeout", "--worker_timeout_seconds=5")
+  stopped = {sig: _waiting_worker(tmp_path, sig.name) for sig in (signal.SIGINT,
+                                                                  signal.SIGTERM)}
+  processes.procs += [late, timed, *stopped.values()]  # killed if the test fails
+  deadline = time.time() + TIMEOUT
+  started = _when_waiting(timed, deadline)
+  for sig, proc in stopped.items():
+    _when_waiting(proc, deadline)
+    sent = time.time()
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    took = time.time() - sent
+    lines = proc.log.read_text().strip().splitlines()
+    assert proc.returncode == 128 + sig, lines[-5:]
+    assert lines[-1] == f"error: stopped by {'SIGINT (Ctrl-C)' if sig == signal.SIGINT else 'SIGTERM'}"
+    assert took < 3, took  # the wait answers signals at once; 3 s for the unwinding
+    assert not (tmp_path / sig.name).exists()  # the output directory it made is removed
+  timed.wait(timeout=60)
+  took = time.time() - started
+  lines = timed.log.read_text().strip().splitlines()
+  assert timed.returncode == 1, lines[-5:]
+  assert re.fullmatch(r"error: --worker_timeout_seconds=5: gave up after \d s waiting for the "
+                      r"cluster of TF_CONFIG: not reachable: worker 1 at 127.0.0.1:\d+ \(not "
+                      r"started, stopped, or a wrong address\?\); reachable: none", lines[-1])
+  assert 4 <= took < 9, took  # 5 s from its first report, within a probe round and slack
+  waiting = [line for line in lines if "Waiting for the other tasks" in line]
+  assert len(waiting) == 1 and "Not reachable yet: worker 1 at 127.0.0.1:" in waiting[0]
+
+  # TensorFlow's registration gets the time left, at least 10 s, then gives up too.
+  late.wait(timeout=60)
+  impostor.close()
+  lines = late.log.read_text().strip().splitlines()
+  assert late.returncode == 1, lines[-5:]
+  assert lines[-1] == ("error: TensorFlow could not connect the cluster of TF_CONFIG within "
+                       f"10 s (Barrier timed out): no answer from worker 1 at 127.0.0.1:{ports[1]}")
+
+
+class _Aborted(Exception):
+  def __init__(self, message):
+    super().__init__(message)
+    self.message = message  # as tf.errors.OpError carries it
+
+
+def test_lost_task_turns_tensorflows_abort_into_one_line():
+  config = cluster.parse_tf_config(json.dumps(
+      {"cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"]},
+       "task": {"type": "worker", "index": 0}}))
+  # TensorFlow's messages (2.20) when a peer's connection is reset, when the coordination
+  # service misses a task's heartbeats, and when the service (on the chief) stops answering.
+  reset = ("Graph execution error:\n\nDetected at node CollectiveReduceV2 ...\nCollective ops "
+           "is aborted by: recvmsg:Connection reset by peer\nAdditional GRPC error information "
+           "from remote target /job:worker/replica:0/task:1 while calling "
+           "/tensorflow.WorkerService/RecvBuf:\n:UNKNOWN:Error received from peer")
+  unhealthy = ("Graph execution error:\n\nCollective ops is aborted by: Error reported from "
+               "/job:worker/task:0: The following tasks are unhealthy (stopped sending "
+               "heartbeats):\n/job:chief/replica:0/task:0\nThe tasks have crashed.")
+  heartbeat = ("Graph execution error:\n\nCollective ops is aborted by: Deadline Exceeded\n\n"
+               "RPC: /tensorflow.CoordinationService/Heartbeat\nThe error could be from a "
+               "previous operation.")
+  tail = "Every worker stops; start them all again."
+  assert cluster.lost_task(_Aborted(reset), config) == (
+      "the cluster of TF_CONFIG lost worker 1 at w:2 (its process ended or stopped answering): "
+      f"recvmsg:Connection reset by peer. {tail}")
+  assert cluster.lost_task(_Aborted(unhealthy), config) == (
+      "the cluster of TF_CONFIG lost chief 0 at c:1 (its process ended or stopped answering): "
+      "Error reported from /job:worker/task:0: The following tasks are unhealthy (stopped "
+      f"sending heartbeats). {tail}")
+  assert cluster.lost_task(_Aborted(heartbeat), config) == (
+      "the cluster of TF_CONFIG lost chief 0 at c:1 (its process ended or stopped answering): "
+      f"Deadline Exceeded. {tail}")
+  assert cluster.lost_task(_Aborted("Graph execution error: NaN"), config) is None
+  assert cluster.lost_task(ValueError("Collective ops is aborted by: x"), config) is None
+
+
+@pytest.mark.parametrize("script, args", [
+    ("run_classifier.py", ["--task_name=SST-2", "--data_dir=data", "--do_train"]),
+    ("run_pretraining.py", ["--bert_config_file=bert_config.json", "--input_file=x.tfrecord",
+                            "--do_train"]),
+])
+def test_bad_tf_config_is_one_line_before_any_work(script, args, tmp_path, monkeypatch):
+  monkeypatch.setenv("TF_CONFIG", "{'cluster': {'worker': ['h:1']}}")  # Python, not JSON
+  proc = run_script(script, f"--output_dir={tmp_path / 'out'}", "--strategy=multi_worker", *args,
+                    expect_ok=False)
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr
+  assert last_error_line(proc) == (
+      "error: TF_CONFIG: not valid JSON (Expecting property name enclosed in double quotes: "
+      "line 1 column 2 (char 1)): {'cluster': {'worker': ['h:1']}}")
+  assert not (tmp_path / "out").exists()
