@@ -7,10 +7,9 @@ import glob
 import json
 import os
 import re
-import subprocess
-import sys
 
 from data import glue
+from scripts import run_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -55,28 +54,10 @@ def test_own_task_snippet_reads_its_files(tmp_path):
 # interpreter, since scripts define their flags at import and two scripts' flags
 # cannot share one process; absl's help flags (--helpfull) are added as app.run
 # adds them. Prints {name: [default, is_bool]} as JSON.
-_DUMP_FLAGS = """
-import importlib.util, json, os, sys
-from absl import app, flags
-path = sys.argv[1]
-sys.path.insert(0, os.path.dirname(path))
-name = os.path.splitext(os.path.basename(path))[0]
-spec = importlib.util.spec_from_file_location(name, path)
-module = importlib.util.module_from_spec(spec)
-sys.modules[name] = module
-sys.argv = [path]
-spec.loader.exec_module(module)
-app.define_help_flags()
-print(json.dumps({n: [f.default, f.boolean] for n, f in flags.FLAGS._flags().items()},
-                 default=str))
-"""
-
-
 def _dump_flags(path):
-  result = subprocess.run([sys.executable, "-c", _DUMP_FLAGS, path], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-  assert result.returncode == 0, f"{path}: {result.stderr.strip()[-2000:]}"
+  """{flag: [default, is_bool]} of the script at `path`, from tests/dump_flags.py run as a
+  script (a child of the test server that has TensorFlow imported already)."""
+  result = run_script(os.path.join("tests", "dump_flags.py"), path)
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
