@@ -22,7 +22,7 @@ _TAG = re.compile(r"^(O|[BI]-\S+)$")
 _SEPARATORS = " \t"
 _COLUMNS = re.compile("[ \t]+")
 _DOCSTART = "-DOCSTART-"
-SPLIT_FILES = {"train": ("train.txt",),
+SPLIT_FILES = {"train": ("train.txt", "eng.train"),
                "dev": ("valid.txt", "dev.txt", "testa", "testa.txt", "eng.testa"),
                "test": ("test.txt", "testb", "testb.txt", "eng.testb")}
 
@@ -147,7 +147,7 @@ def read_training_file(data_dir):
   directory when it has none."""
   path = find_split_file(data_dir, "train")
   if path is None:
-    raise ValueError(f"--data_dir={data_dir} has no train.txt.")
+    raise ValueError(f"--data_dir={data_dir} has no train.txt (or eng.train).")
   documents = read_conll(path)
   return path, documents, labels_of(documents, path)
 

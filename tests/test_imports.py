@@ -1,4 +1,5 @@
-"""The house of imports: no circle among the library modules, and data -> modeling -> scripts.
+"""The house of imports: no circle among the library modules, and data -> modeling -> cli ->
+scripts.
 
 Imports are read from the source with `ast`, including those inside
 functions (which hide a circle from Python but not from a reader).
@@ -8,11 +9,11 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("data", "modeling")
+PACKAGES = ("data", "modeling", "cli")
 
 
 def _library_modules():
-  """{dotted name: path} of every module under data/ and modeling/."""
+  """{dotted name: path} of every module under data/, modeling/ and cli/."""
   modules = {}
   for package in PACKAGES:
     for path in sorted((ROOT / package).rglob("*.py")):
@@ -41,7 +42,7 @@ def imported_names(path):
 
 
 def import_graph():
-  """{module: sorted library modules it imports} over data/ and modeling/."""
+  """{module: sorted library modules it imports} over data/, modeling/ and cli/."""
   modules = _library_modules()
   return {name: sorted(n for n in imported_names(path) if n in modules and n != name)
           for name, path in modules.items()}
@@ -88,11 +89,13 @@ def test_library_has_no_import_circle():
   assert find_cycle(graph) is None, f"import circle: {' -> '.join(find_cycle(graph))}"
 
 
-def test_layers_data_then_modeling_then_scripts():
+def test_layers_data_then_modeling_then_cli_then_scripts():
   scripts = _script_names()
   for name, path in _library_modules().items():
     imported = imported_names(path)
     top = {n.split(".")[0] for n in imported}
     assert not top & scripts, f"{name} imports an entry script: {sorted(top & scripts)}"
     if name.startswith("data"):
-      assert "modeling" not in top, f"{name} imports modeling"
+      assert not top & {"modeling", "cli"}, f"{name} imports a layer above data"
+    if name.startswith("modeling"):
+      assert "cli" not in top, f"{name} imports cli"
