@@ -13,7 +13,7 @@ from absl import flags, logging
 from cli import app
 from cli.flags import define_finetuning_flags
 from cli.runner import Runner, TaskAdapter
-from data import glue, metrics
+from data import files, glue, metrics
 from modeling import classification, export
 
 define_finetuning_flags(
@@ -113,7 +113,7 @@ class Classification(TaskAdapter):
       if not run.chief:
         continue
       scores = logits if self.task.is_regression else scipy.special.softmax(logits, -1)
-      glue.write_probabilities(run.shared_path(results_name), scores)
+      files.write_score_rows(run.shared_path(results_name), scores)
       if split in self.task.submissions:
         predictions = logits[:, 0] if self.task.is_regression else scores.argmax(-1)
         glue.write_submission(run.shared_path(self.task.submissions[split] + ".tsv"),

@@ -18,7 +18,7 @@ from absl import flags, logging
 from cli import app
 from cli.flags import define_finetuning_flags
 from cli.runner import Runner, TaskAdapter
-from data import metrics, swag
+from data import files, metrics, swag
 from modeling import export, multiple_choice
 
 define_finetuning_flags(
@@ -93,7 +93,7 @@ class MultipleChoice(TaskAdapter):
     _, logits = self._logits(run, "test.csv", FLAGS.predict_batch_size, "predict.tf_record")
     if run.chief:
       probabilities = scipy.special.softmax(logits, axis=-1)
-      swag.write_probabilities(run.shared_path("test_results.tsv"), probabilities)
+      files.write_score_rows(run.shared_path("test_results.tsv"), probabilities)
       swag.write_predictions(run.shared_path("test_predictions.tsv"), self.files["test.csv"],
                              probabilities.argmax(-1))
 

@@ -364,6 +364,14 @@ def publish_dir(source, target, last=()):
   rmtree(source)
 
 
+def write_score_rows(path, rows):
+  """test_results.tsv as the original wrote it: a line per example, its scores (one per
+  class or choice) tab-separated, all or nothing."""
+  with atomic_output(path) as f:
+    for row in rows:
+      f.write("\t".join(str(float(p)) for p in row) + "\n")
+
+
 def remove_empty_dir(path):
   """Removes local directory `path` if it is empty (a bucket keeps no empty directories
   worth removing)."""

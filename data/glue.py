@@ -260,14 +260,6 @@ def feature_arrays(task, examples, tokenizer, max_seq_length, pad_to=1):
   return arrays
 
 
-
-def write_probabilities(path, probabilities):
-  """test_results.tsv as the original: one line per example, a probability per class."""
-  with files.atomic_output(path) as f:
-    for row in probabilities:
-      f.write("\t".join(str(float(p)) for p in row) + "\n")
-
-
 def write_submission(path, task, examples, predictions):
   """A GLUE submission file: `index<TAB>prediction` under a header line.
 

@@ -136,15 +136,6 @@ def feature_arrays(examples, tokenizer, max_seq_length, num_choices, pad_to=1):
   return arrays
 
 
-
-
-def write_probabilities(path, probabilities):
-  """test_results.tsv: one line per question, a tab-separated probability per ending."""
-  with files.atomic_output(path) as f:
-    for row in probabilities:
-      f.write("\t".join(str(float(p)) for p in row) + "\n")
-
-
 def write_predictions(path, examples, predictions):
   """The predictions file: `id<TAB>label` under a header, label = the chosen ending's index."""
   with files.atomic_output(path) as f:
