@@ -1,4 +1,7 @@
-"""Small shared test utilities."""
+"""Small shared test utilities, and the tolerances of numeric comparisons."""
+
+import math
+import os
 
 import numpy as np
 
@@ -27,22 +30,132 @@ def random_features(rng, batch, seq, vocab_size, type_vocab_size=2, min_len=2):
   return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
 
 
-def assert_same_numbers(got, want, tol=1e-6, where="value"):
-  """Asserts two parsed JSON values equal: same structure and strings, numbers within `tol`.
+# Significand bits, the implicit leading one included.
+_SIGNIFICAND_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
 
-  For files computed on different devices, replica counts or batch layouts,
-  whose floats may differ in the last digits (summation order), never in kind.
+
+def unit_roundoff(dtype):
+  """u = 2**-p for a p-bit significand: the largest relative error of rounding one
+  number to `dtype` (half its machine epsilon). float32 2**-24 = 6.0e-8, float16
+  2**-11 = 4.9e-4, bfloat16 2**-8 = 3.9e-3."""
+  return 2.0 ** -_SIGNIFICAND_BITS[str(dtype)]
+
+
+def rounding_tolerance(dtype, ops, scale):
+  """The largest difference allowed between two computations of the same numbers that
+  differ only in rounding: 2 * sqrt(ops) * unit_roundoff(dtype) * scale.
+
+  dtype: the type whose rounding separates them: float32 for two float32 summation
+    orders (another CPU's blocking, batch layout, XLA's fusion) or float32 against a
+    float64 reference; bfloat16 or float16 for a mixed-precision path against float32
+    (its products accumulate in float32, but each matrix product's inputs and output
+    round to 16 bits).
+  ops: how many roundings in `dtype` accumulate into one compared value along its
+    path: for float32 the terms of every sum it goes through (a sum of n terms: n), for
+    a 16-bit path its 16-bit roundings; block_ops counts a transformer block's.
+  scale: the magnitude of the numbers involved, normally the largest |reference|;
+    where the summed terms are larger than their sum (a result near zero), theirs.
+
+  Why sqrt(ops): rounding errors of either sign add like a random walk, so n of them
+  stay within about sqrt(n) * u of the magnitude with overwhelming probability
+  (Higham & Mary, "A new approach to probabilistic rounding error analysis", 2019);
+  layers add fresh errors and LayerNorm keeps carried ones from growing, so layers
+  count like terms. The worst-case bound n * u assumes every error has the same sign,
+  which real sums never approach; on a 6-layer encoder of width 1536 it would pass
+  errors of 1.1e-3 * scale in float32 and 0.75 * scale in bfloat16, blind to bugs.
+  The factor 2: each computation lies within sqrt(ops) * u * scale of the exact value.
+
+  Measured on MiniLM (6 layers, widths 384 and 1536, max |output| 5.6): float32 under
+  oneDNN's AVX2 and SSE4.1 blockings, and with sequential and reversed sums, is within
+  8.6e-7 * scale of float64, a twentieth of the bound for 6 blocks (1.9e-5); its
+  mixed_bfloat16 path is within 7.5e-3 * scale of float64 (pooled output 1.6e-2),
+  a tenth (a fifth) of the bound for 6 blocks (7.7e-2). A missing attention mask
+  moves the outputs by 0.23 * scale (pooled output 0.63 * scale).
   """
+  return 2.0 * math.sqrt(ops) * unit_roundoff(dtype) * scale
+
+
+def block_ops(config, seq_length, dtype="float32"):
+  """Roundings in `dtype` along one value's path through a transformer block of
+  `config` (a BertConfig) on `seq_length` positions, for rounding_tolerance's ops.
+
+  float32: the terms of its sums: query projection (H), attention scores (H / N),
+  softmax and context (S each), output projection (H), LayerNorm's mean and variance
+  (2H), intermediate (H) and output (I) projections, LayerNorm (2H). 16-bit (mixed
+  precision, float32 sums): about 16 roundings: the inputs, weights and outputs of
+  the query or value projection, the scores, probabilities and context, the output
+  projection, the intermediate projection, its activation and the output projection.
+  """
+  if str(dtype) != "float32":
+    return 16
+  h = config.hidden_size
+  return 7 * h + config.intermediate_size + 2 * seq_length + h // config.num_attention_heads
+
+
+def assert_close(got, want, dtype, ops, scale=None, what="value"):
+  """Asserts |got - want| <= rounding_tolerance(dtype, ops, scale) everywhere.
+
+  scale defaults to max |want| (0 asks for equality). The message gives the largest
+  error, where it is and the bound. With $TOLERANCE_LOG set, appends
+  "what, dtype, ops, error, bound" to that file (tests/cpu_matrix.sh reports the
+  largest error / bound ratio per instruction set).
+  """
+  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  assert got.shape == want.shape, (what, got.shape, want.shape)
+  if scale is None:
+    scale = float(np.abs(want).max(initial=0.0))
+  bound = rounding_tolerance(dtype, ops, scale)
+  errors = np.abs(got - want)
+  errors = np.where(np.isnan(errors), np.inf, errors)  # NaN in either one fails
+  error = float(errors.max(initial=0.0))
+  if os.environ.get("TOLERANCE_LOG"):
+    with open(os.environ["TOLERANCE_LOG"], "a") as log:
+      log.write(f"{what}\t{dtype}\t{ops}\t{error:.3g}\t{bound:.3g}\n")
+  if not error <= bound:
+    at = np.unravel_index(errors.argmax(), errors.shape)
+    raise AssertionError(
+        f"{what}: max |got - want| = {error:.3g} at {tuple(int(i) for i in at)} (got "
+        f"{got[at]:.8g}, want {want[at]:.8g}) > {bound:.3g} = 2 * sqrt({ops}) * "
+        f"u({dtype}) * {scale:.3g}")
+
+
+def _numbers(value):
+  """Every number inside a parsed JSON value."""
+  if isinstance(value, dict):
+    return [n for v in value.values() for n in _numbers(v)]
+  if isinstance(value, list):
+    return [n for v in value for n in _numbers(v)]
+  if isinstance(value, (int, float)) and not isinstance(value, bool):
+    return [abs(value)]
+  return []
+
+
+def assert_same_numbers(got, want, dtype="float32", ops=1, scale=None, where="value"):
+  """Asserts two parsed JSON values equal: same structure and strings, every number
+  within rounding_tolerance(dtype, ops, scale).
+
+  For files computed on different devices, replica counts or batch layouts, whose
+  floats differ in the last digits (summation order), never in kind. scale defaults
+  to the largest |number| in `want`; pass the logits' magnitude where a file also
+  holds larger numbers (scores out of 100) that are exact.
+  """
+  if scale is None:
+    scale = max(_numbers(want), default=0.0)
+  tol = rounding_tolerance(dtype, ops, scale)
+  _assert_same_numbers(got, want, tol, where)
+
+
+def _assert_same_numbers(got, want, tol, where):
   if isinstance(want, dict):
     assert isinstance(got, dict) and got.keys() == want.keys(), where
     for key in want:
-      assert_same_numbers(got[key], want[key], tol, f"{where}[{key!r}]")
+      _assert_same_numbers(got[key], want[key], tol, f"{where}[{key!r}]")
   elif isinstance(want, list):
     assert isinstance(got, list) and len(got) == len(want), where
     for i, (g, w) in enumerate(zip(got, want)):
-      assert_same_numbers(g, w, tol, f"{where}[{i}]")
+      _assert_same_numbers(g, w, tol, f"{where}[{i}]")
   elif isinstance(want, (int, float)) and not isinstance(want, bool):
-    assert isinstance(got, (int, float)) and abs(got - want) <= tol, (where, got, want)
+    assert isinstance(got, (int, float)) and abs(got - want) <= tol, (where, got, want, tol)
   else:
     assert got == want, (where, got, want)
 
