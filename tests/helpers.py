@@ -108,9 +108,7 @@ def assert_close(got, want, dtype, ops, scale=None, what="value"):
   errors = np.abs(got - want)
   errors = np.where(np.isnan(errors), np.inf, errors)  # NaN in either one fails
   error = float(errors.max(initial=0.0))
-  if os.environ.get("TOLERANCE_LOG"):
-    with open(os.environ["TOLERANCE_LOG"], "a") as log:
-      log.write(f"{what}\t{dtype}\t{ops}\t{error:.3g}\t{bound:.3g}\n")
+  _log(what, dtype, ops, error, bound)
   if not error <= bound:
     at = np.unravel_index(errors.argmax(), errors.shape)
     raise AssertionError(
@@ -119,43 +117,46 @@ def assert_close(got, want, dtype, ops, scale=None, what="value"):
         f"u({dtype}) * {scale:.3g}")
 
 
-def _numbers(value):
-  """Every number inside a parsed JSON value."""
-  if isinstance(value, dict):
-    return [n for v in value.values() for n in _numbers(v)]
-  if isinstance(value, list):
-    return [n for v in value for n in _numbers(v)]
-  if isinstance(value, (int, float)) and not isinstance(value, bool):
-    return [abs(value)]
-  return []
+def _log(what, dtype, ops, error, bound):
+  if os.environ.get("TOLERANCE_LOG"):
+    with open(os.environ["TOLERANCE_LOG"], "a") as log:
+      log.write(f"{what}\t{dtype}\t{ops}\t{error:.3g}\t{bound:.3g}\n")
 
 
-def assert_same_numbers(got, want, dtype="float32", ops=1, scale=None, where="value"):
+def assert_same_numbers(got, want, dtype="float32", ops=1, scale=None, what="value"):
   """Asserts two parsed JSON values equal: same structure and strings, every number
-  within rounding_tolerance(dtype, ops, scale).
+  within rounding_tolerance(dtype, ops, scale) (reported as assert_close does).
 
   For files computed on different devices, replica counts or batch layouts, whose
   floats differ in the last digits (summation order), never in kind. scale defaults
   to the largest |number| in `want`; pass the logits' magnitude where a file also
-  holds larger numbers (scores out of 100) that are exact.
+  holds larger numbers that are exact (scores of texts, counts).
   """
+  numbers = []  # (where, got, want)
+  _same_structure(got, want, what, numbers)
   if scale is None:
-    scale = max(_numbers(want), default=0.0)
-  tol = rounding_tolerance(dtype, ops, scale)
-  _assert_same_numbers(got, want, tol, where)
+    scale = max((abs(w) for _, _, w in numbers), default=0.0)
+  bound = rounding_tolerance(dtype, ops, scale)
+  where, g, w = max(numbers, key=lambda n: abs(n[1] - n[2]), default=(what, 0, 0))
+  _log(what, dtype, ops, abs(g - w), bound)
+  assert abs(g - w) <= bound, (
+      f"{where}: got {g!r}, want {w!r}, off by {abs(g - w):.3g} > {bound:.3g} = "
+      f"2 * sqrt({ops}) * u({dtype}) * {scale:.3g}")
 
 
-def _assert_same_numbers(got, want, tol, where):
+def _same_structure(got, want, where, numbers):
+  """Asserts equal structure and strings; appends the pairs of numbers to `numbers`."""
   if isinstance(want, dict):
     assert isinstance(got, dict) and got.keys() == want.keys(), where
     for key in want:
-      _assert_same_numbers(got[key], want[key], tol, f"{where}[{key!r}]")
+      _same_structure(got[key], want[key], f"{where}[{key!r}]", numbers)
   elif isinstance(want, list):
     assert isinstance(got, list) and len(got) == len(want), where
     for i, (g, w) in enumerate(zip(got, want)):
-      _assert_same_numbers(g, w, tol, f"{where}[{i}]")
+      _same_structure(g, w, f"{where}[{i}]", numbers)
   elif isinstance(want, (int, float)) and not isinstance(want, bool):
-    assert isinstance(got, (int, float)) and abs(got - want) <= tol, (where, got, want, tol)
+    assert isinstance(got, (int, float)) and not isinstance(got, bool), (where, got, want)
+    numbers.append((where, got, want))
   else:
     assert got == want, (where, got, want)
 
