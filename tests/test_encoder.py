@@ -213,6 +213,7 @@ def test_xla_matches_eager():
                2 * block_ops(encoder.config, 12))
 
 
+@pytest.mark.bfloat16
 def test_bfloat16_policy_keeps_float32_islands():
   full = _small_encoder()
   mixed = _small_encoder(dtype="mixed_bfloat16")
@@ -274,7 +275,8 @@ def _minilm_batch(tokenizer):
   return batch
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("policy", ["float32",
+                                    pytest.param("mixed_bfloat16", marks=pytest.mark.bfloat16)])
 def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy):
   """Layers on the real tokens only: every output at real positions as the padded
   computation gives it, zeros at padding, in float32 and bfloat16. Both bfloat16
