@@ -44,7 +44,8 @@ def test_observed_shares_follow_the_masking_mix(corpus, mix):
   assert summary.masked > 20_000
   observed = np.array([summary.masked_as_mask, summary.masked_kept, summary.masked_random])
   vocab = tokenization.FullTokenizer(vocab_file).vocab
-  # About 5 standard errors of a share over 20,000 positions.
+  # Sampling, not rounding, and seeded (the same on every CPU): about 5 standard errors
+  # of a share over 20,000 positions.
   np.testing.assert_allclose(observed / summary.masked, _expected_shares(mix, len(vocab)),
                              atol=0.015)
   records = read_records([out], 64, 10)
@@ -186,7 +187,7 @@ def test_zero_next_sentence_weight_leaves_the_next_sentence_head_untouched(
   trainer, before, after = _train(records, config, weight, tmp_path)
   assert set(NEXT_SENTENCE_ONLY) <= set(after)
   for name in after:
-    unchanged = np.array_equal(before[name], after[name])
+    unchanged = np.array_equal(before[name], after[name])  # exact: no update keeps the bits
     if name in NEXT_SENTENCE_ONLY:
       assert unchanged == (weight == 0), name
     else:

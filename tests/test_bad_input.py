@@ -7,7 +7,6 @@ the table stays fast.
 
 import csv
 import json
-import os
 import re
 
 import numpy as np

@@ -53,7 +53,7 @@ def test_minilm_through_all_formats(minilm_dir, tmp_path):
   converted = checkpoints.read_checkpoint(str(tmp_path / "tf2"))
   assert converted.format == "tf2" and set(converted.weights) == set(original)
   for name, value in original.items():
-    np.testing.assert_array_equal(converted.weights[name], value)
+    np.testing.assert_array_equal(converted.weights[name], value)  # exact: copied bits
 
 
 def _assert_one_line_error(proc, *parts):

@@ -10,7 +10,7 @@ import tensorflow as tf
 from modeling import checkpoints, layers
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from helpers import randomize, random_features
+from helpers import assert_close, block_ops, randomize, random_features, rounding_tolerance
 
 
 def _model_garden_encoder(config, weights):
@@ -73,10 +73,14 @@ def test_matches_model_garden_bert_encoder_v2(seed, layers_, hidden, heads, act)
   got = ours(f)
   want = mg(dict(input_word_ids=f["input_ids"], input_mask=f["input_mask"],
                  input_type_ids=f["segment_ids"]))
-  np.testing.assert_allclose(got["sequence_output"], want["sequence_output"], atol=1e-5, rtol=0)
-  np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], atol=1e-5, rtol=0)
-  for a, b in zip(got["encoder_outputs"], want["encoder_outputs"]):
-    np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+  # float32 both, other kernels and summation orders, through every block and the
+  # pooler (a sum of H), relative to the hidden states.
+  ops = layers_ * block_ops(config, 17) + hidden
+  scale = np.abs(want["sequence_output"]).max()
+  assert_close(got["sequence_output"], want["sequence_output"], "float32", ops, what="sequence")
+  assert_close(got["pooled_output"], want["pooled_output"], "float32", ops, scale, what="pooled")
+  for i, (a, b) in enumerate(zip(got["encoder_outputs"], want["encoder_outputs"])):
+    assert_close(a, b, "float32", ops, what=f"layer {i}")
 
 
 def _minilm_features(tokenizer, text_a, text_b=None):
@@ -100,14 +104,24 @@ def minilm(minilm_dir):
 def test_minilm_golden_values(minilm):
   """Values computed by the Hugging Face PyTorch implementation of the same checkpoint."""
   encoder, tokenizer = minilm
+
+  def tol(out):
+    # float32 both (PyTorch's summation orders) through 6 blocks and the pooler, relative
+    # to the hidden states; printed to 6 decimals (5e-7).
+    ops = 6 * block_ops(encoder.config, out["sequence_output"].shape[1]) + 384
+    return rounding_tolerance("float32", ops, np.abs(out["sequence_output"]).max()) + 5e-7
+
   out = encoder(_minilm_features(tokenizer, "The quick brown fox jumps over the lazy dog."))
   np.testing.assert_allclose(out["sequence_output"][0, 0, :5],
-                             [0.046444, 0.338062, 0.208205, 0.646797, -0.19571], atol=1e-4)
+                             [0.046444, 0.338062, 0.208205, 0.646797, -0.19571],
+                             rtol=0, atol=tol(out))
   np.testing.assert_allclose(out["pooled_output"][0, :5],
-                             [-0.066271, 0.028093, 0.070613, 0.116599, -0.015158], atol=1e-4)
+                             [-0.066271, 0.028093, 0.070613, 0.116599, -0.015158],
+                             rtol=0, atol=tol(out))
   out = encoder(_minilm_features(tokenizer, "Who jumps?", "The quick brown fox jumps."))
   np.testing.assert_allclose(out["sequence_output"][0, 0, :5],
-                             [0.185509, 0.024034, 0.271306, 0.401282, -0.046628], atol=1e-4)
+                             [0.185509, 0.024034, 0.271306, 0.401282, -0.046628],
+                             rtol=0, atol=tol(out))
 
 
 def test_minilm_padding_does_not_change_real_positions(minilm):
@@ -118,7 +132,8 @@ def test_minilm_padding_does_not_change_real_positions(minilm):
   padded["input_ids"][0, n:] = 2000  # garbage behind the mask must not matter
   a = encoder(f)["sequence_output"]
   b = encoder(padded)["sequence_output"][:, :n]
-  np.testing.assert_allclose(a, b, atol=2e-5)
+  # float32, two batch shapes (other blockings) through 6 blocks.
+  assert_close(b, a, "float32", 6 * block_ops(encoder.config, n + 7))
 
 
 def test_minilm_pooled_only_gives_the_full_pooled_output(minilm):
@@ -127,9 +142,14 @@ def test_minilm_pooled_only_gives_the_full_pooled_output(minilm):
   f = _minilm_features(tokenizer, "Who jumps?", "The quick brown fox jumps.")
   full, short = encoder(f), encoder(f, pooled_only=True)
   assert short["sequence_output"].shape == (1, 1, 384)
-  np.testing.assert_allclose(short["pooled_output"], full["pooled_output"], atol=1e-6)
-  np.testing.assert_allclose(short["sequence_output"], full["sequence_output"][:, :1], atol=1e-6)
-  np.testing.assert_allclose(short["encoder_outputs"][4], full["encoder_outputs"][4], atol=0)
+  # float32: only the last block and the pooler (a sum of 384) run on other shapes;
+  # relative to the hidden states the pooler reads.
+  ops = block_ops(encoder.config, f["input_ids"].shape[1])
+  scale = np.abs(full["sequence_output"]).max()
+  assert_close(short["pooled_output"], full["pooled_output"], "float32", ops + 384, scale)
+  assert_close(short["sequence_output"], full["sequence_output"][:, :1], "float32", ops)
+  # Exact: the first five layers are the same program on the same shapes.
+  np.testing.assert_array_equal(short["encoder_outputs"][4], full["encoder_outputs"][4])
 
 
 def _encoder_without_dropout(seed):
@@ -156,8 +176,13 @@ def test_pooled_only_gives_the_same_gradients():
 
   full, short = gradients(False), gradients(True)
   assert len(full) == len(short) == len(encoder.trainable_variables)
+  # float32, the last block on other shapes: forward and backward through 3 blocks, and
+  # weight gradients summed over the batch's 48 positions; relative to the largest
+  # gradient (a variable's own may be a sum that cancels).
+  ops = 2 * 3 * block_ops(encoder.config, 12) + 48
+  scale = max(np.abs(g).max() for g in full)
   for variable, a, b in zip(encoder.trainable_variables, full, short):
-    np.testing.assert_allclose(b, a, atol=1e-5, err_msg=variable.path)
+    assert_close(b, a, "float32", ops, scale, what=variable.path)
 
 
 def _small_encoder(dtype=None):
@@ -172,7 +197,9 @@ def _small_encoder(dtype=None):
 def test_dropout_follows_training_flag():
   encoder = _small_encoder()
   f = random_features(np.random.default_rng(0), 2, 8, 50)
+  # Exact: the same program on the same input, without dropout.
   np.testing.assert_array_equal(encoder(f)["sequence_output"], encoder(f)["sequence_output"])
+  # Dropout zeroes a tenth of the values: O(1) changes, far beyond allclose's 1e-5.
   assert not np.allclose(encoder(f, training=True)["sequence_output"],
                          encoder(f)["sequence_output"])
 
@@ -181,10 +208,12 @@ def test_xla_matches_eager():
   encoder = _small_encoder()
   f = random_features(np.random.default_rng(1), 3, 12, 50)
   jitted = tf.function(lambda x: encoder(x), jit_compile=True)
-  np.testing.assert_allclose(jitted(f)["sequence_output"], encoder(f)["sequence_output"],
-                             atol=1e-5)
+  # float32, XLA's fusions and orders through 2 blocks.
+  assert_close(jitted(f)["sequence_output"], encoder(f)["sequence_output"], "float32",
+               2 * block_ops(encoder.config, 12))
 
 
+@pytest.mark.bfloat16
 def test_bfloat16_policy_keeps_float32_islands():
   full = _small_encoder()
   mixed = _small_encoder(dtype="mixed_bfloat16")
@@ -195,7 +224,9 @@ def test_bfloat16_policy_keeps_float32_islands():
   assert block.attention.query.compute_dtype == "bfloat16"
   assert block.attention_layer_norm.compute_dtype == "float32"
   assert mixed.embeddings.word_embeddings.dtype == "float32"
-  np.testing.assert_allclose(got["sequence_output"], full(f)["sequence_output"], atol=0.1)
+  # bfloat16 against float32 through 2 blocks.
+  assert_close(got["sequence_output"], full(f)["sequence_output"], "bfloat16",
+               2 * block_ops(mixed.config, 12, "bfloat16"))
 
 
 def test_get_config_round_trips():
@@ -212,19 +243,22 @@ def test_embedding_output_and_layer_outputs():
   f = random_features(np.random.default_rng(4), 2, 6, 50)
   out = encoder(f)
   assert len(out["encoder_outputs"]) == 2
+  # Exact: the same tensor.
   np.testing.assert_array_equal(out["encoder_outputs"][-1], out["sequence_output"])
-  table = encoder.embedding_table.numpy()
   emb = encoder.embeddings
-  x = (table[f["input_ids"]] + emb.token_type_embeddings.numpy()[f["segment_ids"]]
-       + emb.position_embeddings.numpy()[:6])
+  value = lambda v: v.numpy().astype("float64")
+  x = (value(emb.word_embeddings)[f["input_ids"]]
+       + value(emb.token_type_embeddings)[f["segment_ids"]] + value(emb.position_embeddings)[:6])
   mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-  x = (x - mean) / np.sqrt(var + 1e-12) * emb.layer_norm.gamma.numpy() + emb.layer_norm.beta.numpy()
-  np.testing.assert_allclose(out["embedding_output"], x, atol=1e-5)
+  x = (x - mean) / np.sqrt(var + 1e-12) * value(emb.layer_norm.gamma) + value(emb.layer_norm.beta)
+  # float32 against float64: three terms, then LayerNorm's sums of 32.
+  assert_close(out["embedding_output"], x, "float32", 3 + 2 * 32)
 
 
 def test_attention_bias_masks_only_keys():
   bias = layers.attention_bias_from_mask(np.array([[1, 1, 0]]))
   assert bias.shape == (1, 1, 1, 3)
+  # Exact: (1 - mask) * -10000 with a 0/1 mask is exact in float32.
   np.testing.assert_array_equal(np.asarray(bias)[0, 0, 0], [0.0, 0.0, -10000.0])
 
 
@@ -241,33 +275,52 @@ def _minilm_batch(tokenizer):
   return batch
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("policy", ["float32",
+                                    pytest.param("mixed_bfloat16", marks=pytest.mark.bfloat16)])
 def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy):
   """Layers on the real tokens only: every output at real positions as the padded
-  computation gives it, zeros at padding, in float32 and bfloat16."""
+  computation gives it, zeros at padding, in float32 and bfloat16. Both bfloat16
+  layouts are compared with float32's padded outputs: two bfloat16 computations round
+  apart wherever a float32 sum lands on the other side of a bfloat16 rounding boundary."""
   from data.tokenization import FullTokenizer
-  encoder = BertEncoder(checkpoints.find_config(minilm_dir), dtype=policy)
+  config = checkpoints.find_config(minilm_dir)
+  encoder = BertEncoder(config, dtype=policy)
   checkpoints.load_checkpoint(encoder, minilm_dir)
+  reference = encoder
+  if policy != "float32":
+    reference = BertEncoder(config)
+    checkpoints.load_checkpoint(reference, minilm_dir)
   f = _minilm_batch(FullTokenizer(f"{minilm_dir}/vocab.txt"))
   real = f["input_mask"][:, :, None].astype(bool)
+  # float32: two layouts' summation orders; mixed_bfloat16 against float32: its
+  # bfloat16 roundings. Embeddings are float32 either way (LayerNorm's sums of 384).
+  dtype = "float32" if policy == "float32" else "bfloat16"
+  per_layer = block_ops(config, 40, dtype)
   for pooled_only in (False, True):
-    padded = encoder(f, pooled_only=pooled_only)
+    want = reference(f, pooled_only=pooled_only)
+    outputs = {"padded": encoder(f, pooled_only=pooled_only)} if policy != "float32" else {}
     encoder.pack_tokens = True
-    packed = encoder(f, pooled_only=pooled_only)
+    outputs["packed"] = encoder(f, pooled_only=pooled_only)
     encoder.pack_tokens = False
-    tol = 1e-5 if policy == "float32" else 2e-2
+    for layout, got in outputs.items():
+      close = lambda a, b, ops, name: assert_close(
+          np.where(real[:, :a.shape[1]], a, 0), np.where(real[:, :b.shape[1]], b, 0),
+          dtype, ops, what=f"{layout} {name} pooled_only={pooled_only}")
+      assert_close(np.where(real, got["embedding_output"], 0),
+                   np.where(real, want["embedding_output"], 0), "float32", 2 * 384,
+                   what=f"{layout} embedding_output")
+      close(got["sequence_output"], want["sequence_output"], 6 * per_layer, "sequence_output")
+      for i, (a, b) in enumerate(zip(got["encoder_outputs"], want["encoder_outputs"])):
+        close(a, b, (i + 1) * per_layer, f"layer {i}")
+      # The pooler counts as a seventh block; row 3 is all padding.
+      assert_close(got["pooled_output"][:3], want["pooled_output"][:3], dtype, 7 * per_layer,
+                   what=f"{layout} pooled_output")
+      assert np.isfinite(got["pooled_output"]).all()
+    packed = outputs["packed"]
     for name in ("embedding_output", "sequence_output"):
-      rows = real[:, :packed[name].shape[1]]
-      np.testing.assert_allclose(np.where(rows, packed[name], 0), np.where(rows, padded[name], 0),
-                                 atol=tol, err_msg=name)
       if not (pooled_only and name == "sequence_output"):  # that one is [CLS] rows only
-        np.testing.assert_array_equal(np.where(rows, 0, packed[name]), 0, err_msg=name)
-    for i, (a, b) in enumerate(zip(padded["encoder_outputs"], packed["encoder_outputs"])):
-      rows = real[:, :b.shape[1]]
-      np.testing.assert_allclose(np.where(rows, b, 0), np.where(rows, a, 0), atol=tol,
-                                 err_msg=f"layer {i}")
-    np.testing.assert_allclose(packed["pooled_output"][:3], padded["pooled_output"][:3], atol=tol)
-    assert np.isfinite(packed["pooled_output"]).all()
+        # Exact: padded positions are zeros put in place, never computed.
+        np.testing.assert_array_equal(np.where(real, 0, packed[name]), 0, err_msg=name)
 
 
 def test_packed_tokens_give_the_same_gradients():
@@ -290,8 +343,13 @@ def test_packed_tokens_give_the_same_gradients():
   padded = tf.function(gradients, input_signature=[spec])(f)
   encoder.pack_tokens = True
   packed = tf.function(gradients, input_signature=[spec])(f)
+  # float32, other shapes: forward and backward through 3 blocks, and weight gradients
+  # summed over the batch's 60 positions; relative to the largest gradient (a
+  # variable's own may be a sum that cancels).
+  ops = 2 * 3 * block_ops(encoder.config, 12) + 60
+  scale = max(np.abs(g).max() for g in padded)
   for variable, a, b in zip(encoder.trainable_variables, padded, packed):
-    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=variable.path)
+    assert_close(b, a, "float32", ops, scale, what=variable.path)
   assert np.abs(padded[0]).max() > 0
 
 
@@ -314,8 +372,11 @@ def test_bfloat16_dropout_keeps_the_rate():
                                            for d in (b.dropout, b.attention.dropout)]
   assert all(d.compute_dtype == "float32" for d in dropouts)
   kept = mixed.blocks[0].dropout(tf.ones([4000, 1000]), training=True)
+  # Sampling: 4e6 unseeded draws, standard deviation sqrt(0.1 * 0.9 / 4e6) = 1.5e-4, so
+  # 8e-4 is 5.3 of them; a 16-bit dropout is 1.6e-3 (10 of them) off.
   assert abs(float(tf.reduce_mean(tf.cast(kept == 0, tf.float32))) - 0.1) < 8e-4
-  np.testing.assert_allclose(float(tf.reduce_max(kept)), 1 / 0.9, rtol=1e-6)
+  # float32: 1 / (1 - 0.1) in two roundings; in 16 bits it would be 2e-3 off.
+  assert_close(float(tf.reduce_max(kept)), 1 / 0.9, "float32", 2)
 
 
 def test_packed_layers_add_no_shape_arithmetic_to_the_graph():

@@ -167,7 +167,7 @@ def test_checkpoint_formats_and_config_round_trip_on_ram(tmp_path):
     read = checkpoints.read_checkpoint(path).weights
     assert read.keys() == weights.keys()
     for name, value in weights.items():
-      np.testing.assert_array_equal(read[name], value, err_msg=f"{path} {name}")
+      np.testing.assert_array_equal(read[name], value, err_msg=f"{path} {name}")  # copied bits
 
 
 def test_demo_data_on_ram_equals_local(tmp_path):
@@ -339,6 +339,7 @@ def test_demo_steps_on_ram_equal_local(tmp_path):
   texts = tf.constant(["A truly wonderful film.", "The plot was dull."])
   local, ram = (tf.saved_model.load(str(d / "saved_model")).signatures["serving_default"]
                 for d in (r, tmp_path / "root.ram"))
+  # Exact: the same SavedModel (copied bytes), the same program on the same inputs.
   np.testing.assert_array_equal(local(text_a=texts)["probabilities"].numpy(),
                                 ram(text_a=texts)["probabilities"].numpy())
 

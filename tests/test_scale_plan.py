@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from benchmarks import scale_plan
+from helpers import assert_close
 
 
 def _einsum_flops(op):
@@ -85,10 +86,10 @@ def test_paper_schedule_and_rates():
   hosts, seconds = 4, 4 * 86400
   time_128 = 0.9 * 1e6 * 256 / (at_128 * hosts)
   time_512 = 0.1 * 1e6 * 256 / (at_512 * hosts)
-  assert time_128 + time_512 == pytest.approx(seconds)
+  assert_close(time_128 + time_512, seconds, "float64", 16)  # float64, a dozen operations
   assert 0.05 < mfu < 0.15
   machine = scale_plan.MACHINES[0]
-  assert scale_plan.sequences_per_second(base, 128, machine, 0.5) == pytest.approx(
-      0.5 * machine.peak_flops / per_step[128] * 256)
+  assert_close(scale_plan.sequences_per_second(base, 128, machine, 0.5),  # float64, likewise
+               0.5 * machine.peak_flops / per_step[128] * 256, "float64", 16)
   lines = scale_plan.tables(0.4)
   assert sum(line.startswith("| BERT-") for line in lines) == 4 + 6 + 2

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from conftest import write_vocab
 from data import pipeline, swag, tfrecords, tokenization
-from helpers import read_eval_results
+from helpers import assert_close, block_ops, read_eval_results
 from modeling import checkpoints, conversion
 from modeling.config import BertConfig
 from modeling.multiple_choice import BertMultipleChoice, MultipleChoiceTask
@@ -160,23 +160,27 @@ def test_question_loss_by_hand_and_padding_counts_nothing(model_files):
       one = {k: batch[k][q, c][None] for k in ("input_ids", "input_mask", "segment_ids")}
       pooled = model.encoder(one, training=False)["pooled_output"].numpy()[0]
       scores[q, c] = pooled @ weights[0] + bias[0]
-  np.testing.assert_allclose(model(batch)["logits"].numpy(), scores, atol=1e-5)
+  # float32, 12 choices in a batch against one at a time: 2 blocks, the pooler and the
+  # choice layer (sums of 32).
+  ops = 2 * block_ops(config, 10) + 2 * 32
+  assert_close(model(batch)["logits"].numpy(), scores, "float32", ops)
   log_probs = scores - np.log(np.exp(scores).sum(-1, keepdims=True))
   want = -(log_probs[0, 2] + log_probs[1, 0]) / 2
   sums, metrics = task.numerators(model, batch, training=False)
   denominators = task.denominators(batch)
   loss, _ = task.losses(sums, denominators)
-  assert float(denominators["loss"]) == 2.0
-  np.testing.assert_allclose(float(loss), want, rtol=1e-5)
+  assert float(denominators["loss"]) == 2.0  # exact: a count
+  # The same, then a log-softmax over 4 and a mean of 2: a cross entropy moves by at most
+  # twice its logits' change (four times the roundings), relative to the loss (> the logits).
+  loss_ops = 4 * ops + 16
+  assert_close(float(loss), want, "float32", loss_ops)
   correct = (scores[:2].argmax(-1) == [2, 0]).mean()
-  np.testing.assert_allclose(float(task.metric_values(metrics, denominators)["accuracy"]),
-                             correct)
+  assert float(task.metric_values(metrics, denominators)["accuracy"]) == correct  # a count / 2
   # The padding question's inputs and label change nothing.
   batch["input_ids"][2] = 6
   batch["label_ids"][2] = 1
   sums, _ = task.numerators(model, batch, training=False)
-  np.testing.assert_allclose(float(task.losses(sums, task.denominators(batch))[0]), want,
-                             rtol=1e-5)
+  assert_close(float(task.losses(sums, task.denominators(batch))[0]), want, "float32", loss_ops)
   # The head has its own original-style checkpoint names.
   names = checkpoints.variable_map(model)
   assert names["cls/multiple_choice/output_weights"] is model.choice.output_weights
@@ -218,7 +222,8 @@ def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
   assert results["eval_accuracy"] > 0.9, proc.stderr[-3000:]
   assert results["global_step"] == int(320 / 16 * 5)
   probs = np.loadtxt(out / "test_results.tsv")
-  assert probs.shape == (13, 4) and np.allclose(probs.sum(1), 1, atol=1e-5)
+  assert probs.shape == (13, 4)
+  assert_close(probs.sum(1), np.ones(13), "float32", 8)  # a float32 softmax over 4, summed
   lines = (out / "test_predictions.tsv").read_text().splitlines()
   assert lines == ["id\tlabel"] + [f"{100 + i}\t{p.argmax()}" for i, p in enumerate(probs)]
   # The raw-string SavedModel gives what the Python path gives on the test questions.
@@ -227,11 +232,17 @@ def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
       sent1=tf.constant([e.context for e in examples]),
       sent2=tf.constant([e.start for e in examples]),
       endings=tf.constant([e.endings for e in examples]))
-  np.testing.assert_allclose(served["probabilities"].numpy(), probs, atol=1e-5)
-  np.testing.assert_array_equal(served["label"].numpy(), probs.argmax(-1))
   # The checkpoint reloads into a fresh model by its names.
   model = BertMultipleChoice(config)
   checkpoints.load_checkpoint(model, str(out))
+  arrays = swag.feature_arrays(examples, tokenization.FullTokenizer(vocab), 32, 4)
+  logits = model({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})["logits"]
+  # float32, the SavedModel's graph against the script's batches of 5: 2 blocks, the
+  # pooler and the choice layer (sums of 32); a probability moves by at most twice its
+  # logits' change (four times the roundings), relative to the logits.
+  assert_close(served["probabilities"].numpy(), probs, "float32",
+               4 * (2 * block_ops(config, 32) + 2 * 32), np.abs(logits).max())
+  np.testing.assert_array_equal(served["label"].numpy(), probs.argmax(-1))  # exact: classes
   ckpt = checkpoints.read_checkpoint(str(out))
   assert isinstance(conversion.model_for(ckpt, config), BertMultipleChoice)
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 from data import features, pipeline
 from helpers import read_eval_results
 from data.pretraining import generation, instances
+from helpers import assert_close, block_ops
 from modeling import checkpoints, optimization, pretraining, training
 from modeling.config import BertConfig
 from modeling.pretraining import BertPretrainer
@@ -69,12 +70,15 @@ def test_losses_match_a_hand_computation(setup):
   nsp_logits = out["next_sentence_logits"].numpy()
   labels = batch["next_sentence_labels"].numpy()[:, 0]
   nsp = -scipy.special.log_softmax(nsp_logits, -1)[np.arange(6), labels].mean()
-  np.testing.assert_allclose(float(parts["masked_lm_loss"]), mlm, rtol=1e-5)
-  np.testing.assert_allclose(float(parts["next_sentence_loss"]), nsp, rtol=1e-5)
-  np.testing.assert_allclose(float(loss), mlm + nsp, rtol=1e-5)
+  # float32 both, from the same logits: a log-softmax over the vocabulary and a weighted
+  # mean over 6 * 5 predictions.
+  ops = config.vocab_size + 6 * P + 16
+  assert_close(float(parts["masked_lm_loss"]), mlm, "float32", ops)
+  assert_close(float(parts["next_sentence_loss"]), nsp, "float32", ops)
+  assert_close(float(loss), mlm + nsp, "float32", ops)
   accuracy = (w * (logits.argmax(-1) == batch["masked_lm_ids"].numpy())).sum() / w.sum()
-  np.testing.assert_allclose(float(task.metric_values(metrics, task.denominators(batch))
-                                   ["masked_lm_accuracy"]), accuracy, rtol=1e-6)
+  assert_close(float(task.metric_values(metrics, task.denominators(batch))["masked_lm_accuracy"]),
+               accuracy, "float32", 1)  # counts: one division
 
 
 def _train_in_process(setup, tmp_path, accumulation, steps=3, batch=8, strategy=None, **config):
@@ -102,6 +106,9 @@ def test_one_replica_strategies_train_like_the_default(setup, tmp_path):
                           strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
   assert one.global_step == base.global_step == 3
   for a, b in zip(base.model.weights, one.model.weights):
+    # Training (Adam): outside helpers.rounding_tolerance's model. The same step program on the same
+    # batches (equal here); 1e-6 leaves room for other kernels, far below one update of
+    # up to 1e-3 * 3.2.
     np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-6, err_msg=a.path)
 
 
@@ -124,11 +131,12 @@ def test_evaluation_alone_builds_no_optimizer_and_restores_a_training_checkpoint
   got = checkpoints.model_weights(evaluator.model)
   assert got.keys() == want.keys()
   for name in want:
-    np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    np.testing.assert_array_equal(got[name], want[name], err_msg=name)  # exact: restored bits
   batch = _batches(records, 4, 1)[0]
   predicted = evaluator.predict(lambda ctx: tf.data.Dataset.from_tensors(batch))
-  np.testing.assert_allclose(predicted["masked_lm_logits"],
-                             trained.model(batch)["masked_lm_logits"].numpy(), atol=1e-6)
+  # float32, the same weights traced and eager: 2 blocks and the masked LM's head (4 * 16).
+  assert_close(predicted["masked_lm_logits"], trained.model(batch)["masked_lm_logits"].numpy(),
+               "float32", 2 * block_ops(model_config, L) + 4 * 16)
   assert evaluator.evaluate(lambda ctx: tf.data.Dataset.from_tensors(batch))["global_step"] == 3
   assert made == [] and evaluator.state.optimizer is None
   # Training from there builds the optimizer and restores its moments too.
@@ -136,7 +144,7 @@ def test_evaluation_alone_builds_no_optimizer_and_restores_a_training_checkpoint
   assert len(made) == 1 and evaluator.global_step == 3
   name = "bert/encoder/layer_0/attention/self/query/kernel"
   var = evaluator.state.table[name]
-  np.testing.assert_array_equal(evaluator.optimizer.slots(var)[0].numpy(),
+  np.testing.assert_array_equal(evaluator.optimizer.slots(var)[0].numpy(),  # exact: restored
                                 trained.optimizer.slots(trained.state.table[name])[0].numpy())
 
 
@@ -154,6 +162,9 @@ def test_gradient_accumulation_equals_the_large_batch(setup, tmp_path):
   four = _train_in_process(setup, tmp_path / "four", accumulation=4)
   a, b = checkpoints.model_weights(one.model), checkpoints.model_weights(four.model)
   for name in a:
+    # Training (Adam): outside helpers.rounding_tolerance's model. Gradients summed over 4 micro-
+    # batches differ by rounding (measured: weights within 1e-8 after 3 steps); 2e-6 is
+    # a thousandth of one update (up to 1e-3 * 3.2).
     np.testing.assert_allclose(a[name], b[name], atol=2e-6, err_msg=name)
   assert one.global_step == four.global_step == 3
 
@@ -196,6 +207,9 @@ def test_mirrored_and_multi_worker_agree_with_one_device(setup, tmp_path):
   for other in ("mirrored", "multi"):
     got = _weights(tmp_path / other)
     for name in want:
+      # Training (Adam): outside helpers.rounding_tolerance's model. Replicas sum
+      # gradients in another order, 4 steps; 1e-5 is a three-hundredth of one update (up to
+      # 1e-3 * 3.2).
       np.testing.assert_allclose(got[name], want[name], atol=1e-5, err_msg=f"{other} {name}")
 
 
@@ -240,6 +254,9 @@ def test_killed_run_resumes_to_the_same_weights(setup, tmp_path):
   a = checkpoints.read_checkpoint(str(tmp_path / "a" / "export")).weights
   b = checkpoints.read_checkpoint(str(tmp_path / "b" / "export")).weights
   for name in a:
+    # Training (Adam): outside helpers.rounding_tolerance's model. The same
+    # program on the same batches from restored bits; 1e-6 leaves room for a restarted
+    # loop compiled to other kernels, far below one update (up to 1e-3 * 3.2).
     np.testing.assert_allclose(b[name], a[name], atol=1e-6, err_msg=name)
 
 
@@ -283,8 +300,9 @@ def test_outputs_eval_results_export_and_plot(setup, tmp_path):
   trained = BertPretrainer(config)
   checkpoints.load_checkpoint(trained, str(out))  # our TF2 checkpoint of the same run
   batch = _batches(setup[2], 4, 1)[0]
-  np.testing.assert_allclose(model(batch)["masked_lm_logits"],
-                             trained(batch)["masked_lm_logits"], atol=1e-6)
+  # float32, the same weights (the export copies their bits) through the same layers.
+  assert_close(model(batch)["masked_lm_logits"], trained(batch)["masked_lm_logits"], "float32",
+               2 * block_ops(config, L) + 4 * 16)
 
 
 def test_nan_loss_stops_naming_the_step(setup, tmp_path):
@@ -338,9 +356,14 @@ def test_compiled_loop_traces_its_step_once_and_sums_every_step(setup, tmp_path)
 
   single, batches = trainer_and_batches("single")
   losses = [float(single._train_loop(batches, tf.constant(1))[0]["loss"]) for _ in range(3)]
-  np.testing.assert_allclose(float(totals["loss"]), sum(losses), rtol=1e-5)
+  # The same step program looped or called (equal here): float32 orders of the forward
+  # pass (2 blocks, the heads) and a sum of 3 losses, on the same weights (next assert).
+  assert_close(float(totals["loss"]), sum(losses), "float32",
+               2 * block_ops(model_config, L) + 4 * 16 + 3)
   assert int(looped.optimizer.iterations) == int(single.optimizer.iterations) == 3
   for a, b in zip(looped.model.trainable_variables, single.model.trainable_variables):
+    # Training (Adam): outside helpers.rounding_tolerance's model; equal here, 1e-6 is
+    # far below one update (up to 1e-3 * 3.2).
     np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
 
 
@@ -358,9 +381,12 @@ def test_masked_lm_terms_equal_tensorflows_cross_entropy_and_argmax():
     nll, correct = pretraining.masked_lm_terms(x, tf.constant(ids))
     reference = tf.nn.sparse_softmax_cross_entropy_with_logits(ids, x)
     ours_sum, reference_sum = tf.reduce_sum(nll * 1.5), tf.reduce_sum(reference * 1.5)
-  np.testing.assert_allclose(nll.numpy(), reference.numpy(), rtol=1e-5, atol=1e-5)
-  np.testing.assert_allclose(tape.gradient(ours_sum, x).numpy(),
-                             tape.gradient(reference_sum, x).numpy(), atol=1e-5)
+  # float32, two implementations of a log-softmax over 50 logits, relative to the logits
+  # (up to 30); its gradient (softmax minus one-hot, times 1.5) relative to 1.5.
+  assert_close(nll.numpy(), reference.numpy(), "float32", 50 + 8, np.abs(logits).max())
+  assert_close(tape.gradient(ours_sum, x).numpy(), tape.gradient(reference_sum, x).numpy(),
+               "float32", 50 + 8, 1.5)
+  # Exact: 0/1 from comparisons.
   np.testing.assert_array_equal(correct.numpy(), (np.argmax(logits, -1) == ids).astype("float32"))
   assert correct.numpy()[0, 0] == 0.0 and correct.numpy()[0, 1] == 1.0
 
