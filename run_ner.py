@@ -55,12 +55,10 @@ class Tagging(TaskAdapter):
   def check_flags(self):
     if FLAGS.learning_rate is None:
       FLAGS.learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
-    if FLAGS.max_seq_length < 3:
-      raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for words.")
+    tagging_inputs.check_window_length(FLAGS.max_seq_length)
     self.layers = tagging.parse_feature_layers(FLAGS.feature_layers)
-    if FLAGS.feature_based:
-      word_features.check_local_input(FLAGS.use_tpu or FLAGS.strategy == "tpu",
-                                      FLAGS.tpu_name or FLAGS.master)
+    word_features.check_local_input(FLAGS.feature_based, FLAGS.use_tpu or FLAGS.strategy == "tpu",
+                                    FLAGS.tpu_name or FLAGS.master)
 
   def adjust_config(self, config):
     if FLAGS.feature_based:  # ValueError naming --feature_layers when one is not a layer
@@ -68,10 +66,10 @@ class Tagging(TaskAdapter):
     return config
 
   def trained_with(self, config):
-    if FLAGS.do_train:  # the tag set comes from the training file
-      self.train_path, self.train_docs, self.labels = conll.read_training_file(FLAGS.data_dir)
-    else:
-      self.labels = conll.read_labels(os.path.join(FLAGS.output_dir, "label_list.txt"))
+    self.train = (tagging_inputs.read_training(FLAGS.data_dir, FLAGS.document_context)
+                  if FLAGS.do_train else None)  # the tag set comes from the training file
+    self.labels = (self.train.labels if self.train else
+                   conll.read_labels(os.path.join(FLAGS.output_dir, "label_list.txt")))
     self.task = tagging.TaggingTask(config, len(self.labels), FLAGS.feature_based, self.layers,
                                     FLAGS.feature_combine, FLAGS.lstm_units)
     return {"task": "ner", "labels": self.labels, **self.task.settings()}
@@ -81,25 +79,20 @@ class Tagging(TaskAdapter):
                                         FLAGS.doc_stride, training, pad_to)[0]
 
   def read(self, run):
-    if FLAGS.do_train:
-      self.train = tagging_inputs.flatten(self.train_docs, self.train_path,
-                                          FLAGS.document_context)
-      self.sentences = tagging_inputs.sentence_lengths(self.train_docs)
-      # Fine-tuned, the windows now (their count is the step count); feature-based, later.
-      self.train_arrays = None if FLAGS.feature_based else self._windows(run, self.train, True)
-    self.held_out = {split: tagging_inputs.read_split(FLAGS.data_dir, split, FLAGS.document_context)
-                     for wanted, split in ((FLAGS.do_eval, "dev"), (FLAGS.do_predict, "test"))
-                     if wanted}
-    tagging_inputs.check_held_out_tags(self.held_out, self.labels)
+    # Fine-tuned, the training windows now (they count the steps); feature-based, later.
+    if FLAGS.do_train and not FLAGS.feature_based:
+      self.train_arrays = self._windows(run, self.train.words, True)
+    self.held_out = tagging_inputs.read_held_out(FLAGS.data_dir, FLAGS.do_eval, FLAGS.do_predict,
+                                                 FLAGS.document_context, self.labels)
     logging.info("Labels: %s", " ".join(self.labels))
     if FLAGS.feature_based:  # each file's features in turn, in a local scratch file
-      files = [f for _, f in self.held_out.values()] + ([self.train] if FLAGS.do_train else [])
-      self.features = word_features.ScratchFeatures(app.scratch_dir("run_ner_"),
-                                                    self.task.feature_width(), files)
+      self.features = word_features.ScratchFeatures(
+          app.scratch_dir("run_ner_"), self.task.feature_width(), self.held_out, self.train)
 
   def train_steps(self, run):  # feature-based: batches of sentences; else of windows
-    count = len(self.sentences) if FLAGS.feature_based else len(self.train_arrays["input_ids"])
-    return run.epoch_steps(count, self.train_path)
+    count = (len(self.train.sentence_lengths) if FLAGS.feature_based
+             else len(self.train_arrays["input_ids"]))
+    return run.epoch_steps(count, self.train.path)
 
   def build_task(self, run):
     return self.task
@@ -109,21 +102,17 @@ class Tagging(TaskAdapter):
       conll.write_labels(run.shared_path("label_list.txt"), self.labels)
     if not FLAGS.feature_based:
       return run.record_input(tagging_inputs.record_arrays(self.train_arrays))
-    self.features.compute(run.trainer.model, self._windows(run, self.train, False),
-                          len(self.train.words), FLAGS.train_batch_size)
-    return TrainInput(*self.features.sentence_input(
-        self.sentences, [self.labels.index(t) for t in self.train.tags],
+    return TrainInput(*self.features.train_input(
+        run.trainer.model, self._windows(run, self.train.words, False), self.train,
         FLAGS.train_batch_size, FLAGS.seed, FLAGS.bucket_by_length))
 
   def _tags(self, run, split, batch_size, records, predictions_file):
-    """(flat words, predicted IOB2 tags) of a held-out split; writes them (the chief)."""
+    """(documents, predicted IOB2 tags) of a held-out split; writes the tags (the chief)."""
     documents, flat = self.held_out[split]
     batch = run.global_batch(batch_size)
     arrays = self._windows(run, flat, False, pad_to=batch)
     if FLAGS.feature_based:  # the encoder once, then the BiLSTM by sentence
-      features = self.features.compute(run.trainer.model, arrays, len(flat.words), batch)
-      predicted = word_features.tag_sentences(run.trainer.model, features,
-                                              tagging_inputs.sentence_lengths(documents), batch)
+      predicted = self.features.tag(run.trainer.model, arrays, flat, documents, batch)
     else:
       out = run.predict_records(tagging_inputs.record_arrays(arrays), records, batch)
       predicted = tagging_inputs.word_predictions(out["logits"], arrays["word_positions"],
@@ -131,19 +120,19 @@ class Tagging(TaskAdapter):
     tags = [self.labels[i] for i in predicted]
     if run.chief:
       conll.write_predictions(run.shared_path(predictions_file), documents, tags)
-    return flat, tags
+    return documents, tags
 
   def evaluate(self, run):
-    _, tags = self._tags(run, "dev", FLAGS.eval_batch_size, "eval.tf_record",
-                         "eval_predictions.txt")
+    documents, tags = self._tags(run, "dev", FLAGS.eval_batch_size, "eval.tf_record",
+                                 "eval_predictions.txt")
     return {"global_step": run.trainer.global_step,
-            **ner_metrics.file_scores(self.held_out["dev"][0], tags, "eval_")}
+            **ner_metrics.file_scores(documents, tags, "eval_")}
 
   def predict(self, run):
-    flat, tags = self._tags(run, "test", FLAGS.predict_batch_size, "predict.tf_record",
-                            "test_predictions.txt")
-    if all(t is not None for t in flat.tags):  # a test file with tags is scored too
-      scores = ner_metrics.file_scores(self.held_out["test"][0], tags, "test_")
+    documents, tags = self._tags(run, "test", FLAGS.predict_batch_size, "predict.tf_record",
+                                 "test_predictions.txt")
+    scores = ner_metrics.file_scores(documents, tags, "test_")
+    if scores:  # a test file with tags is scored too
       run.write_results("test_results.txt", {"global_step": run.trainer.global_step, **scores},
                         "test")
 

@@ -16,7 +16,7 @@ from cli import app
 from cli.flags import define_runtime_flags, define_tpu_flags, must_be_positive
 from cli.runner import Runner, TaskAdapter, TrainInput
 from data import features, pipeline
-from modeling import checkpoints, language_model, pretraining, reports
+from modeling import checkpoints, language_model, reports
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
 flags.DEFINE_string("input_file", None, "Training records: comma-separated files or globs.")
@@ -76,24 +76,15 @@ class Pretraining(TaskAdapter):
   def check_flags(self):
     if FLAGS.do_train and FLAGS.num_train_steps < 1:
       raise ValueError(f"--num_train_steps={FLAGS.num_train_steps}: training needs at least 1.")
-    if not FLAGS.next_sentence_weight >= 0:
-      raise ValueError(f"--next_sentence_weight={FLAGS.next_sentence_weight} must be 0 or more.")
-    if FLAGS.objective == "ltr" and FLAGS["next_sentence_weight"].present:
-      raise ValueError("--next_sentence_weight applies to --objective=mlm; --objective=ltr "
-                       "trains no next-sentence task.")
+    language_model.check_objective(FLAGS.objective, FLAGS.next_sentence_weight,
+                                   FLAGS["next_sentence_weight"].present)
     self.compression = "" if FLAGS.input_compression == "none" else "GZIP"
     self.eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     self.spec = features.pretraining_feature_spec(FLAGS.max_seq_length,
                                                   FLAGS.max_predictions_per_seq)
 
   def adjust_config(self, config):
-    if FLAGS.objective == "ltr":
-      return language_model.causal_config(config)
-    if config.causal_attention:
-      raise ValueError(f"--bert_config_file={FLAGS.bert_config_file} has causal_attention "
-                       "(a left-to-right model) but masked LM reads both sides: pass "
-                       "--objective=ltr, or a config without causal_attention.")
-    return config
+    return language_model.objective_config(FLAGS.objective, config, FLAGS.bert_config_file)
 
   def trained_with(self, config):  # a checkpoint of the other objective is refused
     return {"objective": FLAGS.objective}
@@ -101,23 +92,18 @@ class Pretraining(TaskAdapter):
   def read(self, run):
     """Every records file's layout and first ids, before training (after the strategy:
     MultiWorkerMirroredStrategy must configure the runtime before any op runs)."""
-    patterns = {flag: pattern for flag, pattern in (("--input_file", FLAGS.input_file),
-                                                    ("--eval_input_file", FLAGS.eval_input_file))
-                if pattern}
-    features.check_pretraining_records(patterns, FLAGS.max_seq_length,
-                                       FLAGS.max_predictions_per_seq, run.config,
-                                       self.compression)
-    if FLAGS.do_eval and run.static_shapes:  # evaluation then runs whole batches only
-      pipeline.check_whole_batch(self.eval_pattern, self.compression, FLAGS.eval_batch_size)
+    features.check_pretraining_inputs(
+        FLAGS.input_file, FLAGS.eval_input_file, FLAGS.max_seq_length,
+        FLAGS.max_predictions_per_seq, run.config, self.compression,
+        # evaluation compiled for one shape runs whole batches only
+        FLAGS.eval_batch_size if FLAGS.do_eval and run.static_shapes else None)
 
   def train_steps(self, run):
     return FLAGS.num_train_steps, FLAGS.num_warmup_steps
 
   def build_task(self, run):
-    if FLAGS.objective == "ltr":
-      task = language_model.LanguageModelTask(run.config)
-    else:
-      task = pretraining.PretrainingTask(run.config, FLAGS.next_sentence_weight)
+    task = language_model.objective_task(FLAGS.objective, run.config,
+                                         FLAGS.next_sentence_weight)
     logging.info("Objectives trained: %s", ", ".join(task.objectives))
     self.curve = task.curve
     return task

@@ -56,8 +56,11 @@ def conll_scores(gold_sentences, predicted_sentences):
 
 def file_scores(documents, predicted_tags, prefix=""):
   """conll_scores of a file's predicted tags (one per word, in file order) against the
-  file's own tags (data/conll.py documents), keys prefixed."""
+  file's own tags (data/conll.py documents), keys prefixed; {} when the file has no tags
+  of its own (a file to tag, not to score)."""
   gold = [s.tags for d in documents for s in d.sentences]
+  if any(t is None for sentence in gold for t in sentence):
+    return {}
   guessed, start = [], 0
   for sentence in gold:
     guessed.append(predicted_tags[start:start + len(sentence)])

@@ -16,7 +16,7 @@ from data import path_checks, record_files
 # The functions these pipelines hand tf.data have no Python control flow on
 # tensors, so AutoGraph has nothing to convert in them; its source rewriting
 # doubled the time a process took to build its first prediction pipeline (0.11 s
-# instead of 0.23-0.26 s, benchmarks/update_and_startup.py). Each is marked
+# instead of 0.23-0.26 s, benchmarks/investigations/update_and_startup.py). Each is marked
 # do_not_convert: traced as written.
 no_autograph = tf.autograph.experimental.do_not_convert
 
@@ -232,7 +232,7 @@ def _parse(spec):
 
 # Files one pipeline reads at once: the original's num_cpu_threads. A constant, not
 # the host's core count, so that a seeded order is the same on any machine; reading
-# is not what limits a step (benchmarks/pretraining_input.py).
+# is not what limits a step (benchmarks/speed/pretraining_input.py).
 CYCLE_LENGTH = 4
 
 

@@ -11,7 +11,7 @@ truncates pairs.
 
 The last part makes questions in this layout from plain-text books (a
 sentence, its true successor and three sentences from elsewhere in the same
-book), for benchmarks/make_swag.py.
+book), for benchmarks/experiments/make_swag.py.
 """
 
 import csv

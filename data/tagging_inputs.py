@@ -43,6 +43,13 @@ def flatten(documents, path, document_context):
   return Words(words, tags, origins, [tuple(s) for s in streams])
 
 
+def check_window_length(max_seq_length):
+  """ValueError naming --max_seq_length when a window has no room for a word's piece
+  between [CLS] and [SEP]."""
+  if max_seq_length < 3:
+    raise ValueError(f"--max_seq_length={max_seq_length} leaves no room for words.")
+
+
 def word_piece_ids(tokenizer, words, origins):
   """WordPiece ids of each word; a word with no piece (say, only control characters) gets
   [UNK] so it keeps a place, and is reported."""
@@ -220,6 +227,35 @@ def read_split(data_dir, split, document_context):
   if not flat.words:
     raise ValueError(f"{path} holds no words to tag.")
   return documents, flat
+
+
+@dataclasses.dataclass
+class TrainingFile:
+  """The training file: its conll documents, the tag set they define, their words in
+  reading order (flatten) and the words in each sentence."""
+  path: str
+  documents: list
+  labels: list
+  words: Words
+  sentence_lengths: list
+
+
+def read_training(data_dir, document_context):
+  """data_dir's training file as a TrainingFile; ValueError naming the directory when it
+  has none."""
+  path, documents, labels = conll.read_training_file(data_dir)
+  return TrainingFile(path, documents, labels, flatten(documents, path, document_context),
+                      sentence_lengths(documents))
+
+
+def read_held_out(data_dir, do_eval, do_predict, document_context, labels):
+  """{split: (documents, flat words)} of the dev file (do_eval) and the test file
+  (do_predict) in data_dir, read and checked against the model's `labels`
+  (check_held_out_tags)."""
+  held_out = {split: read_split(data_dir, split, document_context)
+              for wanted, split in ((do_eval, "dev"), (do_predict, "test")) if wanted}
+  check_held_out_tags(held_out, labels)
+  return held_out
 
 
 def check_held_out_tags(held_out, labels):

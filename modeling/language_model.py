@@ -19,7 +19,7 @@ import math
 from keras import ops
 
 from modeling.heads import correct, cross_entropy
-from modeling.pretraining import BertPretrainer
+from modeling.pretraining import BertPretrainer, PretrainingTask
 
 
 def original_tokens(batch):
@@ -60,6 +60,36 @@ def next_token_targets(input_ids, input_mask):
 def causal_config(config):
   """`config` with causal attention: the model --objective=ltr trains (and its saved config)."""
   return dataclasses.replace(config, causal_attention=True)
+
+
+def check_objective(objective, next_sentence_weight, weight_given):
+  """ValueError naming the flag when --next_sentence_weight does not fit --objective
+  (weight_given: whether the flag was given at all)."""
+  if not next_sentence_weight >= 0:
+    raise ValueError(f"--next_sentence_weight={next_sentence_weight} must be 0 or more.")
+  if objective == "ltr" and weight_given:
+    raise ValueError("--next_sentence_weight applies to --objective=mlm; --objective=ltr "
+                     "trains no next-sentence task.")
+
+
+def objective_config(objective, config, config_file):
+  """The config --objective trains: made causal for ltr; for mlm, ValueError naming
+  `config_file` when it is causal (masked LM reads both sides)."""
+  if objective == "ltr":
+    return causal_config(config)
+  if config.causal_attention:
+    raise ValueError(f"--bert_config_file={config_file} has causal_attention "
+                     "(a left-to-right model) but masked LM reads both sides: pass "
+                     "--objective=ltr, or a config without causal_attention.")
+  return config
+
+
+def objective_task(objective, config, next_sentence_weight):
+  """The task --objective trains: LanguageModelTask (ltr), or pretraining.PretrainingTask
+  (mlm) with its next-sentence loss weighted by next_sentence_weight."""
+  if objective == "ltr":
+    return LanguageModelTask(config)
+  return PretrainingTask(config, next_sentence_weight)
 
 
 class LanguageModelTask:

@@ -100,7 +100,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     if not self.lamb:
       # TensorFlow's own Adam kernel: one multi-threaded pass over (w, m, v) and no
       # compilation, 1.2x as fast on 2 CPU cores as this formula compiled with XLA per
-      # variable (benchmarks/update_and_startup.py).
+      # variable (benchmarks/investigations/update_and_startup.py).
       # With both beta powers 0 it applies no bias correction, as the original. It
       # forms 1 - beta_1 and 1 - beta_2 in float32: beta_2 then acts 1.3e-8 above
       # the original's (which took 1 - 0.999 in float64), so v differs by ~1e-5

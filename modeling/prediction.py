@@ -19,7 +19,7 @@ SUM = tf.distribute.ReduceOp.SUM
 # Sorted prediction batches of B rows are joined while a call holds at most
 # B * JOIN_LENGTH token positions: no more than one batch of the scripts' default
 # 128-token sequences, so memory stays within what the batch size already asks.
-# Measured (MiniLM, CoLA dev, batches of 8, 2 CPU cores): see benchmarks/finetuning.py.
+# Measured (MiniLM, CoLA dev, batches of 8, 2 CPU cores): see benchmarks/speed/finetuning.py.
 JOIN_LENGTH = 128
 
 

@@ -17,10 +17,11 @@ from absl import logging
 from data import path_checks, tagging_inputs
 
 
-def check_local_input(on_tpu, tpu_address):
-  """Raises ValueError when the features could not be read where the input runs: a remote
-  TPU's input pipeline runs on the TPU's host, which cannot read this machine's scratch."""
-  if on_tpu and (tpu_address or "local") != "local":
+def check_local_input(feature_based, on_tpu, tpu_address):
+  """Raises ValueError when a feature-based run's features could not be read where the
+  input runs: a remote TPU's input pipeline runs on the TPU's host, which cannot read this
+  machine's scratch."""
+  if feature_based and on_tpu and (tpu_address or "local") != "local":
     raise ValueError("--feature_based reads its features in this process, which a remote "
                      "TPU's input pipeline cannot: run it on the TPU VM (no --tpu_name).")
 
@@ -29,13 +30,16 @@ class ScratchFeatures:
   """One local scratch file for each data file's word features in turn.
 
   Checks now that `directory` has room for the largest file's features (`width`
-  float32 per word of the longest of `word_files`, tagging_inputs.Words), so a
-  run that would run out of disk stops before any work.
+  float32 per word of the longest file: the held-out files, {split: (documents,
+  tagging_inputs.Words)}, and the tagging_inputs.TrainingFile `training` if any), so
+  a run that would run out of disk stops before any work.
   """
 
-  def __init__(self, directory, width, word_files):
+  def __init__(self, directory, width, held_out, training=None):
     self.path = os.path.join(directory, "features.npy")
     self.width = width
+    word_files = [words for _, words in held_out.values()]
+    word_files += [training.words] if training else []
     max_words = max(len(f.words) for f in word_files)
     path_checks.check_free_space(directory, max_words * width * 4,
                                  "The encoder's features (--feature_based)",
@@ -50,14 +54,25 @@ class ScratchFeatures:
                  num_words * self.width * 4 / 1e9, self.path)
     return word_features(model, arrays, num_words, batch_size, self.path)
 
-  def sentence_input(self, lengths, label_ids, batch_size, seed, bucket_by_length):
-    """(dataset_fn, load_fn) training the BiLSTM on the computed features: shuffled
-    batches of `batch_size` sentences (tagging_inputs.sentence_dataset), whose words'
-    features are read from the scratch file batch by batch."""
+  def train_input(self, model, arrays, training, batch_size, seed, bucket_by_length):
+    """(dataset_fn, load_fn) training the BiLSTM: the features of the training file (a
+    tagging_inputs.TrainingFile, whose window `arrays` the encoder reads) computed now,
+    then shuffled batches of `batch_size` sentences (tagging_inputs.sentence_dataset),
+    whose words' features are read from the scratch file batch by batch."""
+    self.compute(model, arrays, len(training.words.words), batch_size)
+    label_ids = [training.labels.index(t) for t in training.words.tags]
     return (lambda ctx: tagging_inputs.sentence_dataset(
-                lengths, label_ids, ctx.get_per_replica_batch_size(batch_size), seed, ctx,
-                bucket_by_length),
+                training.sentence_lengths, label_ids, ctx.get_per_replica_batch_size(batch_size),
+                seed, ctx, bucket_by_length),
             lambda batches: tagging_inputs.with_word_features(batches, self.path))
+
+  def tag(self, model, arrays, words, documents, batch_size):
+    """The label index of every word of a held-out file (int64 [num_words]): its features
+    computed (window `arrays` of its tagging_inputs.Words `words`), then the BiLSTM run
+    sentence by sentence of its conll `documents`."""
+    features = self.compute(model, arrays, len(words.words), batch_size)
+    return tag_sentences(model, features, tagging_inputs.sentence_lengths(documents),
+                         batch_size)
 
 
 def word_features(model, arrays, num_words, batch_size, path=None):

@@ -406,7 +406,7 @@ def test_multiple_choice_exports_as_bert_for_multiple_choice(tmp_path):
 
 def test_left_to_right_model_exports_as_bert_lm_head_model(tmp_path):
   """run_pretraining --objective=ltr's model: transformers' causal BertLMHeadModel (is_decoder
-  in config.json). Its logits equal ours: benchmarks/hf_interchange.py."""
+  in config.json). Its logits equal ours: benchmarks/checks/hf_interchange.py."""
   config = language_model.causal_config(SMALL)
   model = BertPretrainer(config, next_sentence=False)
   randomize(model, 10)

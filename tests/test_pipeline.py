@@ -143,7 +143,7 @@ def test_global_batches_give_every_replica_of_a_step_one_shape(tmp_path):
 
 def test_prediction_pipeline_runs_without_the_autotuner(tmp_path):
   # With the autotuner on, some prediction passes ran at half speed from start to end
-  # (benchmarks/predict_passes.py); training pipelines keep it.
+  # (benchmarks/investigations/predict_passes.py); training pipelines keep it.
   spec = tfrecords.array_spec(_records(tmp_path / "r.tf_record", [3, 4, 5, 6]))
   predict = pipeline.global_batches(str(tmp_path / "r.tf_record"), spec, 2, length_multiple=8)
   train = pipeline.record_dataset(str(tmp_path / "r.tf_record"), spec, 2, True, seed=1)

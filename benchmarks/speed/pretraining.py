@@ -8,21 +8,20 @@ next-sentence head, its AdamWeightDecay, float32) runs the same kind of step
 in the same process. Also printed: the achieved FLOP/s as a fraction of a
 plain matmul's FLOP/s in the same dtype, measured here too.
 
-  python benchmarks/pretraining.py --models=demo,tiny,mini,small,base --seconds=20
+  python benchmarks/speed/pretraining.py --models=demo,tiny,mini,small,base --seconds=20
 
 "demo" is the model demo.py pretrains (L2/H128, its ~6,800-piece vocabulary).
 """
 
 import os
 import sys
-import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks import timing  # noqa: E402
+from benchmarks.common import flops, timing  # noqa: E402
 
 flags.DEFINE_list("models", ["demo", "tiny", "mini", "small", "base"], "Sizes to run.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
@@ -37,14 +36,6 @@ FLAGS = flags.FLAGS
 # (layers, hidden, heads, vocabulary)
 SIZES = {"demo": (2, 128, 2, 6799), "tiny": (2, 128, 2, 30522), "mini": (4, 256, 4, 30522),
          "small": (4, 512, 8, 30522), "base": (12, 768, 12, 30522)}
-
-
-def train_flops(layers, hidden, seq, predictions, vocab):
-  """Multiply-adds x 2 of one training step per sequence (forward x 3)."""
-  inner = 4 * hidden
-  per_layer = 2 * seq * (4 * hidden * hidden + 2 * hidden * inner) + 4 * seq * seq * hidden
-  heads = 2 * predictions * (hidden * hidden + hidden * vocab) + 2 * hidden * hidden
-  return 3 * (layers * per_layer + heads)
 
 
 def batch(rng, size, vocab):
@@ -67,18 +58,10 @@ def time_steps(run, steps_per_call):
 
 
 def ours(config, data, dtype, jit):
-  import keras
   import tensorflow as tf
-  from modeling import optimization, pretraining, training
-  keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
-  try:
-    trainer = training.Trainer(
-        tf.distribute.get_strategy(), pretraining.PretrainingTask(config),
-        lambda names: optimization.create_optimizer("adamw", 1e-4, 10**6, 10, names),
-        training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
-                             global_batch_size=FLAGS.batch_size, jit_compile=jit))
-  finally:
-    keras.mixed_precision.set_global_policy("float32")
+  from modeling import pretraining
+  trainer = timing.benchmark_trainer(pretraining.PretrainingTask(config), dtype,
+                                     FLAGS.batch_size, 1e-4, jit_compile=jit)
   iterator = iter(tf.data.Dataset.from_tensors(data).repeat())
   return lambda n: float(trainer._train_loop(iterator, tf.constant(n))[0]["loss"])
 
@@ -122,15 +105,6 @@ def model_garden(layers, hidden, heads, vocab, data):
   return lambda n: float(steps(tf.constant(n)))
 
 
-def matmul_flops(dtype, hidden):
-  """FLOP/s of a plain [4096, H] x [H, 4H] matmul in dtype."""
-  import tensorflow as tf
-  a = tf.cast(tf.random.normal((4096, hidden)), dtype)
-  b = tf.cast(tf.random.normal((hidden, 4 * hidden)), dtype)
-  f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b)[:1, :1], tf.float32)))
-  return timing.items_per_second(lambda: f().numpy(), 2 * 4096 * hidden * 4 * hidden, 3.0)
-
-
 def main(_):
   import numpy as np
   import platform
@@ -145,19 +119,19 @@ def main(_):
     config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=heads, intermediate_size=4 * hidden,
                         type_vocab_size=2)
-    flops = train_flops(layers, hidden, FLAGS.seq_length, FLAGS.predictions, vocab)
-    peaks = {d: matmul_flops(d, hidden) for d in FLAGS.dtypes}
+    per_sequence = flops.training(config, FLAGS.seq_length, FLAGS.predictions)
+    peaks = {d: timing.matmul_flops_per_second(hidden, d) for d in FLAGS.dtypes}
     steps = max(1, int(256 // FLAGS.batch_size // max(1, layers * hidden // 256)))
     mg = time_steps(model_garden(layers, hidden, heads, vocab, data), steps) if FLAGS.peer else None
     if mg:
       print(f"{size:<6} {'tf-models-official fp32':<24} {mg:8.1f} {1.0:10.2f} "
-            f"{mg * flops / peaks['float32']:15.1%}", flush=True)
+            f"{mg * per_sequence / peaks['float32']:15.1%}", flush=True)
     for dtype in FLAGS.dtypes:
       for jit in FLAGS.jit:
         rate = time_steps(ours(config, data, dtype, jit == "on"), steps)
         ratio = f"{rate / mg:10.2f}" if mg else f"{'-':>10}"
         print(f"{size:<6} {'ours ' + dtype + ' xla ' + jit:<24} {rate:8.1f} {ratio} "
-              f"{rate * flops / peaks[dtype]:15.1%}", flush=True)
+              f"{rate * per_sequence / peaks[dtype]:15.1%}", flush=True)
 
 
 if __name__ == "__main__":

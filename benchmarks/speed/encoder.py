@@ -4,19 +4,19 @@ For each model size, compute dtype and XLA setting, both encoders (same
 config, random weights, same batch) are timed in this one process, one after
 the other, and the ratio ours / Model Garden is printed.
 
-  python benchmarks/encoder.py --models=small,base --batch_size=16 --seconds=8
+  python benchmarks/speed/encoder.py --models=small,base --batch_size=16 --seconds=8
 """
 
 import os
 import platform
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks import timing  # noqa: E402
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_list("models", ["small", "base"], "Sizes to run: tiny, small, base.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes.")

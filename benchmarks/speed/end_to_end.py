@@ -2,28 +2,28 @@
 
 Fine-tunes the real all-MiniLM-L6-v2 checkpoint on a GLUE task with the
 scripts' default flags (128 tokens, batch 32, lr 5e-5, 3 epochs, evaluation
-batch 8), once per --dtypes entry, then runs benchmarks/hf_peer.py (Hugging
+batch 8), once per --dtypes entry, then runs benchmarks/speed/hf_peer.py (Hugging
 Face's PyTorch loop with per-batch padding, float32) with the same batch,
 learning rate and epochs. Prints, per run: the whole wall time, the training
 rate (sequences/s between the first and the last progress line, so tracing is
 left out, as hf_peer.py leaves out its first steps), the dev metrics, and the
 ratios against Hugging Face.
 
-  .venv/bin/python benchmarks/end_to_end.py --task=CoLA --hf_python=hfvenv/bin/python
+  .venv/bin/python benchmarks/speed/end_to_end.py --task=CoLA --hf_python=hfvenv/bin/python
 """
 
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime
 
-from absl import app, flags
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from absl import flags  # noqa: E402
+
+from benchmarks.common import launch  # noqa: E402
+
 flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds the task's folder in GLUE layout.")
 flags.DEFINE_string("task", "CoLA", "GLUE task (its folder under --glue_dir).")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our --dtype values, one run each.")
@@ -47,45 +47,32 @@ def training_rate(log, batch_size):
   return (s1 - s0) * batch_size / (t1 - t0).total_seconds()
 
 
-def _last_line(text):
-  lines = [line for line in text.splitlines() if line.strip()]
-  return lines[-1] if lines else "(no output)"
-
-
 def run_ours(dtype, checkpoint, work):
   output_dir = os.path.join(work, dtype)
-  command = [sys.executable, os.path.join(ROOT, "run_classifier.py"),
-             f"--task_name={FLAGS.task}", f"--data_dir={os.path.join(FLAGS.glue_dir, FLAGS.task)}",
-             f"--init_checkpoint={checkpoint}", f"--output_dir={output_dir}", "--do_train",
-             "--do_eval", f"--num_train_epochs={FLAGS.num_train_epochs}", f"--dtype={dtype}",
-             f"--train_batch_size={FLAGS.train_batch_size}", "--seed=1", *FLAGS.extra_flags]
-  start = time.perf_counter()
-  done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-  wall = time.perf_counter() - start
-  if done.returncode:
-    raise SystemExit(f"run_classifier.py failed: {_last_line(done.stderr)}")
-  results = dict(line.split(" = ") for line in
-                 open(os.path.join(output_dir, "eval_results.txt")).read().splitlines())
+  done = launch.script(
+      "run_classifier.py", f"--task_name={FLAGS.task}",
+      f"--data_dir={os.path.join(FLAGS.glue_dir, FLAGS.task)}",
+      f"--init_checkpoint={checkpoint}", f"--output_dir={output_dir}", "--do_train",
+      "--do_eval", f"--num_train_epochs={FLAGS.num_train_epochs}", f"--dtype={dtype}",
+      f"--train_batch_size={FLAGS.train_batch_size}", "--seed=1", *FLAGS.extra_flags)
+  results = launch.read_results(os.path.join(output_dir, "eval_results.txt"))
   values = {k[len("eval_"):]: float(v) for k, v in results.items() if k.startswith("eval_")}
   if "matthews_corrcoef" in values:
     values["mcc"] = values.pop("matthews_corrcoef")  # hf_peer.py's name
   rate = training_rate(done.stderr, FLAGS.train_batch_size)
-  return {"wall_seconds": wall, "train_sequences_per_second": rate, **values}
+  return {"wall_seconds": done.seconds, "train_sequences_per_second": rate, **values}
 
 
 def run_hf():
-  command = [FLAGS.hf_python, os.path.join(ROOT, "benchmarks", "hf_peer.py"), "--task=glue",
-             f"--data_dir={os.path.join(FLAGS.glue_dir, FLAGS.task)}",
-             f"--task_name={FLAGS.task}", f"--num_train_epochs={FLAGS.num_train_epochs}",
-             f"--train_batch_size={FLAGS.train_batch_size}"]
-  start = time.perf_counter()
-  done = subprocess.run(command, capture_output=True, text=True)
-  wall = time.perf_counter() - start
-  lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-  if done.returncode or not lines:
-    raise SystemExit(f"hf_peer.py failed: {_last_line(done.stderr)}")
-  out = json.loads(lines[-1])
-  return {"wall_seconds": wall, **out}
+  done = launch.script(
+      "benchmarks/speed/hf_peer.py", "--task=glue",
+      f"--data_dir={os.path.join(FLAGS.glue_dir, FLAGS.task)}", f"--task_name={FLAGS.task}",
+      f"--num_train_epochs={FLAGS.num_train_epochs}",
+      f"--train_batch_size={FLAGS.train_batch_size}", python=FLAGS.hf_python)
+  out = done.json_line()
+  if out is None:
+    raise RuntimeError(f"hf_peer.py printed no JSON line: {done.stdout[-500:]}")
+  return {"wall_seconds": done.seconds, **out}
 
 
 def main(_):
@@ -116,4 +103,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  launch.main_guarded(main)

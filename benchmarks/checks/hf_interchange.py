@@ -14,7 +14,7 @@ any check fails.
   .venv/bin/python convert_checkpoint.py --input_checkpoint=$MINILM --output_dir=/tmp/tf1
   .venv/bin/python convert_checkpoint.py --input_checkpoint=/tmp/tf1 \
       --output_dir=/tmp/hf --output_format=hf
-  /work/hfvenv/bin/python benchmarks/hf_interchange.py --converted_dir=/tmp/hf
+  /work/hfvenv/bin/python benchmarks/checks/hf_interchange.py --converted_dir=/tmp/hf
 
 With --head_dir (a directory made by hf_head_reference.py: a converted task-head
 checkpoint and our logits in reference.npz) it loads the class named in config.json

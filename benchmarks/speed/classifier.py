@@ -6,18 +6,18 @@ AdamWeightDecay) and prediction batches, float32 and bfloat16; tf-models-
 official's BertClassifier over BertEncoderV2 (same shape and batch, float32)
 in the same process.
 
-  python benchmarks/classifier.py --models=minilm,base --seconds=15
+  python benchmarks/speed/classifier.py --models=minilm,base --seconds=15
 """
 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks import timing  # noqa: E402
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_list("models", ["minilm", "base"], "Shapes to run.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")

@@ -3,17 +3,18 @@
 All three tokenize the same lines in this one process. tf-text's own
 BertTokenizer is the peer (it is not id-for-id equal to the original; ours is).
 
-  python benchmarks/tokenization.py --input_file=../shared/data/corpus/gutenberg/austen-emma.txt
+  python benchmarks/speed/tokenization.py --input_file=../shared/data/corpus/gutenberg/austen-emma.txt
 """
 
 import os
 import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_string("input_file", None, "Text to tokenize, one line per example.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the MiniLM package's uncased vocab.")
@@ -37,17 +38,16 @@ def main(_):
         f"{'ours/python':>12} {'ours/tf-text':>13} {'agree':>7}")
   for lower in (True, False):
     python = tokenization.FullTokenizer(vocab_file, lower)
-    start = time.perf_counter()
-    want = [python.convert_tokens_to_ids(python.tokenize(line)) for line in lines]
-    py_rate = len(lines) / (time.perf_counter() - start)
+    seconds, want = timing.timed(
+        lambda: [python.convert_tokens_to_ids(python.tokenize(line)) for line in lines])
+    py_rate = len(lines) / seconds
 
     def graph_rate(tokenize):
       batches = [tf.constant(lines[i:i + FLAGS.batch_size])
                  for i in range(0, len(lines), FLAGS.batch_size)]
       tokenize(batches[0])  # trace
-      start = time.perf_counter()
-      out = [tokenize(b) for b in batches]
-      return len(lines) / (time.perf_counter() - start), out
+      seconds, out = timing.timed(lambda: [tokenize(b) for b in batches])
+      return len(lines) / seconds, out
 
     ours = fast_tokenization.FastTokenizer(vocab_file, lower)
     ours_rate, ours_out = graph_rate(ours.tokenize)

@@ -18,8 +18,8 @@ function. Then both score the held-out book's records (the same batches):
 masked-LM loss and accuracy, for every seed in --seeds (initial weights,
 data order and dropout follow it).
 
-  python benchmarks/pretraining_quality.py --work_dir=/tmp/quality --steps=3000 --seeds=1,2
-  python benchmarks/pretraining_quality.py --work_dir=/tmp/quality_quick --quick
+  python benchmarks/checks/pretraining_quality.py --work_dir=/tmp/quality --steps=3000 --seeds=1,2
+  python benchmarks/checks/pretraining_quality.py --work_dir=/tmp/quality_quick --quick
 """
 
 import os
@@ -27,16 +27,14 @@ import re
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import flags, logging  # noqa: E402
 
-from benchmarks import script_runs  # noqa: E402
-from benchmarks.script_runs import (GUTENBERG, books, make_records, prepare_text,  # noqa: E402
-                                    read_results, run, write_config)
+from benchmarks.common import corpus, launch  # noqa: E402
 
-flags.DEFINE_string("input_files", GUTENBERG,
+flags.DEFINE_string("input_files", corpus.GUTENBERG,
                     "Raw text files (glob); the last in sorted order is held out.")
 flags.DEFINE_string("work_dir", None, "Everything is written here.")
 flags.DEFINE_string("size", "4/256/4", "Model as L/H/A (feed-forward 4H).")
@@ -90,7 +88,8 @@ def ours(config_file, init, records, heldout, seed, out):
   """Trains and evaluates with run_pretraining.py; its held-out (loss, accuracy)."""
   if not os.path.exists(os.path.join(out, "eval_results.txt")):
     every = max(FLAGS.steps // 20, 1)
-    run("run_pretraining.py", f"--bert_config_file={config_file}", f"--input_file={records}",
+    launch.script(
+        "run_pretraining.py", f"--bert_config_file={config_file}", f"--input_file={records}",
         f"--eval_input_file={heldout}", f"--output_dir={out}", f"--init_checkpoint={init}",
         "--do_train", "--do_eval", f"--train_batch_size={FLAGS.batch_size}",
         "--eval_batch_size=32", f"--max_seq_length={FLAGS.max_seq_length}",
@@ -99,7 +98,7 @@ def ours(config_file, init, records, heldout, seed, out):
         f"--learning_rate={FLAGS.learning_rate}", f"--save_checkpoints_steps={FLAGS.steps}",
         f"--iterations_per_loop={every}", f"--log_steps={every}",
         f"--max_eval_steps={FLAGS.eval_batches}", f"--seed={seed}", "--next_sentence_weight=0")
-  results = read_results(os.path.join(out, "eval_results.txt"))
+  results = launch.read_results(os.path.join(out, "eval_results.txt"))
   return float(results["masked_lm_loss"]), float(results["masked_lm_accuracy"])
 
 
@@ -199,13 +198,14 @@ def main(_):
   start = time.time()
   work = FLAGS.work_dir
   os.makedirs(work, exist_ok=True)
-  p = prepare_text(work, books(FLAGS.input_files, FLAGS.quick), FLAGS.vocab_size)
+  p = corpus.prepare_text(work, corpus.books(FLAGS.input_files, FLAGS.quick), FLAGS.vocab_size)
   shape = (FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
-  records = make_records(p["train.txt"], p["vocab.txt"], os.path.join(work, "train.tfrecord"),
-                         *shape, FLAGS.dupe_factor)
-  heldout = make_records(p["heldout.txt"], p["vocab.txt"],
-                         os.path.join(work, "heldout.tfrecord"), *shape, 1)
-  config_file = write_config(os.path.join(work, "bert_config.json"), p["vocab.txt"], FLAGS.size)
+  records = corpus.make_records(p["train.txt"], p["vocab.txt"],
+                                os.path.join(work, "train.tfrecord"), *shape, FLAGS.dupe_factor)
+  heldout = corpus.make_records(p["heldout.txt"], p["vocab.txt"],
+                                os.path.join(work, "heldout.tfrecord"), *shape, 1)
+  config_file = corpus.write_config(os.path.join(work, "bert_config.json"), p["vocab.txt"],
+                                    FLAGS.size)
   rows = []
   for seed in (int(s) for s in FLAGS.seeds):
     init = os.path.join(work, f"init_seed{seed}")
@@ -236,4 +236,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  script_runs.main_guarded(main)
+  launch.main_guarded(main)

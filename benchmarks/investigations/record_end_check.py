@@ -14,20 +14,21 @@ the median:
 The files are in the page cache: reading is at its fastest and the check's
 share at its largest. Other processes on the machine add noise of several %.
 
-  python benchmarks/record_end_check.py   # about 2 minutes
+  python benchmarks/investigations/record_end_check.py   # about 2 minutes
 """
 
 import os
 import statistics
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_integer("records", 100_000, "Records per variant, over 4 files.")
 flags.DEFINE_integer("repeats", 5, "Rounds of each variant; the median is reported.")
@@ -51,8 +52,7 @@ def _write(directory, compression):
         "masked_lm_ids": rng.integers(0, 30522, (n, 20)),
         "masked_lm_weights": np.ones((n, 20), np.float32),
         "next_sentence_labels": rng.integers(0, 2, n)}
-    tfrecords.write_arrays(names[-1], arrays, float_features=("masked_lm_weights",),
-                           compression=compression)
+    tfrecords.write_arrays(names[-1], arrays, compression=compression)
   return names
 
 
@@ -71,21 +71,15 @@ def main(_):
                                               compression=compression))
     finally:
       record_files.file_end, record_files.read = checked
-    for _ in range(100):  # shuffle buffer filled, autotuner settled
-      next(iterator)
-    batches, start = 0, time.perf_counter()
-    while time.perf_counter() - start < FLAGS.seconds:
-      next(iterator)
-      batches += 1
-    return batches * 32 / (time.perf_counter() - start)
+    # 100 batches of warm-up: the shuffle buffer filled, the autotuner settled.
+    return timing.items_per_second(lambda: next(iterator), 32, FLAGS.seconds, min_calls=1,
+                                   warmup_calls=100)
 
   with tempfile.TemporaryDirectory() as directory:
     plain = _write(directory, "")
     took = []
     for _ in range(FLAGS.repeats):
-      start = time.perf_counter()
-      record_files.file_ends(plain)
-      took.append(time.perf_counter() - start)
+      took.append(timing.timed(lambda: record_files.file_ends(plain))[0])
     size = sum(os.path.getsize(n) for n in plain) / FILES / 2**20
     print(f"file_ends of {FILES} plain files of {size:.0f} MiB: "
           f"{statistics.median(took) * 1000:.1f} ms")

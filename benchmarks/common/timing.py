@@ -1,0 +1,87 @@
+"""The one timing loop the benchmarks share, and the Trainer they time."""
+
+import time
+
+
+def timed(run):
+  """(seconds, result) of one call of run()."""
+  start = time.perf_counter()
+  result = run()
+  return time.perf_counter() - start, result
+
+
+def items_per_second(run, items_per_call, seconds, min_calls=3, warmup_calls=2,
+                     warmup_seconds=0.0):
+  """Items/s of run() over at least `seconds` and `min_calls` calls, after `warmup_calls`
+  calls and then further calls for `warmup_seconds` (an input pipeline's buffers filling).
+
+  run() must block until its work is done (return numpy values, not pending tensors).
+  """
+  for _ in range(warmup_calls):
+    run()
+  start = time.perf_counter()
+  while time.perf_counter() - start < warmup_seconds:
+    run()
+  calls, start = 0, time.perf_counter()
+  while time.perf_counter() - start < seconds or calls < min_calls:
+    run()
+    calls += 1
+  return calls * items_per_call / (time.perf_counter() - start)
+
+
+def training_sequences_per_second(trainer, iterator, seconds, batch_size, steps_per_call=10,
+                                  min_steps=20):
+  """Sequences/s of a Trainer's compiled loop (`steps_per_call` steps a call), after a
+  one-step call that traces it and one warm-up call."""
+  import tensorflow as tf
+  trainer._train_loop(iterator, tf.constant(1))  # traces
+  n = tf.constant(steps_per_call)
+  return items_per_second(lambda: float(trainer._train_loop(iterator, n)[0]["loss"]),
+                          steps_per_call * batch_size, seconds,
+                          min_calls=-(-min_steps // steps_per_call), warmup_calls=1)
+
+
+def pass_items_per_second(run_pass, count):
+  """Items/s of two consecutive whole passes run_pass() over `count` items: (first, second).
+
+  The first pays the one-off work a script pays once per run (tracing the
+  step, setting up kernels); the second is the speed of every later pass (the
+  Trainer keeps its traced step), the figure comparable to Hugging Face's loop,
+  which is timed after one warm-up batch.
+  """
+  return tuple(count / timed(run_pass)[0] for _ in range(2))
+
+
+def matmul_flops_per_second(hidden, dtype="float32", seconds=3.0):
+  """FLOP/s of a plain [4096, H] x [H, 4H] matrix product in `dtype`: the peak a model's
+  achieved FLOP/s is set against."""
+  import tensorflow as tf
+  from benchmarks.common import flops
+  a = tf.cast(tf.random.normal((4096, hidden)), dtype)
+  b = tf.cast(tf.random.normal((hidden, 4 * hidden)), dtype)
+  f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b)[:1, :1], tf.float32)))
+  return items_per_second(lambda: f().numpy(), flops.matmul(4096, hidden, 4 * hidden), seconds)
+
+
+def benchmark_trainer(task, dtype, batch_size, learning_rate=5e-5, pack_tokens=True,
+                      jit_compile=False, optimizer_fn=None):
+  """A Trainer for `task` under the default strategy in `dtype` (float32 or bfloat16), set to
+  train without end (AdamW, 10 warmup steps, unless optimizer_fn(names) makes another); the
+  global Keras policy is left at float32. pack_tokens=False computes padded positions too
+  (the original's way)."""
+  import tempfile
+
+  import keras
+  import tensorflow as tf
+  from modeling import optimization, training
+  keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
+  try:
+    return training.Trainer(
+        tf.distribute.get_strategy(), task,
+        optimizer_fn or (lambda names: optimization.create_optimizer(
+            "adamw", learning_rate, 10**6, 10, names)),
+        training.TrainConfig(output_dir=tempfile.mkdtemp(), num_train_steps=10**6,
+                             global_batch_size=batch_size, pack_tokens=pack_tokens,
+                             jit_compile=jit_compile))
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
