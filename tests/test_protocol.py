@@ -1,0 +1,114 @@
+"""Evaluation during training in the scripts (cli/runner.py, modeling/periodic_eval.py):
+eval_log.csv, the best checkpoint, early stopping, resuming, and repeatable seeded runs."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import read_eval_results
+from modeling import checkpoints
+from scripts import last_error_line, run_script
+from test_classifier import _common, _sst2, model_files  # noqa: F401  (the tiny model)
+
+# 64 examples at batch 16, 3 epochs: 12 steps, evaluated every 3.
+RUN = ("--task_name=SST-2", "--do_train", "--do_eval", "--train_batch_size=16",
+       "--learning_rate=1e-3", "--num_train_epochs=3", "--eval_batch_size=16",
+       "--eval_every_steps=3", "--early_stopping_patience=2", "--use_best_checkpoint",
+       "--keep_checkpoint_max=10", "--log_steps=3")
+
+
+def _eval_log(out):
+  with open(out / "eval_log.csv") as f:
+    return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _weights(path):
+  return checkpoints.read_checkpoint(str(path)).weights
+
+
+@pytest.fixture(scope="module")
+def full_run(model_files, tmp_path_factory):  # noqa: F811
+  d, vocab = model_files
+  tmp = tmp_path_factory.mktemp("protocol")
+  _sst2(tmp / "data", seed=11, n_train=64, n_dev=40, n_test=2)
+  out = tmp / "a"
+  run_script("run_classifier.py", *_common(d, vocab, tmp / "data", out, *RUN))
+  return d, vocab, tmp, out
+
+
+@pytest.mark.slow
+def test_evaluations_pick_the_best_checkpoint_and_stop_early(full_run):
+  _, _, _, out = full_run
+  log = _eval_log(out)
+  best = json.loads((out / "best" / "best.json").read_text())
+  steps = [int(r["step"]) for r in log]
+  assert steps == [3 * (i + 1) for i in range(len(log))]
+  # best.json records each evaluation's eval_accuracy, as eval_log.csv has it (6 digits).
+  assert [s for s, _ in best["evaluations"]] == steps
+  np.testing.assert_allclose([v for _, v in best["evaluations"]],
+                             [r["eval_accuracy"] for r in log], rtol=1e-6)
+  values = [v for _, v in best["evaluations"]]
+  first_max = int(np.argmax(values))  # the first of equal values stays the best
+  assert (best["step"], best["value"]) == (steps[first_max], values[first_max])
+  # Early stopping after 2 evaluations without improvement, else the 12 steps.
+  stop = next((s for i, s in enumerate(steps) if i - first_max >= 2), None)
+  assert best["stopped_at"] == stop
+  assert steps[-1] == (stop or 12)
+  assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{steps[-1]}")
+  # best/ holds the very weights of the regular checkpoint at the best step.
+  kept, regular = _weights(out / "best"), _weights(out / f"ckpt-{best['step']}")
+  assert kept.keys() == regular.keys()
+  for name in kept:
+    np.testing.assert_array_equal(kept[name], regular[name], err_msg=name)
+  # --use_best_checkpoint: --do_eval scores best/ with the same code as the evaluations.
+  assert read_eval_results(out / "eval_results.txt") == best["results"]
+  assert list((out / "eval").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.slow
+def test_a_seeded_run_repeats_and_a_killed_one_resumes_to_the_same_best(full_run):
+  d, vocab, tmp, out = full_run
+  again = tmp / "again"
+  run_script("run_classifier.py", *_common(d, vocab, tmp / "data", again, *RUN))
+  assert (again / "eval_log.csv").read_text() == (out / "eval_log.csv").read_text()
+  assert (again / "eval_results.txt").read_text() == (out / "eval_results.txt").read_text()
+  # Killed after the evaluation at step 6 and before its checkpoint: the resumed run
+  # redoes steps 4-6 and the evaluations after 3 and ends as the uninterrupted run did.
+  killed = tmp / "killed"
+  shutil.copytree(again, killed)
+  for path in killed.glob("ckpt-*"):
+    if int(path.name.split("-")[1].split(".")[0]) > 3:
+      path.unlink()
+  (killed / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
+  proc = run_script("run_classifier.py", *_common(d, vocab, tmp / "data", killed, *RUN))
+  assert "resumed from" in proc.stderr
+  assert (json.loads((killed / "best" / "best.json").read_text())
+          == json.loads((out / "best" / "best.json").read_text()))
+  assert (killed / "eval_results.txt").read_text() == (out / "eval_results.txt").read_text()
+  for name, value in _weights(killed / "best").items():
+    np.testing.assert_array_equal(value, _weights(out / "best")[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_protocol_flags_that_disagree_are_one_line(full_run):
+  d, vocab, tmp, out = full_run
+  common = _common(d, vocab, tmp / "data", tmp / "bad", "--task_name=SST-2", "--do_train")
+  cases = (
+      (["--eval_every_steps=3", "--eval_every_epochs=1", "--do_eval"],
+       "error: Give --eval_every_steps or --eval_every_epochs, not both."),
+      (["--eval_every_epochs=1"],
+       "error: --eval_every_epochs needs --do_eval: it scores the dev data that --do_eval "
+       "reads."),
+      (["--early_stopping_patience=2"],
+       "error: --early_stopping_patience needs --eval_every_steps or --eval_every_epochs."),
+      (["--eval_every_steps=3", "--do_eval", "--best_metric=eval_f1"],
+       "error: --best_metric=eval_f1 is not among the metrics of the evaluation: "
+       "eval_accuracy, eval_loss, loss."),
+  )
+  for extra, message in cases:
+    proc = run_script("run_classifier.py", *common, *extra, expect_ok=False)
+    assert last_error_line(proc) == message, proc.stderr[-2000:]
