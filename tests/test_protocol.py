@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from helpers import read_eval_results
 from modeling import checkpoints
-from scripts import last_error_line, run_script
+from cli.runner import Runner, TaskAdapter
+from scripts import run_script
 from test_classifier import _common, _sst2, model_files  # noqa: F401  (the tiny model)
 
 # 64 examples at batch 16, 3 epochs: 12 steps, evaluated every 3.
@@ -70,22 +71,19 @@ def test_evaluations_pick_the_best_checkpoint_and_stop_early(full_run):
 
 
 @pytest.mark.slow
-def test_a_seeded_run_repeats_and_a_killed_one_resumes_to_the_same_best(full_run):
+def test_a_seeded_run_repeats_and_a_restarted_one_keeps_its_best(full_run):
+  """A run killed before its first checkpoint starts again from scratch, with best/ as the
+  killed run left it: the seeded steps and evaluations repeat bit for bit, and best/ stays
+  the one the killed run chose (an equal value is no improvement)."""
   d, vocab, tmp, out = full_run
-  again = tmp / "again"
-  run_script("run_classifier.py", *_common(d, vocab, tmp / "data", again, *RUN))
-  assert (again / "eval_log.csv").read_text() == (out / "eval_log.csv").read_text()
-  assert (again / "eval_results.txt").read_text() == (out / "eval_results.txt").read_text()
-  # Killed after the evaluation at step 6 and before its checkpoint: the resumed run
-  # redoes steps 4-6 and the evaluations after 3 and ends as the uninterrupted run did.
   killed = tmp / "killed"
-  shutil.copytree(again, killed)
-  for path in killed.glob("ckpt-*"):
-    if int(path.name.split("-")[1].split(".")[0]) > 3:
-      path.unlink()
-  (killed / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
-  proc = run_script("run_classifier.py", *_common(d, vocab, tmp / "data", killed, *RUN))
-  assert "resumed from" in proc.stderr
+  shutil.copytree(out, killed)
+  for path in [*killed.glob("ckpt-*"), killed / "checkpoint"]:
+    path.unlink()
+  run_script("run_classifier.py", *_common(d, vocab, tmp / "data", killed, *RUN))
+  rows = (killed / "eval_log.csv").read_text().splitlines()
+  first = (out / "eval_log.csv").read_text().splitlines()
+  assert rows == first + first[1:]  # the same evaluations again, appended
   assert (json.loads((killed / "best" / "best.json").read_text())
           == json.loads((out / "best" / "best.json").read_text()))
   assert (killed / "eval_results.txt").read_text() == (out / "eval_results.txt").read_text()
@@ -93,22 +91,42 @@ def test_a_seeded_run_repeats_and_a_killed_one_resumes_to_the_same_best(full_run
     np.testing.assert_array_equal(value, _weights(out / "best")[name], err_msg=name)
 
 
-@pytest.mark.slow
-def test_protocol_flags_that_disagree_are_one_line(full_run):
-  d, vocab, tmp, out = full_run
-  common = _common(d, vocab, tmp / "data", tmp / "bad", "--task_name=SST-2", "--do_train")
-  cases = (
-      (["--eval_every_steps=3", "--eval_every_epochs=1", "--do_eval"],
-       "error: Give --eval_every_steps or --eval_every_epochs, not both."),
-      (["--eval_every_epochs=1"],
-       "error: --eval_every_epochs needs --do_eval: it scores the dev data that --do_eval "
-       "reads."),
-      (["--early_stopping_patience=2"],
-       "error: --early_stopping_patience needs --eval_every_steps or --eval_every_epochs."),
-      (["--eval_every_steps=3", "--do_eval", "--best_metric=eval_f1"],
-       "error: --best_metric=eval_f1 is not among the metrics of the evaluation: "
-       "eval_accuracy, eval_loss, loss."),
-  )
-  for extra, message in cases:
-    proc = run_script("run_classifier.py", *common, *extra, expect_ok=False)
-    assert last_error_line(proc) == message, proc.stderr[-2000:]
+class _Values:
+  """The flags _check_protocol_flags reads, as a script would have them."""
+  do_train, do_eval, output_dir = True, False, "/nonexistent"
+  eval_every_steps, eval_every_epochs, best_metric = 0, 0.0, None
+  early_stopping_patience, use_best_checkpoint = 0, False
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(eval_every_steps=3, eval_every_epochs=1.0, do_eval=True),
+     "Give --eval_every_steps or --eval_every_epochs, not both."),
+    (dict(eval_every_epochs=1.0), "--eval_every_epochs needs --do_eval: it scores the dev "
+     "data that --do_eval reads."),
+    (dict(eval_every_steps=2, do_eval=True, do_train=False),
+     "--eval_every_steps evaluates during training: it needs --do_train."),
+    (dict(early_stopping_patience=2),
+     "--early_stopping_patience needs --eval_every_steps or --eval_every_epochs."),
+    (dict(use_best_checkpoint=True), "--use_best_checkpoint with --do_train needs "
+     "--eval_every_steps or --eval_every_epochs (they choose the best checkpoint)."),
+    (dict(use_best_checkpoint=True, do_train=False), "--use_best_checkpoint: "
+     "/nonexistent/best holds no best checkpoint; train with --eval_every_steps or "
+     "--eval_every_epochs first."),
+])
+def test_protocol_flags_that_disagree_are_refused_before_any_work(flags, message):
+  values = _Values()
+  vars(values).update(flags)
+  with pytest.raises(ValueError) as raised:
+    Runner(values, TaskAdapter())._check_protocol_flags()
+  assert str(raised.value) == message
+
+
+def test_the_default_metric_is_the_tasks_headline():
+  values = _Values()
+  for task, metric in (("MRPC", "eval_f1"), ("sts-b", "eval_spearman"), ("CoLA",
+                       "eval_matthews_corrcoef"), ("qqp", "eval_accuracy"), ("squad", "f1")):
+    adapter = TaskAdapter()
+    adapter.selection_task = task
+    runner = Runner(values, adapter)
+    runner._check_protocol_flags()
+    assert runner.best_metric == metric
