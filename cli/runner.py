@@ -235,7 +235,8 @@ class Runner:
                                       self.steps_per_epoch or 0)
     if not every:
       return None
-    tracker = selection.Tracker(self.best_metric, patience=self._flag("early_stopping_patience", 0))
+    tracker = selection.Tracker(self.best_metric, patience=self._flag("early_stopping_patience", 0),
+                                state=periodic_eval.read_best(v.output_dir))
     logging.info("Evaluating on dev every %d steps and at the last; the best %s (%s is "
                  "better) is kept in %s.", every, tracker.metric,
                  "higher" if tracker.higher else "lower",

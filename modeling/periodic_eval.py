@@ -55,7 +55,7 @@ class PeriodicEvaluation:
   Args:
     every: steps between evaluations (the last step is always evaluated).
     evaluate: callable() -> {metric: number} of the model as it is (global_step included).
-    tracker: selection.Tracker (its state is read back from best/best.json here).
+    tracker: modeling/selection.Tracker, with the state read_best() gave (resuming).
     output_dir: --output_dir.
     config, vocab_file: copied into best/ so that it reads as a checkpoint directory.
     chief: whether this worker writes the shared outputs.
@@ -66,13 +66,9 @@ class PeriodicEvaluation:
     self.every, self.evaluate, self.tracker = every, evaluate, tracker
     self.output_dir, self.config, self.vocab_file, self.chief = (output_dir, config,
                                                                  vocab_file, chief)
-    saved = read_best(output_dir)
-    if saved:
-      tracker.__init__(tracker.metric, tracker.higher, tracker.patience, saved)
     self.csv = reports.CsvLog(os.path.join(output_dir, EVAL_LOG)) if chief else None
     self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
                    if chief else tf.summary.create_noop_writer())
-    self.seconds = 0.0  # spent evaluating, left out of the training rate
 
   def start(self, step):
     """Called once the run is positioned at `step` (resumed or fresh)."""
@@ -112,7 +108,6 @@ class PeriodicEvaluation:
           tf.summary.scalar(k, v)
       self.writer.flush()
     self._save(state, step, improved)
-    self.seconds += time.time() - start
     return stop
 
   def _save(self, state, step, improved):

@@ -99,8 +99,10 @@ class Tracker:
     self.state["evaluations"] = [e for e in self.state["evaluations"] if e[0] != step]
     self.state["evaluations"].append([step, value])
     improved = is_better(value, self.best, self.higher)
-    if improved:
-      self.state.update(step=step, value=value, results=dict(results))
+    if improved:  # numbers as JSON has them (numpy scalars are not JSON)
+      self.state.update(step=step, value=value,
+                        results={k: v if isinstance(v, int) else float(v)
+                                 for k, v in results.items()})
     return improved
 
   def should_stop(self, step):

@@ -320,15 +320,19 @@ class Trainer:
         log.add(totals, n)
         last = step == config.num_train_steps
         save = step % config.save_checkpoints_steps == 0 or last
-        if evaluator is not None and evaluator.due(step, config.num_train_steps):
-          evaluating = time.time()
+        evaluating = evaluator is not None and evaluator.due(step, config.num_train_steps)
+        if evaluating:
+          started = time.time()
           last = evaluator(self.state, step) or last  # True: early stopping ends training
-          log.mark_time += time.time() - evaluating  # the rate counts training alone
+          log.mark_time += time.time() - started  # the logged rate counts training alone
           save = True
         if step % config.log_steps == 0 or last:
           log.write(step)
         if save:
+          started = time.time()
           manager.save(checkpoint_number=step)
+          if evaluating:  # the checkpoint an evaluation adds is its cost, not the steps'
+            log.mark_time += time.time() - started
         if preemption is not None:
           preemption.save_checkpoint_if_preempted()
         elif self._stop_requested:

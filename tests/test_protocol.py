@@ -3,6 +3,7 @@ eval_log.csv, the best checkpoint, early stopping, resuming, and repeatable seed
 
 import csv
 import json
+import random
 import shutil
 
 import numpy as np
@@ -13,7 +14,10 @@ from helpers import read_eval_results
 from modeling import checkpoints
 from cli.runner import Runner, TaskAdapter
 from scripts import run_script
-from test_classifier import _common, _sst2, model_files  # noqa: F401  (the tiny model)
+from conftest import write_vocab
+from modeling.config import BertConfig
+from test_classifier import BAD, FILLER, GOOD, _common, _sst2
+from test_squad import _fine_tune, _zebra_or_nobody
 
 # 64 examples at batch 16, 3 epochs: 12 steps, evaluated every 3.
 RUN = ("--task_name=SST-2", "--do_train", "--do_eval", "--train_batch_size=16",
@@ -32,9 +36,14 @@ def _weights(path):
 
 
 @pytest.fixture(scope="module")
-def full_run(model_files, tmp_path_factory):  # noqa: F811
-  d, vocab = model_files
-  tmp = tmp_path_factory.mktemp("protocol")
+def full_run(tmp_path_factory):
+  """test_classifier's tiny model (from scratch) and data: one run with RUN's flags."""
+  tmp = d = tmp_path_factory.mktemp("protocol")
+  vocab = write_vocab(d / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "!"]
+                      + GOOD + BAD + FILLER)
+  BertConfig(vocab_size=len(GOOD + BAD + FILLER) + 7, hidden_size=32, num_hidden_layers=2,
+             num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+             type_vocab_size=2).to_json_file(str(d / "bert_config.json"))
   _sst2(tmp / "data", seed=11, n_train=64, n_dev=40, n_test=2)
   out = tmp / "a"
   run_script("run_classifier.py", *_common(d, vocab, tmp / "data", out, *RUN))
@@ -130,3 +139,18 @@ def test_the_default_metric_is_the_tasks_headline():
     runner = Runner(values, adapter)
     runner._check_protocol_flags()
     assert runner.best_metric == metric
+
+
+@pytest.mark.slow
+def test_squad_v2_is_scored_during_training_by_the_official_scorer(tmp_path):
+  rng = random.Random(3)
+  out, scores = _fine_tune(tmp_path, _zebra_or_nobody(rng, 64), _zebra_or_nobody(rng, 16),
+                           "--version_2_with_negative", "--num_train_epochs=2",
+                           "--eval_every_steps=4", "--null_score_diff_threshold=1.0")
+  best = json.loads((out / "best" / "best.json").read_text())
+  assert best["metric"] == "f1" and [s for s, _ in best["evaluations"]] == [4, 8]
+  # The last evaluation scored the final model as --do_predict did after training, with
+  # the official v2.0 scorer at the same threshold.
+  assert best["evaluations"][-1][1] == scores["f1"]
+  last = _eval_log(out)[-1]
+  assert sorted(last) == sorted(["step", *(k for k in scores if k != "global_step")])
