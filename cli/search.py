@@ -120,6 +120,16 @@ def run_args(run, args, directory):
   return kept + own
 
 
+def _end_with_parent():
+  """In a child before it starts (Linux): SIGTERM when the search dies, even by SIGKILL, so
+  no orphan goes on writing into a run directory that a restarted search runs again."""
+  try:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+  except (OSError, AttributeError):
+    pass
+
+
 def read_record(directory):
   path = os.path.join(directory, RECORD)
   if not files.exists(path):
@@ -137,6 +147,7 @@ class Search:
     self.script, self.args, self.output_dir, self.runs = script, args, output_dir, runs
     self.parallel, self.python = parallel, python
     self.children, self.lock = set(), threading.Lock()
+    self.started, self.finished, self.todo = time.time(), 0, 0
 
   def directory(self, run):
     return os.path.join(self.output_dir, "runs", run.name)
@@ -148,7 +159,8 @@ class Search:
     logging.info("[%d/%d] %s: started", number, len(self.runs), run.name)
     start = time.time()
     with open(os.path.join(directory, "log.txt"), "ab") as log:
-      child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=os.getcwd())
+      child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               preexec_fn=_end_with_parent if sys.platform == "linux" else None)
       with self.lock:
         self.children.add(child)
       code = child.wait()
@@ -166,6 +178,13 @@ class Search:
     else:
       logging.info("[%d/%d] %s: done in %s", number, len(self.runs), run.name,
                    format_duration(seconds))
+    with self.lock:
+      self.finished += 1
+      left = self.todo - self.finished
+      elapsed = time.time() - self.started
+    logging.info("%d of %d runs to do finished in %s; %d left, ETA %s.", self.finished,
+                 self.todo, format_duration(elapsed), left,
+                 format_duration(elapsed / self.finished * left))
     with files.atomic_output(os.path.join(directory, RECORD)) as f:
       json.dump(record, f, indent=1)
     return record
@@ -184,6 +203,7 @@ class Search:
         todo.append((run, number))
     logging.info("%d runs: %d done before, %d to run, %d at a time.", len(self.runs),
                  len(records), len(todo), self.parallel)
+    self.started, self.finished, self.todo = time.time(), 0, len(todo)
     pool, futures = concurrent.futures.ThreadPoolExecutor(self.parallel), {}
     try:
       futures = {pool.submit(self._one, run, number): run for run, number in todo}
