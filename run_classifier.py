@@ -53,6 +53,7 @@ class Classification(TaskAdapter):
 
   def check_flags(self):
     self.task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
+    self.selection_task = FLAGS.task_name
 
   def trained_with(self, config):
     name = FLAGS.task_name.lower()

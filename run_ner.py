@@ -49,6 +49,8 @@ class Tagging(TaskAdapter):
   """CoNLL files in; label_list.txt, eval_results.txt, eval_predictions.txt,
   test_predictions.txt and test_results.txt out."""
 
+  selection_task = "ner"
+
   def required_flags(self):
     return {"data_dir": FLAGS.data_dir, "output_dir": FLAGS.output_dir}
 

@@ -56,6 +56,7 @@ class SpanPrediction(TaskAdapter):
   when the predict file has answers, the official scores out."""
 
   actions = ("do_train", "do_predict")
+  dev_action, selection_task = "do_predict", "squad"  # scored during training: --predict_file
 
   def required_flags(self):
     return {"output_dir": FLAGS.output_dir}
@@ -97,9 +98,10 @@ class SpanPrediction(TaskAdapter):
       self.gold = squad.load_json(FLAGS.predict_file)
       if squad_evaluation.has_answers(self.gold):  # scored after prediction: checked now
         squad_evaluation.check_scorable(self.gold, v2, FLAGS.predict_file)
-      elif FLAGS.tune_null_threshold:
-        raise ValueError(f"--tune_null_threshold: --predict_file={FLAGS.predict_file} has no "
-                         "answers to tune on.")
+      elif FLAGS.tune_null_threshold or run.evaluates_during_training:
+        use = "--tune_null_threshold" if FLAGS.tune_null_threshold else "--eval_every_*"
+        raise ValueError(f"{use}: --predict_file={FLAGS.predict_file} has no answers to "
+                         f"{'tune on' if FLAGS.tune_null_threshold else 'score'}.")
 
   def train_steps(self, run):
     return run.epoch_steps(len(self.train), FLAGS.train_file)
@@ -112,19 +114,29 @@ class SpanPrediction(TaskAdapter):
     logging.info("%d training examples, %d features", len(self.train), len(features))
     return run.record_input(squad.feature_arrays(features, FLAGS.max_seq_length, True))
 
-  def predict(self, run):
+  def evaluate(self, run):  # during training: --predict_file's scores, as --do_predict's
+    predictions, _, null_odds, answers = self._predictions(run)
+    scores, _ = squad_evaluation.score(self.gold, predictions, answers, null_odds,
+                                       FLAGS.version_2_with_negative, FLAGS.tune_null_threshold)
+    return {**scores, "global_step": run.trainer.global_step}
+
+  def _predictions(self, run):  # predictions, nbest, null_odds, best non-null answers
     batch = run.global_batch(FLAGS.predict_batch_size)
     arrays = squad.feature_arrays(self.features, FLAGS.max_seq_length, False, pad_to=batch)
     logging.info("%d examples, %d features to predict", len(self.examples), len(self.features))
     # Positions cut from a trimmed batch can never be an answer: fill them with -inf.
     out = run.predict_records(arrays, "eval.tf_record", batch, keep=("unique_ids",),
                               fill=-float("inf"))
+    return squad_predictions.predictions_from_outputs(
+        self.examples, self.features, out, FLAGS.n_best_size, FLAGS.max_answer_length,
+        FLAGS.do_lower_case, FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold,
+        FLAGS.verbose_logging)
+
+  def predict(self, run):
+    predictions, nbest, null_odds, answers = self._predictions(run)
     if not run.chief:
       return
     v2 = FLAGS.version_2_with_negative
-    predictions, nbest, null_odds, answers = squad_predictions.predictions_from_outputs(
-        self.examples, self.features, out, FLAGS.n_best_size, FLAGS.max_answer_length,
-        FLAGS.do_lower_case, v2, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging)
     scores = None
     if squad_evaluation.has_answers(self.gold):
       scores, predictions = squad_evaluation.score(self.gold, predictions, answers, null_odds,

@@ -45,6 +45,8 @@ class MultipleChoice(TaskAdapter):
   """SWAG-layout csv files in; eval_results.txt, test_results.tsv and
   test_predictions.tsv out."""
 
+  selection_task = "swag"
+
   def required_flags(self):
     return {"data_dir": FLAGS.data_dir, "output_dir": FLAGS.output_dir}
 

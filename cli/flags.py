@@ -60,6 +60,7 @@ def define_finetuning_flags(module_name, omit=(), **changed):
   define_tpu_flags()
   define_runtime_flags()
   define_batching_flags()
+  define_protocol_flags()
   must_be_positive("learning_rate", "num_train_epochs")
 
 
@@ -120,6 +121,30 @@ def define_batching_flags(bucketing=True):
                     "Training: fill each batch with examples of similar length (buckets 16 "
                     "positions wide; feature-based run_ner: sentences of similar word counts). "
                     "Faster still, but it changes which examples share a batch.")
+
+
+def define_protocol_flags():
+  """Flags added for the fine-tuning scripts: evaluation during training, the best
+  checkpoint, early stopping (cli/runner.py, modeling/periodic_eval.py)."""
+  flags.DEFINE_integer("eval_every_steps", 0,
+                       "Also evaluate on the dev data every this many training steps and at "
+                       "the last (needs --do_eval; run_squad: --do_predict on a file with "
+                       "answers): eval_log.csv, TensorBoard eval/, and the best checkpoint "
+                       "in --output_dir/best. 0: off.", lower_bound=0)
+  flags.DEFINE_float("eval_every_epochs", 0.0,
+                     "As --eval_every_steps, every this many epochs (may be fractional). "
+                     "0: off.", lower_bound=0.0)
+  flags.DEFINE_string("best_metric", None,
+                      "The eval_results.txt key that chooses the best checkpoint (keys with "
+                      "'loss' go down, others up). Default: the task's headline metric "
+                      "(MRPC eval_f1, STS-B eval_spearman, CoLA eval_matthews_corrcoef, "
+                      "SQuAD f1, NER eval_f1, else eval_accuracy).")
+  flags.DEFINE_integer("early_stopping_patience", 0,
+                       "Stop training after this many evaluations in a row without a better "
+                       "--best_metric. 0: never.", lower_bound=0)
+  flags.DEFINE_bool("use_best_checkpoint", False,
+                    "Evaluate, predict and export with --output_dir/best (the best "
+                    "checkpoint of evaluation during training) instead of the last one.")
 
 
 def must_be_positive(*names):

@@ -18,6 +18,11 @@ steps they all share, always in this order:
   8. the Trainer, which reads the starting weights now
   9. train (or restore), evaluate, predict, export
 
+With --eval_every_steps / --eval_every_epochs, training evaluates on dev with
+the adapter's own `evaluate` (modeling/periodic_eval.py): eval_log.csv, the
+best checkpoint in --output_dir/best, early stopping; --use_best_checkpoint
+then evaluates, predicts and exports with that checkpoint (docs/protocol.md).
+
 Each check raises ValueError (one `error:` line, cli/app.py) before the step
 whose work it would waste. Only the chief writes the shared outputs.
 """
@@ -35,8 +40,8 @@ from absl import logging
 from cli import app, model_files, signals
 from cli.flags import ACTIONS
 from data import files, path_checks, pipeline, tfrecords
-from modeling import (checkpoints, cluster, distribution, export, optimization, reports,
-                      training)
+from modeling import (checkpoints, cluster, distribution, export, optimization, periodic_eval,
+                      reports, selection, training)
 
 TRAINED_WITH = "run.json"  # what the model in --output_dir was trained with
 
@@ -64,6 +69,9 @@ class TaskAdapter:
   vocab_required = True
   # Whether --max_seq_length and the starting checkpoint belong to the run's identity.
   length_and_start_define_run = True
+  # The --do_* flag that makes read() load the dev data `evaluate` scores.
+  dev_action = "do_eval"
+  selection_task = None  # the task's name in modeling/selection.HEADLINE (check_flags may set)
 
   def required_flags(self):
     """{flag name: value} of the flags the script cannot run without."""
@@ -129,6 +137,8 @@ class Runner:
     self.strategy = self.outputs = self.trainer = self.length_multiple = None
     self.static_shapes = False
     self.num_train_steps = 0
+    self.steps_per_epoch = None  # set by epoch_steps
+    self.evaluates_during_training = False
 
   def _flag(self, name, default=None):
     """A flag the script may not define (run_pretraining has no --do_predict, ...)."""
@@ -142,6 +152,7 @@ class Runner:
       names = [f"--{action}" for action in adapter.actions]
       raise ValueError(f"At least one of {', '.join(names[:-1])} and {names[-1]} must be set.")
     adapter.check_flags()
+    self._check_protocol_flags()
     if v.strategy == "multi_worker" and not v.use_tpu:  # TF_CONFIG checked at once
       cluster.parse_tf_config(os.environ.get("TF_CONFIG"))
     app.log_flags()
@@ -181,13 +192,65 @@ class Runner:
 
     if v.do_train:
       self._train(adapter.train_input(self))
-    else:
+    if self._flag("use_best_checkpoint"):
+      self._use_best()
+    elif not v.do_train:
       logging.info("Model %s.", self.trainer.restore(v.init_checkpoint, for_training=False))
     if self._flag("do_eval"):
       self.write_results("eval_results.txt", adapter.evaluate(self))
     if self._flag("do_predict"):
       adapter.predict(self)
     self._export(adapter.serving(self))
+
+  def _check_protocol_flags(self):
+    """Evaluation during training, the best checkpoint and early stopping: flags that
+    agree with each other and with the run's --do_* flags."""
+    v, dev = self.values, self.adapter.dev_action
+    steps, epochs = self._flag("eval_every_steps", 0), self._flag("eval_every_epochs", 0.0)
+    if steps and epochs:
+      raise ValueError("Give --eval_every_steps or --eval_every_epochs, not both.")
+    self.evaluates_during_training = bool(steps or epochs)
+    name = "--eval_every_steps" if steps else "--eval_every_epochs"
+    if self.evaluates_during_training and not v.do_train:
+      raise ValueError(f"{name} evaluates during training: it needs --do_train.")
+    if self.evaluates_during_training and not self._flag(dev):
+      raise ValueError(f"{name} needs --{dev}: it scores the dev data that --{dev} reads.")
+    if not self.evaluates_during_training:
+      for flag in ("best_metric", "early_stopping_patience"):
+        if self._flag(flag):
+          raise ValueError(f"--{flag} needs --eval_every_steps or --eval_every_epochs.")
+      if self._flag("use_best_checkpoint") and v.do_train:
+        raise ValueError("--use_best_checkpoint with --do_train needs --eval_every_steps or "
+                         "--eval_every_epochs (they choose the best checkpoint).")
+    if self._flag("use_best_checkpoint") and not v.do_train:
+      periodic_eval.best_checkpoint(v.output_dir)  # ValueError when there is none
+    self.best_metric = (self._flag("best_metric")
+                        or selection.headline_metric(self.adapter.selection_task))
+
+  def _evaluator(self):
+    """The PeriodicEvaluation of --eval_every_*, or None."""
+    v = self.values
+    every = periodic_eval.every_steps(self._flag("eval_every_steps", 0),
+                                      self._flag("eval_every_epochs", 0.0),
+                                      self.steps_per_epoch or 0)
+    if not every:
+      return None
+    tracker = selection.Tracker(self.best_metric, patience=self._flag("early_stopping_patience", 0),
+                                state=periodic_eval.read_best(v.output_dir))
+    logging.info("Evaluating on dev every %d steps and at the last; the best %s (%s is "
+                 "better) is kept in %s.", every, tracker.metric,
+                 "higher" if tracker.higher else "lower",
+                 os.path.join(v.output_dir, periodic_eval.BEST_DIR))
+    return periodic_eval.PeriodicEvaluation(every, lambda: self.adapter.evaluate(self), tracker,
+                                            v.output_dir, self.config, self.vocab_file,
+                                            self.chief)
+
+  def _use_best(self):
+    """--use_best_checkpoint: the model takes the weights and step of --output_dir/best."""
+    prefix, state = periodic_eval.best_checkpoint(self.values.output_dir)
+    self.trainer.state.load_weights(prefix)
+    logging.info("Using the best checkpoint %s: step %d, %s = %.6g.", prefix, state["step"],
+                 state["metric"], state["value"])
 
   def _identity(self, what):
     """The run's identity (see check_trained_with): `what`, the length and the start.
@@ -214,7 +277,8 @@ class Runner:
       save_trained_with(v.output_dir, {**self.identity, **self.adapter.notes(self)})
       checkpoints.write_config_and_vocab(v.output_dir, self.config, self.vocab_file)
     with train_input.naming_errors():
-      self.trainer.train(train_input.dataset_fn, v.init_checkpoint, load_fn=train_input.load_fn)
+      self.trainer.train(train_input.dataset_fn, v.init_checkpoint, load_fn=train_input.load_fn,
+                         evaluator=self._evaluator())
     if self.chief:
       self.adapter.after_training(self)
 
@@ -252,6 +316,7 @@ class Runner:
     """(steps, warmup steps) of --num_train_epochs over `num_examples` at
     --train_batch_size, as the original counted them; `source` names the training data."""
     v = self.values
+    self.steps_per_epoch = num_examples / v.train_batch_size
     steps = int(num_examples / v.train_batch_size * v.num_train_epochs)
     if steps < 1:
       raise ValueError(f"{source}: {num_examples} training example(s) make no step of "

@@ -122,3 +122,18 @@ class TrainState:
       self.restore()
     elif init_checkpoint:
       self._initialized = (init_checkpoint, self.restore(init_checkpoint))
+
+  def weights_checkpoint(self):
+    """A tf.train.Checkpoint of the model's variables and the step alone (no optimizer
+    moments): what --output_dir/best/ keeps. Readable as any of our checkpoints."""
+    return tf.train.Checkpoint(
+        model=checkpoints.NamedVariables(self.table),
+        optimizer=checkpoints.NamedVariables({"global_step": self.step}, "optimizer"))
+
+  def load_weights(self, prefix):
+    """Restores the model and the step written by weights_checkpoint() at `prefix`."""
+    try:
+      self.weights_checkpoint().read(prefix).assert_existing_objects_matched().expect_partial()
+    except (tf.errors.OpError, IndexError, AssertionError) as e:
+      reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+      raise ValueError(f"{prefix}: the best checkpoint cannot be read ({reason}).") from None

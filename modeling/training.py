@@ -278,13 +278,16 @@ class Trainer:
 
   # --- The host loop -----------------------------------------------------------
 
-  def train(self, dataset_fn, init_checkpoint=None, on_finish=None, load_fn=None):
-    """Trains to num_train_steps; returns the final step.
+  def train(self, dataset_fn, init_checkpoint=None, on_finish=None, load_fn=None,
+            evaluator=None):
+    """Trains to num_train_steps (or until `evaluator` stops it); returns the final step.
 
     dataset_fn(input_context) -> per-replica batched tf.data.Dataset (repeating).
     load_fn(dataset) -> dataset: per-batch loading (cached features read from
     a file) applied once the input is positioned, so the batches a resumed run
     skips are never loaded.
+    evaluator: a modeling/periodic_eval.PeriodicEvaluation, called between device
+    calls at its steps; a checkpoint is saved right after each of its evaluations.
     """
     config = self.config
     iterator, description = self._input(dataset_fn, init_checkpoint, load_fn)
@@ -298,11 +301,14 @@ class Trainer:
     step, seconds_per_step = self.global_step, None
     log = reports.StepLog(config.output_dir, config.num_train_steps, config.global_batch_size,
                           step, self.chief)
+    if evaluator is not None:
+      evaluator.start(step)
     if preemption is None:
       signal.signal(signal.SIGTERM, self._on_sigterm)
     try:
-      while step < config.num_train_steps:
-        n = self._steps_until_boundary(step, seconds_per_step)
+      while step < config.num_train_steps and not (evaluator and evaluator.stopped):
+        n = self._steps_until_boundary(step, seconds_per_step,
+                                       evaluator.every if evaluator else None)
         call_start = time.time()
         totals, first_bad = self._train_loop(iterator, tf.constant(n))
         step = self.global_step
@@ -312,10 +318,21 @@ class Trainer:
           raise ValueError(f"The loss became NaN or infinite at step {int(first_bad)}; "
                            "stopping. Try a lower --learning_rate or --dtype=float32.")
         log.add(totals, n)
-        if step % config.log_steps == 0 or step == config.num_train_steps:
+        last = step == config.num_train_steps
+        save = step % config.save_checkpoints_steps == 0 or last
+        evaluating = evaluator is not None and evaluator.due(step, config.num_train_steps)
+        if evaluating:
+          started = time.time()
+          last = evaluator(self.state, step) or last  # True: early stopping ends training
+          log.mark_time += time.time() - started  # the logged rate counts training alone
+          save = True
+        if step % config.log_steps == 0 or last:
           log.write(step)
-        if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+        if save:
+          started = time.time()
           manager.save(checkpoint_number=step)
+          if evaluating:  # the checkpoint an evaluation adds is its cost, not the steps'
+            log.mark_time += time.time() - started
         if preemption is not None:
           preemption.save_checkpoint_if_preempted()
         elif self._stop_requested:
@@ -353,13 +370,16 @@ class Trainer:
       return load(dataset_fn(context).skip(done * per_step))
     return iter(self.strategy.distribute_datasets_from_function(positioned)), description
 
-  def _steps_until_boundary(self, step, seconds_per_step=None):
-    """Steps for the next device call: up to the next log, checkpoint or the end, at most
-    steps_per_loop, and at most about 10 seconds of work so SIGTERM is answered quickly."""
+  def _steps_until_boundary(self, step, seconds_per_step=None, eval_every=None):
+    """Steps for the next device call: up to the next log, checkpoint, evaluation or the
+    end, at most steps_per_loop, and at most about 10 seconds of work so SIGTERM is
+    answered quickly."""
     c = self.config
     boundaries = [c.steps_per_loop, c.log_steps - step % c.log_steps,
                   c.save_checkpoints_steps - step % c.save_checkpoints_steps,
                   c.num_train_steps - step]
+    if eval_every:
+      boundaries.append(eval_every - step % eval_every)
     # Until a step has been timed, one step per call.
     boundaries.append(int(10.0 / seconds_per_step) if seconds_per_step else 1)
     return max(1, min(boundaries))

@@ -1,0 +1,262 @@
+"""finetune_search.py's process layer: the grid, the runs as child processes, resuming.
+
+Each run is the fine-tuning script with the user's flags plus its own
+--output_dir (a sub-directory of the search's), --learning_rate,
+--train_batch_size, --num_train_epochs and --seed; --export_dir, if given, is
+moved into the run's directory. Its output goes to log.txt there, and
+search_run.json records how it ended: a run whose record says "done" is
+skipped when the search is started again (a killed search resumes); one that
+failed is reported, the others go on, and it is tried again next time. Runs
+killed half-way resume from their own checkpoints (the scripts resume).
+The table, the choice and best/ come from modeling/search_results.py.
+"""
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from absl import logging
+
+from data import files
+from data.progress import format_duration
+from modeling import search_results, selection
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORD = "search_run.json"
+# Flags the search sets for each run; the pass-through flags may not set them.
+OWN = ("output_dir", "learning_rate", "train_batch_size", "num_train_epochs", "seed")
+TASKS = {"run_squad.py": "squad", "run_ner.py": "ner", "run_swag.py": "swag"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  learning_rate: float
+  batch_size: int
+  epochs: float
+  seed: int
+
+  @property
+  def name(self):
+    return (f"lr{self.learning_rate:g}_bs{self.batch_size}_ep{self.epochs:g}"
+            f"_seed{self.seed}")
+
+
+def grid(learning_rates, batch_sizes, epochs, seeds):
+  """Every Run of the grid, in order: learning rate, batch size, epochs, then seed."""
+  return [Run(float(lr), int(b), float(e), int(s)) for lr in learning_rates
+          for b in batch_sizes for e in epochs for s in seeds]
+
+
+def seeds_from(seeds, num_seeds):
+  """--seeds as integers, else 1 .. --num_seeds."""
+  if seeds:
+    try:
+      return [int(s) for s in seeds]
+    except ValueError:
+      raise ValueError(f"--seeds={','.join(seeds)}: expected integers.") from None
+  return list(range(1, num_seeds + 1))
+
+
+def _flag_name(arg):
+  return arg[2:].split("=", 1)[0] if arg.startswith("--") else None
+
+
+def check_passthrough(args):
+  """ValueError for a pass-through flag the search sets itself, or a stray argument."""
+  for arg in args:
+    name = _flag_name(arg)
+    if name is None:
+      raise ValueError(f"{arg!r}: pass the script's flags after `--` as --name=value.")
+    if name in OWN:
+      raise ValueError(f"--{name} is set by the search for each run; give the grid flags "
+                       "(--learning_rates, --batch_sizes, --epochs, --seeds) or the search's "
+                       "--output_dir instead.")
+
+
+def check_scored(args):
+  """ValueError unless the runs are scored on dev (--do_eval; run_squad: --do_predict)."""
+  if not any(_flag_name(a) in ("do_eval", "do_predict") and not a.endswith("=false")
+             for a in args):
+    raise ValueError("The runs write no dev scores to select on: pass --do_eval after `--` "
+                     "(run_squad.py: --do_predict with a --predict_file that has answers).")
+
+
+def uses_best(args):
+  """Whether the runs pass --use_best_checkpoint (their scores are best/'s)."""
+  return any(_flag_name(a) == "use_best_checkpoint" and not a.endswith("=false")
+             for a in args)
+
+
+def default_metric(script, args):
+  """The script's headline metric (modeling/selection.py): run_classifier's --task_name."""
+  task = TASKS.get(os.path.basename(script))
+  for arg in args:
+    if _flag_name(arg) == "task_name":
+      task = arg.split("=", 1)[1]
+  return selection.headline_metric(task)
+
+
+def find_script(script):
+  """The script's path: as given, else beside finetune_search.py."""
+  for path in (script, os.path.join(ROOT, script)):
+    if os.path.isfile(path):
+      return path
+  raise ValueError(f"--script={script}: no such file.")
+
+
+def run_args(run, args, directory):
+  """The script's arguments for `run` in `directory`."""
+  own = [f"--output_dir={directory}", f"--learning_rate={run.learning_rate:g}",
+         f"--train_batch_size={run.batch_size}", f"--num_train_epochs={run.epochs:g}",
+         f"--seed={run.seed}"]
+  kept = [a if _flag_name(a) != "export_dir" else f"--export_dir={directory}/export"
+          for a in args]
+  return kept + own
+
+
+def _end_with_parent():
+  """In a child before it starts (Linux): SIGTERM when the search dies, even by SIGKILL, so
+  no orphan goes on writing into a run directory that a restarted search runs again."""
+  try:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+  except (OSError, AttributeError):
+    pass
+
+
+def read_record(directory):
+  path = os.path.join(directory, RECORD)
+  if not files.exists(path):
+    return None
+  try:
+    return json.loads(files.read_bytes(path).decode("utf-8"))
+  except ValueError:
+    return None  # cut short: run it again
+
+
+class Search:
+  """Runs the grid's runs (`parallel` at once) of `script` with `args` under output_dir."""
+
+  def __init__(self, script, args, output_dir, runs, parallel=1, python=sys.executable):
+    self.script, self.args, self.output_dir, self.runs = script, args, output_dir, runs
+    self.parallel, self.python = parallel, python
+    self.children, self.lock = set(), threading.Lock()
+    self.started, self.finished, self.todo = time.time(), 0, 0
+
+  def directory(self, run):
+    return os.path.join(self.output_dir, "runs", run.name)
+
+  def _one(self, run, number):
+    directory = self.directory(run)
+    files.makedirs(directory)
+    command = [self.python, self.script, *run_args(run, self.args, directory)]
+    logging.info("[%d/%d] %s: started", number, len(self.runs), run.name)
+    start = time.time()
+    with open(os.path.join(directory, "log.txt"), "ab") as log:
+      child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               preexec_fn=_end_with_parent if sys.platform == "linux" else None)
+      with self.lock:
+        self.children.add(child)
+      code = child.wait()
+      with self.lock:
+        self.children.discard(child)
+    seconds = time.time() - start
+    record = {"status": "done" if code == 0 else "failed", "returncode": code,
+              "seconds": round(seconds, 1), "command": command}
+    if code:
+      lines = files.read_bytes(os.path.join(directory, "log.txt")).decode(
+          "utf-8", "replace").strip().splitlines()
+      record["error"] = lines[-1] if lines else ""
+      logging.warning("[%d/%d] %s: failed (exit %d) after %s: %s", number, len(self.runs),
+                      run.name, code, format_duration(seconds), record["error"])
+    else:
+      logging.info("[%d/%d] %s: done in %s", number, len(self.runs), run.name,
+                   format_duration(seconds))
+    with self.lock:
+      self.finished += 1
+      left = self.todo - self.finished
+      elapsed = time.time() - self.started
+    logging.info("%d of %d runs to do finished in %s; %d left, ETA %s.", self.finished,
+                 self.todo, format_duration(elapsed), left,
+                 format_duration(elapsed / self.finished * left))
+    with files.atomic_output(os.path.join(directory, RECORD)) as f:
+      json.dump(record, f, indent=1)
+    return record
+
+  def run_all(self):
+    """Runs what is not done yet; returns {Run: record}. A stop (SIGINT, SIGTERM) is
+    passed on to the running children, which save a checkpoint and end."""
+    records, todo = {}, []
+    for number, run in enumerate(self.runs, 1):
+      record = read_record(self.directory(run))
+      if record and record.get("status") == "done":
+        records[run] = record
+      else:
+        if record:
+          logging.info("%s failed last time: running it again.", run.name)
+        todo.append((run, number))
+    logging.info("%d runs: %d done before, %d to run, %d at a time.", len(self.runs),
+                 len(records), len(todo), self.parallel)
+    self.started, self.finished, self.todo = time.time(), 0, len(todo)
+    pool, futures = concurrent.futures.ThreadPoolExecutor(self.parallel), {}
+    try:
+      futures = {pool.submit(self._one, run, number): run for run, number in todo}
+      for future in concurrent.futures.as_completed(futures):
+        records[futures[future]] = future.result()
+    except BaseException:
+      for future in futures:
+        future.cancel()
+      with self.lock:
+        for child in self.children:
+          child.send_signal(signal.SIGTERM)
+      raise
+    finally:
+      pool.shutdown(wait=True)
+    return records
+
+  def rows(self, records):
+    """search_results rows of every run, in grid order."""
+    rows = []
+    for run in self.runs:
+      directory = self.directory(run)
+      record = records.get(run) or read_record(directory) or {"status": "not run"}
+      rows.append({"learning_rate": run.learning_rate, "batch_size": run.batch_size,
+                   "epochs": run.epochs, "seed": run.seed, "run": run.name,
+                   "status": record["status"],
+                   "dev": search_results.read_results(os.path.join(directory,
+                                                                   "eval_results.txt")),
+                   "test": search_results.read_results(os.path.join(directory,
+                                                                    "test_results.txt"))})
+    return rows
+
+
+def copy_model(run_dir, target, use_best):
+  """Copies the model of a run (its best/ with use_best, else its latest checkpoint), its
+  config, vocab, results and export into `target`, replacing it whole."""
+  from modeling import periodic_eval  # reads no TensorFlow until a checkpoint is listed
+  source = os.path.join(run_dir, periodic_eval.BEST_DIR) if use_best else run_dir
+  with files.atomic_dir(target, last=("checkpoint",)) as tmp:
+    files.makedirs(tmp)
+    state = files.read_bytes(os.path.join(source, "checkpoint")).decode("utf-8")
+    prefix = state.split('model_checkpoint_path: "', 1)[1].split('"', 1)[0]
+    for path in files.glob(os.path.join(source, os.path.basename(prefix) + ".*")):
+      files.copy(path, os.path.join(tmp, os.path.basename(path)))
+    for name in ("bert_config.json", "vocab.txt", "run.json", "label_list.txt",
+                 "eval_results.txt", "test_results.txt", periodic_eval.BEST_JSON):
+      for folder in (source, run_dir):
+        if files.exists(os.path.join(folder, name)):
+          files.copy(os.path.join(folder, name), os.path.join(tmp, name))
+          break
+    export = os.path.join(run_dir, "export")
+    if files.isdir(export):
+      for name in files.walk_files(export):
+        files.makedirs(os.path.dirname(os.path.join(tmp, "export", name)))
+        files.copy(os.path.join(export, name), os.path.join(tmp, "export", name))
+    with files.atomic_output(os.path.join(tmp, "checkpoint")) as f:
+      f.write(f'model_checkpoint_path: "{os.path.basename(prefix)}"\n')

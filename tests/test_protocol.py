@@ -1,0 +1,156 @@
+"""Evaluation during training in the scripts (cli/runner.py, modeling/periodic_eval.py):
+eval_log.csv, the best checkpoint, early stopping, resuming, and repeatable seeded runs."""
+
+import csv
+import json
+import random
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import read_eval_results
+from modeling import checkpoints
+from cli.runner import Runner, TaskAdapter
+from scripts import run_script
+from conftest import write_vocab
+from modeling.config import BertConfig
+from test_classifier import BAD, FILLER, GOOD, _common, _sst2
+from test_squad import _fine_tune, _zebra_or_nobody
+
+# 64 examples at batch 16, 3 epochs: 12 steps, evaluated every 3.
+RUN = ("--task_name=SST-2", "--do_train", "--do_eval", "--train_batch_size=16",
+       "--learning_rate=1e-3", "--num_train_epochs=3", "--eval_batch_size=16",
+       "--eval_every_steps=3", "--early_stopping_patience=2", "--use_best_checkpoint",
+       "--keep_checkpoint_max=10", "--log_steps=3")
+
+
+def _eval_log(out):
+  with open(out / "eval_log.csv") as f:
+    return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _weights(path):
+  return checkpoints.read_checkpoint(str(path)).weights
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+  """test_classifier's tiny model (from scratch) and data: one run with RUN's flags."""
+  tmp = d = tmp_path_factory.mktemp("protocol")
+  vocab = write_vocab(d / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "!"]
+                      + GOOD + BAD + FILLER)
+  BertConfig(vocab_size=len(GOOD + BAD + FILLER) + 7, hidden_size=32, num_hidden_layers=2,
+             num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+             type_vocab_size=2).to_json_file(str(d / "bert_config.json"))
+  _sst2(tmp / "data", seed=11, n_train=64, n_dev=40, n_test=2)
+  out = tmp / "a"
+  run_script("run_classifier.py", *_common(d, vocab, tmp / "data", out, *RUN))
+  return d, vocab, tmp, out
+
+
+@pytest.mark.slow
+def test_evaluations_pick_the_best_checkpoint_and_stop_early(full_run):
+  _, _, _, out = full_run
+  log = _eval_log(out)
+  best = json.loads((out / "best" / "best.json").read_text())
+  steps = [int(r["step"]) for r in log]
+  assert steps == [3 * (i + 1) for i in range(len(log))]
+  # best.json records each evaluation's eval_accuracy, as eval_log.csv has it (6 digits).
+  assert [s for s, _ in best["evaluations"]] == steps
+  np.testing.assert_allclose([v for _, v in best["evaluations"]],
+                             [r["eval_accuracy"] for r in log], rtol=1e-6)
+  values = [v for _, v in best["evaluations"]]
+  first_max = int(np.argmax(values))  # the first of equal values stays the best
+  assert (best["step"], best["value"]) == (steps[first_max], values[first_max])
+  # Early stopping after 2 evaluations without improvement, else the 12 steps.
+  stop = next((s for i, s in enumerate(steps) if i - first_max >= 2), None)
+  assert best["stopped_at"] == stop
+  assert steps[-1] == (stop or 12)
+  assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{steps[-1]}")
+  # best/ holds the very weights of the regular checkpoint at the best step.
+  kept, regular = _weights(out / "best"), _weights(out / f"ckpt-{best['step']}")
+  assert kept.keys() == regular.keys()
+  for name in kept:
+    np.testing.assert_array_equal(kept[name], regular[name], err_msg=name)
+  # --use_best_checkpoint: --do_eval scores best/ with the same code as the evaluations.
+  assert read_eval_results(out / "eval_results.txt") == best["results"]
+  assert list((out / "eval").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.slow
+def test_a_seeded_run_repeats_and_a_restarted_one_keeps_its_best(full_run):
+  """A run killed before its first checkpoint starts again from scratch, with best/ as the
+  killed run left it: the seeded steps and evaluations repeat bit for bit, and best/ stays
+  the one the killed run chose (an equal value is no improvement)."""
+  d, vocab, tmp, out = full_run
+  killed = tmp / "killed"
+  shutil.copytree(out, killed)
+  for path in [*killed.glob("ckpt-*"), killed / "checkpoint"]:
+    path.unlink()
+  run_script("run_classifier.py", *_common(d, vocab, tmp / "data", killed, *RUN))
+  rows = (killed / "eval_log.csv").read_text().splitlines()
+  first = (out / "eval_log.csv").read_text().splitlines()
+  assert rows == first + first[1:]  # the same evaluations again, appended
+  assert (json.loads((killed / "best" / "best.json").read_text())
+          == json.loads((out / "best" / "best.json").read_text()))
+  assert (killed / "eval_results.txt").read_text() == (out / "eval_results.txt").read_text()
+  for name, value in _weights(killed / "best").items():
+    np.testing.assert_array_equal(value, _weights(out / "best")[name], err_msg=name)
+
+
+class _Values:
+  """The flags _check_protocol_flags reads, as a script would have them."""
+  do_train, do_eval, output_dir = True, False, "/nonexistent"
+  eval_every_steps, eval_every_epochs, best_metric = 0, 0.0, None
+  early_stopping_patience, use_best_checkpoint = 0, False
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(eval_every_steps=3, eval_every_epochs=1.0, do_eval=True),
+     "Give --eval_every_steps or --eval_every_epochs, not both."),
+    (dict(eval_every_epochs=1.0), "--eval_every_epochs needs --do_eval: it scores the dev "
+     "data that --do_eval reads."),
+    (dict(eval_every_steps=2, do_eval=True, do_train=False),
+     "--eval_every_steps evaluates during training: it needs --do_train."),
+    (dict(early_stopping_patience=2),
+     "--early_stopping_patience needs --eval_every_steps or --eval_every_epochs."),
+    (dict(use_best_checkpoint=True), "--use_best_checkpoint with --do_train needs "
+     "--eval_every_steps or --eval_every_epochs (they choose the best checkpoint)."),
+    (dict(use_best_checkpoint=True, do_train=False), "--use_best_checkpoint: "
+     "/nonexistent/best holds no best checkpoint; train with --eval_every_steps or "
+     "--eval_every_epochs first."),
+])
+def test_protocol_flags_that_disagree_are_refused_before_any_work(flags, message):
+  values = _Values()
+  vars(values).update(flags)
+  with pytest.raises(ValueError) as raised:
+    Runner(values, TaskAdapter())._check_protocol_flags()
+  assert str(raised.value) == message
+
+
+def test_the_default_metric_is_the_tasks_headline():
+  values = _Values()
+  for task, metric in (("MRPC", "eval_f1"), ("sts-b", "eval_spearman"), ("CoLA",
+                       "eval_matthews_corrcoef"), ("qqp", "eval_accuracy"), ("squad", "f1")):
+    adapter = TaskAdapter()
+    adapter.selection_task = task
+    runner = Runner(values, adapter)
+    runner._check_protocol_flags()
+    assert runner.best_metric == metric
+
+
+@pytest.mark.slow
+def test_squad_v2_is_scored_during_training_by_the_official_scorer(tmp_path):
+  rng = random.Random(3)
+  out, scores = _fine_tune(tmp_path, _zebra_or_nobody(rng, 64), _zebra_or_nobody(rng, 16),
+                           "--version_2_with_negative", "--num_train_epochs=2",
+                           "--eval_every_steps=4", "--null_score_diff_threshold=1.0")
+  best = json.loads((out / "best" / "best.json").read_text())
+  assert best["metric"] == "f1" and [s for s, _ in best["evaluations"]] == [4, 8]
+  # The last evaluation scored the final model as --do_predict did after training, with
+  # the official v2.0 scorer at the same threshold.
+  assert best["evaluations"][-1][1] == scores["f1"]
+  last = _eval_log(out)[-1]
+  assert sorted(last) == sorted(["step", *(k for k in scores if k != "global_step")])

@@ -1,0 +1,128 @@
+"""finetune_search.py over tests/fake_finetuning.py (results from its flags, no model): the
+grid, pass-through flags, failures, resuming, the table, the choice on dev and best/."""
+
+import csv
+import json
+import os
+import statistics
+
+import pytest
+
+from modeling import search_results
+from scripts import ROOT, last_error_line, run_script
+
+FAKE = os.path.join(ROOT, "tests", "fake_finetuning.py")
+GRID = ("--learning_rates=5e-5,3e-5", "--batch_sizes=16", "--epochs=2,3", "--num_seeds=2")
+
+
+def _search(tmp_path, *extra, fail="", expect_ok=True):
+  env_calls = tmp_path / "calls.txt"
+  os.environ["FAKE_CALLS"], os.environ["FAKE_FAIL_LRS"] = str(env_calls), fail
+  try:
+    return run_script("finetune_search.py", f"--script={FAKE}",
+                      f"--output_dir={tmp_path / 'search'}", *GRID, *extra, "--",
+                      "--do_eval", "--task_name=SST-2", f"--export_dir={tmp_path / 'x'}",
+                      expect_ok=expect_ok)
+  finally:
+    del os.environ["FAKE_CALLS"], os.environ["FAKE_FAIL_LRS"]
+
+
+def _calls(tmp_path):
+  path = tmp_path / "calls.txt"
+  return path.read_text().splitlines() if path.exists() else []
+
+
+def _dev(run_dir):
+  return search_results.read_results(str(run_dir / "eval_results.txt"))["eval_accuracy"]
+
+
+def test_a_failed_run_is_reported_the_rest_go_on_and_a_restart_runs_only_what_is_left(
+    tmp_path):
+  proc = _search(tmp_path, "--parallel=2", fail="3e-05")
+  search = tmp_path / "search"
+  assert len(_calls(tmp_path)) == 8
+  runs = {r["run"]: r for r in csv.DictReader(open(search / "runs.csv"))}
+  assert sorted(r["status"] for r in runs.values()) == ["done"] * 4 + ["failed"] * 4
+  record = json.loads((search / "runs" / "lr3e-05_bs16_ep2_seed1" / "search_run.json")
+                      .read_text())
+  assert record["error"] == "error: learning rate 3e-05 diverged"
+  assert "Failed runs (not in the table): lr3e-05_bs16_ep2_seed1" in (
+      search / "table.md").read_text()
+  assert "failed (exit 1)" in proc.stderr
+  # Started again (the failure gone): only the four failed runs run.
+  _search(tmp_path)
+  again = _calls(tmp_path)[8:]
+  assert sorted(os.path.basename(p) for p in again) == [
+      f"lr3e-05_bs16_ep{e}_seed{s}" for e in (2, 3) for s in (1, 2)]
+  # A run killed half-way (no record of its end) runs again, alone.
+  os.remove(search / "runs" / "lr5e-05_bs16_ep3_seed2" / "search_run.json")
+  _search(tmp_path)
+  assert [os.path.basename(p) for p in _calls(tmp_path)[12:]] == ["lr5e-05_bs16_ep3_seed2"]
+  # Each run got its own flags and directory, the pass-through ones, and its own export.
+  command = json.loads((search / "runs" / "lr5e-05_bs16_ep3_seed2" / "search_run.json")
+                       .read_text())["command"]
+  run_dir = search / "runs" / "lr5e-05_bs16_ep3_seed2"
+  assert command[2:] == ["--do_eval", "--task_name=SST-2", f"--export_dir={run_dir}/export",
+                         f"--output_dir={run_dir}", "--learning_rate=5e-05",
+                         "--train_batch_size=16", "--num_train_epochs=3", "--seed=2"]
+
+
+def test_the_table_matches_the_runs_and_the_choice_reads_dev_only(tmp_path):
+  _search(tmp_path, "--num_seeds=3")
+  search = tmp_path / "search"
+  rows = list(csv.DictReader(open(search / "table.csv")))
+  assert len(rows) == 4
+  best_run, best_value = None, -1.0
+  for row in rows:
+    name = f"lr{float(row['learning_rate']):g}_bs16_ep{float(row['epochs']):g}"
+    values = [_dev(search / "runs" / f"{name}_seed{s}") for s in (1, 2, 3)]
+    # Mean and sample standard deviation by Python's statistics module, from the files.
+    assert float(row["mean"]) == pytest.approx(statistics.mean(values), rel=1e-12)
+    assert float(row["std"]) == pytest.approx(statistics.stdev(values), rel=1e-9)
+    assert (float(row["min"]), float(row["max"])) == (min(values), max(values))
+    assert int(row["runs"]) == 3 and float(row["best"]) == max(values)
+    for seed, value in zip((1, 2, 3), values):
+      if value > best_value:
+        best_run, best_value = f"{name}_seed{seed}", value
+  table = (search / "table.md").read_text()
+  first = rows[0]
+  assert (f"| 5e-05 | 16 | 2 | 3 | {float(first['mean']):.4f} ± {float(first['std']):.4f} |"
+          in table)
+  selected = json.loads((search / "selected.json").read_text())
+  assert selected["run"] == best_run and selected["dev"] == best_value
+  assert selected["seeds"] == [1, 2, 3] and selected["metric"] == "eval_accuracy"
+  assert selected["test_results"]["test_accuracy"] == pytest.approx(1 - best_value)
+  # best/ is the chosen run's latest checkpoint (not an older one), config, vocab, export.
+  best = search / "best"
+  assert (best / "ckpt-7.index").read_text().endswith(best_run)
+  assert not (best / "ckpt-3.index").exists()
+  assert (best / "checkpoint").read_text() == 'model_checkpoint_path: "ckpt-7"\n'
+  assert (best / "export" / "saved_model.pb").read_text().endswith(best_run)
+  assert (best / "eval_results.txt").exists() and (best / "vocab.txt").exists()
+  assert (search / "metric_vs_learning_rate.png").stat().st_size > 1000
+
+
+def test_flags_the_search_sets_itself_are_refused(tmp_path):
+  proc = run_script("finetune_search.py", f"--script={FAKE}", f"--output_dir={tmp_path}",
+                    "--", "--do_eval", "--learning_rate=1e-5", expect_ok=False)
+  assert last_error_line(proc).startswith("error: --learning_rate is set by the search")
+  proc = run_script("finetune_search.py", f"--script={FAKE}", f"--output_dir={tmp_path}",
+                    "--", "--do_train", expect_ok=False)
+  assert last_error_line(proc).startswith("error: The runs write no dev scores to select on")
+
+
+def _row(lr, seed, value, status="done"):
+  return {"learning_rate": lr, "batch_size": 32, "epochs": 3.0, "seed": seed,
+          "run": f"{lr}_{seed}", "status": status, "dev": {"eval_f1": value}, "test": {}}
+
+
+def test_best_run_and_best_mean_choose_differently_on_an_unstable_configuration():
+  # 5e-5: one lucky restart (0.90) but mean 0.60; 2e-5: steady, mean 0.85.
+  rows = [_row(5e-5, 1, 0.90), _row(5e-5, 2, 0.30), _row(2e-5, 1, 0.84), _row(2e-5, 2, 0.86),
+          _row(3e-5, 1, 0.99, status="failed")]
+  rows[-1]["dev"] = {}
+  assert search_results.select(rows, "eval_f1", True, "best_run")["run"] == "5e-05_1"
+  assert search_results.select(rows, "eval_f1", True, "best_mean")["run"] == "2e-05_2"
+  assert search_results.select(rows, "eval_f1", False, "best_run")["run"] == "5e-05_2"
+  entries = search_results.table(rows, "eval_f1")
+  assert [e["runs"] for e in entries] == [2, 2, 0] and entries[2]["mean"] is None
