@@ -11,6 +11,7 @@ import tensorflow as tf
 from conftest import write_vocab
 from data import squad, squad_predictions, tokenization
 from helpers import assert_close, block_ops, randomize
+from scripts import run_script
 from modeling import squad_export
 from modeling.config import BertConfig
 from modeling.span_labeling import BertSpanLabeler
@@ -95,3 +96,46 @@ def test_question_answering_export_gives_the_scripts_answers(span_model):
   # head (a sum of 16), relative to the largest logit.
   assert_close(served["null_score_diff"].numpy(), [null_odds[f"q{i}"] for i in range(len(pairs))],
                "float32", 4 * (block_ops(model.config, 24) + 16), np.abs(out["start_logits"]).max())
+
+
+@pytest.mark.slow
+def test_squad_export_and_predict_command(tmp_path):
+  """run_squad.py --export_dir (v1.1, a few training steps), then predict.py on the dev
+  questions as JSON Lines: the answers are predictions.json's, string for string."""
+  vocab = write_vocab(tmp_path / "vocab.txt", WORDS)
+  config = tmp_path / "bert_config.json"
+  BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+             intermediate_size=32, max_position_embeddings=64,
+             type_vocab_size=2).to_json_file(str(config))
+  rng = random.Random(5)
+  train = []
+  for q, c in _paragraphs(rng, 48):
+    word = rng.choice(c.split())
+    train.append((q, c, word, c.index(word)))
+  data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+      {"context": c, "qas": [{"id": f"t{i}", "question": q,
+                              "answers": [{"text": w, "answer_start": at}]}]}
+      for i, (q, c, w, at) in enumerate(train)]}]}
+  (tmp_path / "train.json").write_text(json.dumps(data))
+  pairs = _paragraphs(rng, 40)
+  dev = _squad_file(tmp_path / "dev.json", pairs)
+  out, export = tmp_path / "out", tmp_path / "export"
+  run_script("run_squad.py", f"--vocab_file={vocab}", f"--bert_config_file={config}",
+             f"--output_dir={out}", f"--train_file={tmp_path / 'train.json'}",
+             f"--predict_file={dev}", "--do_train", "--do_predict", "--max_seq_length=24",
+             "--doc_stride=5", "--max_query_length=4", "--n_best_size=6",
+             "--max_answer_length=7", "--train_batch_size=8", "--num_train_epochs=1",
+             "--learning_rate=1e-3", "--batch_length_multiple=0", f"--export_dir={export}")
+  rows = tmp_path / "questions.jsonl"
+  rows.write_text("".join(json.dumps({"qid": f"q{i}", "question": q, "context": c}) + "\n"
+                          for i, (q, c) in enumerate(pairs)))
+  proc = run_script("predict.py", f"--export_dir={export}", f"--input_file={rows}",
+                    f"--output_file={tmp_path / 'answers.jsonl'}", "--id_field=qid",
+                    "--batch_size=7")
+  assert "Predicted 40 rows" in proc.stderr
+  answers = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
+  predictions = json.loads((out / "predictions.json").read_text())
+  assert [a["qid"] for a in answers] == list(predictions)
+  assert {a["qid"]: a["text"] for a in answers} == {
+      k: "" if v == "empty" else v for k, v in predictions.items()}
+  assert len(set(predictions.values())) > 3  # a model that answers, not one constant
