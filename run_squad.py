@@ -5,9 +5,8 @@
     --do_predict --predict_file=dev-v1.1.json --train_batch_size=12 --learning_rate=3e-5 \
     --num_train_epochs=2 --max_seq_length=384 --doc_stride=128 --output_dir=out/squad
 
-Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json as the
-original; when the predict file has answers, also the official scores in
-eval_results.txt and eval_results.json.
+Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json as the original;
+with answers in the predict file, the official scores (eval_results.txt and .json).
 """
 
 import random
@@ -18,15 +17,16 @@ from cli import app
 from cli.flags import define_finetuning_flags
 from cli.runner import Runner, TaskAdapter
 from data import path_checks, squad, squad_evaluation, squad_predictions
-from modeling import span_labeling
+from modeling import span_labeling, squad_export
 
 define_finetuning_flags(
     __name__,
-    omit=("data_dir", "do_eval", "eval_batch_size", "export_dir"),
+    omit=("data_dir", "do_eval", "eval_batch_size"),
     output_dir="Checkpoints, records, predictions and scores.",
     max_seq_length=(384, "Tokens per feature (query and document span)."),
     do_train="Fine-tune on --train_file.",
-    do_predict="Predict --predict_file (and score it when it has answers).")
+    do_predict="Predict --predict_file (and score it when it has answers).",
+    export_dir="Write a SavedModel here that answers raw (question, context) strings.")
 flags.DEFINE_string("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD json to predict, e.g. dev-v1.1.json.")
 flags.DEFINE_integer("doc_stride", 128, "Stride between document spans.", lower_bound=1)
@@ -62,6 +62,7 @@ class SpanPrediction(TaskAdapter):
     return {"output_dir": FLAGS.output_dir}
 
   def check_flags(self):
+    self.threshold = FLAGS.null_score_diff_threshold  # v2.0 export's; tuned when tuning
     if FLAGS.do_train and not FLAGS.train_file:
       raise ValueError("--do_train needs --train_file.")
     if FLAGS.do_predict and not FLAGS.predict_file:
@@ -93,15 +94,11 @@ class SpanPrediction(TaskAdapter):
       self.examples = squad.read_squad_examples(FLAGS.predict_file, False, v2)
       self.features = self._features(run, self.examples, False)
       if not self.features:  # contexts whose words all tokenize to nothing
-        raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict "
-                         "from.")
-      self.gold = squad.load_json(FLAGS.predict_file)
-      if squad_evaluation.has_answers(self.gold):  # scored after prediction: checked now
-        squad_evaluation.check_scorable(self.gold, v2, FLAGS.predict_file)
-      elif FLAGS.tune_null_threshold or run.evaluates_during_training:
-        use = "--tune_null_threshold" if FLAGS.tune_null_threshold else "--eval_every_*"
-        raise ValueError(f"{use}: --predict_file={FLAGS.predict_file} has no answers to "
-                         f"{'tune on' if FLAGS.tune_null_threshold else 'score'}.")
+        raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict.")
+      self.gold = squad_evaluation.read_gold(FLAGS.predict_file, v2, FLAGS.tune_null_threshold)
+      if run.evaluates_during_training and not squad_evaluation.has_answers(self.gold):
+        raise ValueError(f"--eval_every_*: --predict_file={FLAGS.predict_file} has no answers "
+                         "to score.")
 
   def train_steps(self, run):
     return run.epoch_steps(len(self.train), FLAGS.train_file)
@@ -124,9 +121,8 @@ class SpanPrediction(TaskAdapter):
     batch = run.global_batch(FLAGS.predict_batch_size)
     arrays = squad.feature_arrays(self.features, FLAGS.max_seq_length, False, pad_to=batch)
     logging.info("%d examples, %d features to predict", len(self.examples), len(self.features))
-    # Positions cut from a trimmed batch can never be an answer: fill them with -inf.
     out = run.predict_records(arrays, "eval.tf_record", batch, keep=("unique_ids",),
-                              fill=-float("inf"))
+                              fill=-float("inf"))  # positions cut from a batch: never answers
     return squad_predictions.predictions_from_outputs(
         self.examples, self.features, out, FLAGS.n_best_size, FLAGS.max_answer_length,
         FLAGS.do_lower_case, FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold,
@@ -147,9 +143,16 @@ class SpanPrediction(TaskAdapter):
     if v2:
       squad_predictions.write_json(run.shared_path("null_odds.json"), null_odds)
     if scores is not None:
+      self.threshold = scores.get("null_score_diff_threshold", self.threshold)  # tuned
       run.write_results("eval_results.txt", scores)
       squad_predictions.write_json(run.shared_path("eval_results.json"), scores)
     logging.info("Wrote predictions for %d questions to %s", len(predictions), FLAGS.output_dir)
+
+  def serving(self, run):
+    return squad_export.TextQuestionAnswerer(
+        run.trainer.model, run.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
+        FLAGS.doc_stride, FLAGS.max_query_length, FLAGS.n_best_size, FLAGS.max_answer_length,
+        FLAGS.version_2_with_negative, self.threshold)
 
 
 def main(_):

@@ -11,9 +11,14 @@ It mirrors `data/tokenization.py` step by step:
    and canonical decomposition (NFD), applied through a code point table built
    from Python, then NFD's canonical reordering of the marks that survive, and
    removal of non-spacing marks (Mn).
-4. Punctuation and whitespace splitting (`tensorflow_text.regex_split`).
-5. Words longer than max_input_chars_per_word become [UNK]; the rest go through
-   `tensorflow_text.FastWordpieceTokenizer` (greedy longest-match-first).
+4. Punctuation and whitespace splitting (regex replacement, then a split on spaces).
+5. Words longer than max_input_chars_per_word become [UNK]; the rest are cut
+   greedily, longest match first, by `_wordpiece` (core TensorFlow ops: a hash
+   table of the vocab and a loop over pieces; see its docstring).
+
+Only core TensorFlow ops end up in a graph (tensorflow-text's packing helpers
+are Python compositions of them), so a SavedModel that tokenizes runs under
+`saved_model_cli` and TensorFlow Serving, which do not load tensorflow-text.
 
 All Unicode data comes from Python's `unicodedata`, none from RE2 or ICU, so
 the two paths agree on every input, including characters that newer Unicode
@@ -142,17 +147,22 @@ class FastTokenizer(tf.Module):
       self._map_values = tf.constant([c for v in values for c in v], tf.int32)
       self._map_lengths = tf.constant([len(v) for v in values], tf.int32)
       self._map_starts = tf.cumsum(self._map_lengths, exclusive=True)
-    self._wordpiece = tf_text.FastWordpieceTokenizer(
-        vocab=_vocab_for_tf(vocab), suffix_indicator="##",
-        # The original limits words by characters; allow up to 4 bytes each
-        # here and apply the character limit ourselves.
-        max_bytes_per_word=4 * max_input_chars_per_word + 4,
-        unknown_token=tokenization.UNK_TOKEN, no_pretokenization=True,
-        token_out_type=tf.int32)
+    by_id = _vocab_for_tf(vocab)
+    self.id_to_token = tf.constant(by_id)  # string [V]: each id's token
+    tokens = [t for t in by_id if not t.startswith("[unreachable-")]
+    self._piece_ids = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(tokens), tf.constant([vocab[t] for t in tokens], tf.int32)),
+        default_value=-1)
+    # The longest piece in characters ("##" not counted): no longer match exists.
+    self._longest_piece = max(len(t[2:] if t.startswith("##") else t) for t in tokens)
+    self._unk_id = vocab[tokenization.UNK_TOKEN]
     # A tf.function attribute (not a decorated method): it keeps the module
     # alive and is exported with it in a SavedModel.
     self.tokenize = tf.function(
         self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+    self.basic_tokenize = tf.function(
+        self._basic_tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
 
   def _lower_and_strip_accents(self, text):
     """Python's lower() + NFD + removal of Mn characters, on a [B] string tensor.
@@ -197,7 +207,7 @@ class FastTokenizer(tf.Module):
         lambda t: tf.reduce_any(tf.strings.regex_full_match(t, any_swap)), reorder, [text])[0]
     return tf.strings.regex_replace(text, self._mn, "")
 
-  def basic_tokenize(self, text):
+  def _basic_tokenize(self, text):
     """Basic tokens of a [B] string tensor, as a [B, (W)] RaggedTensor of strings."""
     text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
     text = tf.strings.regex_replace(text, self._drop, "")
@@ -211,13 +221,79 @@ class FastTokenizer(tf.Module):
 
   def _tokenize(self, text):
     """WordPiece ids of a [B] string tensor, as a [B, (T)] int32 RaggedTensor."""
-    words = self.basic_tokenize(text)
+    words = self._basic_tokenize(text)
     too_long = tf.strings.length(words.flat_values, "UTF8_CHAR") > self.max_input_chars_per_word
     # A word can never be "[UNK]" itself (brackets are split off), so the
     # literal token stands in for an over-long word and maps to the [UNK] id.
     words = words.with_flat_values(
         tf.where(too_long, tokenization.UNK_TOKEN, words.flat_values))
-    return self._wordpiece.tokenize(words).merge_dims(1, 2)
+    pieces = self._wordpiece(words.flat_values)  # [N, (P)]
+    return tf.RaggedTensor.from_row_splits(pieces.flat_values,
+                                           tf.gather(pieces.row_splits, words.row_splits))
+
+  def _wordpiece(self, words):
+    """Greedy longest-match-first WordPiece ids of words [N]: int32 [N, (P)].
+
+    A word that is itself a vocab piece is that piece. For the others, the
+    longest piece starting at each character position (with "##" after the
+    first) is looked up among the substrings of up to `_longest_piece`
+    characters; a loop then walks each word from its start, piece by piece.
+    A word that reaches a position with no piece becomes [UNK] whole, as in
+    the original. Only core TensorFlow ops.
+    """
+    whole_ids = self._piece_ids.lookup(words)  # [N]
+    whole = whole_ids >= 0
+    rest = tf.where(~whole)[:, 0]
+    pieces = tf.concat([tf.RaggedTensor.from_row_lengths(  # the whole words first, then the rest
+        tf.boolean_mask(whole_ids, whole), tf.ones_like(tf.where(whole)[:, 0])),
+        self._walk(tf.gather(words, rest))], axis=0)
+    order = tf.concat([tf.where(whole)[:, 0], rest], axis=0)
+    return tf.gather(pieces, tf.math.invert_permutation(order))
+
+  def _walk(self, words):
+    """The greedy walk of _wordpiece over words [N] that are no vocab piece: [N, (P)]."""
+    chars = tf.strings.unicode_split(words, "UTF-8")  # [N, (C)]
+    num_chars = chars.row_lengths()  # [N]
+    owner = chars.value_rowids()  # [T] the word of each position
+    position = tf.ragged.range(num_chars).flat_values  # [T]
+    k = self._longest_piece
+    lengths = tf.range(1, k + 1, dtype=tf.int64)  # [K]
+    fits = lengths[None, :] <= (tf.gather(num_chars, owner) - position)[:, None]  # [T, K]
+    pairs = tf.where(fits)  # [M, 2] (position, length - 1) of the substrings that exist
+    at = tf.gather(position, pairs[:, 0])
+    substrings = tf.strings.substr(tf.gather(words, tf.gather(owner, pairs[:, 0])), at,
+                                   pairs[:, 1] + 1, unit="UTF8_CHAR")  # [M]
+    candidates = tf.where(at > 0, tf.strings.join(["##", substrings]), substrings)
+    ids = tf.tensor_scatter_nd_update(tf.fill(tf.shape(fits, out_type=tf.int64), -1), pairs,
+                                      self._piece_ids.lookup(candidates))  # [T, K]
+    found = ids >= 0
+    best = tf.reduce_max(tf.where(found, lengths[None, :], 0), axis=1)  # [T] 0: none
+    best_id = tf.gather(ids, tf.maximum(best - 1, 0), batch_dims=1)  # [T]
+    starts = chars.row_starts()  # [N] each word's first position in T
+
+    def step(at, bad, out_ids, out_kept, i):
+      active = at < num_chars
+      t = tf.minimum(starts + at, tf.maximum(tf.size(best, tf.int64) - 1, 0))
+      length = tf.where(active, tf.gather(best, t), 0)
+      bad = bad | (active & tf.equal(length, 0))
+      out_ids = out_ids.write(i, tf.gather(best_id, t))
+      out_kept = out_kept.write(i, active & (length > 0))
+      return tf.where(length > 0, at + length, num_chars), bad, out_ids, out_kept, i + 1
+
+    n = tf.size(words)
+    _, bad, out_ids, out_kept, _ = tf.while_loop(
+        # At least one step, so the arrays are never empty (a batch without words).
+        lambda at, bad, ids, kept, i: (i == 0) | tf.reduce_any(at < num_chars), step,
+        [tf.zeros([n], tf.int64), tf.zeros([n], tf.bool),
+         tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
+         tf.TensorArray(tf.bool, size=0, dynamic_size=True, element_shape=[None]),
+         tf.constant(0)])
+    out_ids = tf.transpose(tf.reshape(out_ids.stack(), [-1, n]))  # [N, S]
+    out_kept = tf.transpose(tf.reshape(out_kept.stack(), [-1, n]))  # [N, S]
+    first = tf.equal(tf.range(tf.shape(out_ids)[1]), 0)[None, :]
+    out_ids = tf.where(bad[:, None] & first, self._unk_id, out_ids)
+    out_kept = tf.where(bad[:, None], first & tf.ones_like(out_kept), out_kept)
+    return tf.ragged.boolean_mask(out_ids, out_kept)
 
 
 def truncated_lengths(length_a, length_b, max_seq_length):

@@ -10,7 +10,7 @@ import collections
 import re
 import string
 
-from data import squad_predictions
+from data import squad, squad_predictions
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
@@ -51,6 +51,17 @@ def _questions(dataset):
 def has_answers(dataset):
   """True when the dataset carries answers to score against."""
   return any(qa.get("answers") or qa.get("is_impossible") for qa in _questions(dataset))
+
+
+def read_gold(path, version_2_with_negative, tune_null_threshold):
+  """The `data` of a predict file, checked now when it has answers (it is scored after
+  prediction); ValueError when --tune_null_threshold has no answers to tune on."""
+  gold = squad.load_json(path)
+  if has_answers(gold):
+    check_scorable(gold, version_2_with_negative, path)
+  elif tune_null_threshold:
+    raise ValueError(f"--tune_null_threshold: --predict_file={path} has no answers to tune on.")
+  return gold
 
 
 def check_scorable(dataset, version_2_with_negative, path):

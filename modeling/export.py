@@ -5,11 +5,25 @@ tagger, multiple choice), each wrapping a trained task model, and `save`,
 which writes any of them.
 """
 
+import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data import fast_tokenization, files
 from modeling import checkpoints
+
+
+def served_variables(model):
+  """The model's variables as a module attribute, tracked by their original names.
+
+  The TensorFlow variables themselves are tracked, not Keras 3's wrappers:
+  a wrapper is saved as a copy that TF1-style loaders (saved_model_cli,
+  TensorFlow Serving) restore while the graph reads the original, which
+  they then find uninitialized.
+  """
+  return checkpoints.NamedVariables(
+      {name: v.value if isinstance(v, keras.Variable) else v
+       for name, v in checkpoints.variable_map(model).items()})
 
 
 class TextClassifier(tf.Module):
@@ -22,7 +36,7 @@ class TextClassifier(tf.Module):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels, pair):
     super().__init__(name="text_classifier")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    self.weights = checkpoints.NamedVariables(checkpoints.variable_map(model))  # tracked by name
+    self.weights = served_variables(model)
     self._model = model
     self.max_seq_length = max_seq_length
     self.labels = None if labels is None else tf.constant(labels)
@@ -60,7 +74,7 @@ class TextTagger(tf.Module):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels):
     super().__init__(name="text_tagger")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    self.weights = checkpoints.NamedVariables(checkpoints.variable_map(model))  # tracked by name
+    self.weights = served_variables(model)
     self._model = model
     self.max_seq_length = max_seq_length
     self.labels = tf.constant(labels)
@@ -127,7 +141,7 @@ class TextMultipleChoice(tf.Module):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
     super().__init__(name="text_multiple_choice")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    self.weights = checkpoints.NamedVariables(checkpoints.variable_map(model))  # tracked by name
+    self.weights = served_variables(model)
     self._model = model
     self.max_seq_length = max_seq_length
     self.cls_id = self.tokenizer.special_ids["[CLS]"]
