@@ -229,7 +229,7 @@ def _shape(x):
   return "[" + ", ".join(str(d) for d in x) + "]"
 
 
-def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
+def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
   """Assigns the weights of checkpoint `path` (any format) to `model`.
 
   Args:
@@ -240,6 +240,8 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
       and are listed in the log, as does the pooler of a checkpoint that has
       none; encoder variables must otherwise always match.
     ckpt: the already read `Checkpoint` of `path`, to avoid reading it twice.
+    growth: a vocab_growth.VocabGrowth: word rows the checkpoint lacks, or
+      [unusedN] rows now words, are initialised from it before the load.
   Returns:
     the `Checkpoint` read (path, format, weights).
   Raises:
@@ -247,6 +249,8 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
       variables (with both shapes for a mismatch) and how many there are.
   """
   ckpt = ckpt or read_checkpoint(path)
+  if growth is not None:
+    ckpt = growth(ckpt)
   targets = variable_map(model)
   mismatched, fresh = [], []
   for name, var in targets.items():
@@ -283,10 +287,9 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
       var.assign(ckpt.weights[name].astype(var.dtype))
   logging.info("Loaded %d variables from %s (%s).", len(targets) - len(fresh),
                ckpt.path, ckpt.format)
-  if fresh:
-    logging.info("Freshly initialised (not in the checkpoint): %s", ", ".join(fresh))
-  if unused:
-    logging.info("Checkpoint variables not used by this model: %s", ", ".join(unused))
+  if fresh or unused:  # one line: the head variables left behind and those started fresh
+    logging.info("Head variables of the checkpoint left unused: %s; started fresh (not in "
+                 "the checkpoint): %s", ", ".join(unused) or "none", ", ".join(fresh) or "none")
   return ckpt
 
 
