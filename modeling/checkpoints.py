@@ -289,7 +289,8 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
                ckpt.path, ckpt.format)
   if fresh or unused:  # one line: the head variables left behind and those started fresh
     logging.info("Head variables of the checkpoint left unused: %s; started fresh (not in "
-                 "the checkpoint): %s", ", ".join(unused) or "none", ", ".join(fresh) or "none")
+                 "the checkpoint): %s", ", ".join(sorted(unused)) or "none",
+                 ", ".join(sorted(fresh)) or "none")
   return ckpt
 
 
@@ -364,6 +365,13 @@ def _checkpoint_dir(checkpoint_path):
   return os.path.dirname(checkpoint_path)
 
 
+def _beside(checkpoint_path):
+  """Where a checkpoint's config and vocab may be: its directory, then that directory's
+  export/ (run_pretraining.py's --output_dir keeps the original layout there)."""
+  directory = _checkpoint_dir(checkpoint_path)
+  return directory, os.path.join(directory, "export")
+
+
 def write_config_and_vocab(directory, config, vocab_file=None):
   """Writes bert_config.json and a copy of `vocab_file` (if given) into `directory`, each
   under a temporary name first, so that the directory reads as a checkpoint's."""
@@ -377,18 +385,19 @@ def write_config_and_vocab(directory, config, vocab_file=None):
 
 def find_config(checkpoint_path):
   """The BertConfig stored beside a checkpoint (bert_config.json or config.json)."""
-  directory = _checkpoint_dir(checkpoint_path)
-  for name in ("bert_config.json", "config.json"):
-    candidate = os.path.join(directory, name)
-    if files.exists(candidate):
-      return BertConfig.from_json_file(candidate)
+  for directory in _beside(checkpoint_path):
+    for name in ("bert_config.json", "config.json"):
+      candidate = os.path.join(directory, name)
+      if files.exists(candidate):
+        return BertConfig.from_json_file(candidate)
   raise ValueError(f"No bert_config.json or config.json beside {checkpoint_path}; "
                    "pass --bert_config_file.")
 
 
 def find_vocab(checkpoint_path):
   """The vocab.txt stored beside a checkpoint."""
-  candidate = os.path.join(_checkpoint_dir(checkpoint_path), "vocab.txt")
-  if files.exists(candidate):
-    return candidate
+  for directory in _beside(checkpoint_path):
+    candidate = os.path.join(directory, "vocab.txt")
+    if files.exists(candidate):
+      return candidate
   raise ValueError(f"No vocab.txt beside {checkpoint_path}; pass --vocab_file.")
