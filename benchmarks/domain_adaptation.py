@@ -179,8 +179,10 @@ def main(_):
   for name in RUNS:
     key, init, extra = plans[name]
     d = data[key]
-    step0, _ = pretrain(name + "_step0", work, d["config"], d["vocab"], d["train"],
-                        d["heldout"], init, extra, train=False)
+    step0 = None  # run_pretraining evaluates trained weights only: none for scratch
+    if init:
+      step0, _ = pretrain(name + "_step0", work, d["config"], d["vocab"], d["train"],
+                          d["heldout"], init, extra, train=False)
     final, out = pretrain(name, work, d["config"], d["vocab"], d["train"], d["heldout"], init,
                           extra)
     results["runs"][name] = {"step0": step0, "final": final,
@@ -196,7 +198,8 @@ def main(_):
   print("| run | step-0 MLM loss | MLM loss | MLM accuracy | task accuracy |")
   print("|---|---|---|---|---|")
   for name, r in results["runs"].items():
-    print(f"| {name} | {r['step0']['masked_lm_loss']:.3f} | {r['final']['masked_lm_loss']:.3f} "
+    step0 = f"{r['step0']['masked_lm_loss']:.3f}" if r["step0"] else "-"
+    print(f"| {name} | {step0} | {r['final']['masked_lm_loss']:.3f} "
           f"| {r['final']['masked_lm_accuracy']:.3f} | {r['classifier_accuracy']:.3f} |")
   print(f"| MiniLM, no pretraining | | | | {results['base_classifier_accuracy']:.3f} |")
 
