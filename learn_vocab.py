@@ -45,27 +45,20 @@ FLAGS = flags.FLAGS
 
 def extend_vocab(counts, log):
   """--base_vocab_file: writes the extended vocab and its report; logs pieces per word."""
-  from data import files, path_checks, vocab_extension, wordpiece_vocab
-  base = vocab_extension.read_tokens(FLAGS.base_vocab_file)
-  words = vocab_extension.domain_words(counts, base, FLAGS.num_new_tokens, FLAGS.min_count)
-  tokens = vocab_extension.extend(base, [w for w, _, _ in words], FLAGS.extension)
-  held_out = counts
+  from data import path_checks, vocab_extension, wordpiece_vocab
+  held_out = None
   if FLAGS.held_out_file:
     held_out = wordpiece_vocab.count_words(
         path_checks.expand_file_patterns(FLAGS.held_out_file, "--held_out_file"),
         FLAGS.do_lower_case)
-  before, after = (vocab_extension.pieces_per_word(held_out, t) for t in (base, tokens))
-  with files.atomic_output(FLAGS.vocab_file) as f:
-    f.write("\n".join(tokens) + "\n")
+  report = vocab_extension.extend_vocab_file(
+      counts, FLAGS.base_vocab_file, FLAGS.vocab_file, FLAGS.num_new_tokens, FLAGS.extension,
+      held_out, FLAGS.min_count)
   text = "held-out text" if FLAGS.held_out_file else "the input (no --held_out_file)"
-  log(f"added {len(words)} words ({FLAGS.extension}) to {FLAGS.base_vocab_file}: "
-      f"{len(tokens):,} tokens in {FLAGS.vocab_file}; WordPieces per word on {text}: "
-      f"{before:.3f} before, {after:.3f} after")
-  vocab_extension.write_report(FLAGS.vocab_file, {
-      "base_vocab_file": FLAGS.base_vocab_file, "extension": FLAGS.extension,
-      "vocab_size": len(tokens), "held_out_file": FLAGS.held_out_file,
-      "pieces_per_word_before": before, "pieces_per_word_after": after,
-      "new_tokens": [{"token": w, "count": c, "base_pieces": p} for w, c, p in words]})
+  log(f"added {len(report['new_tokens'])} words ({FLAGS.extension}) to "
+      f"{FLAGS.base_vocab_file}: {report['vocab_size']:,} tokens in {FLAGS.vocab_file}; "
+      f"WordPieces per word on {text}: {report['pieces_per_word_before']:.3f} before, "
+      f"{report['pieces_per_word_after']:.3f} after")
 
 
 def main(_):

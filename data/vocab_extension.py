@@ -77,6 +77,29 @@ def write_report(vocab_file, report):
     f.write(json.dumps(report, indent=2) + "\n")
 
 
+def extend_vocab_file(counts, base_vocab_file, vocab_file, num_new_tokens, extension,
+                      held_out_counts=None, min_count=2):
+  """Writes the extended vocab and its report (`report_path`); returns the report.
+
+  Args:
+    counts, held_out_counts: {word: occurrences} of the domain's text and of the
+      text to measure pieces per word on (default: counts).
+  """
+  base = read_tokens(base_vocab_file)
+  words = domain_words(counts, base, num_new_tokens, min_count)
+  tokens = extend(base, [w for w, _, _ in words], extension)
+  held_out = counts if held_out_counts is None else held_out_counts
+  report = {"base_vocab_file": base_vocab_file, "extension": extension,
+            "vocab_size": len(tokens),
+            "pieces_per_word_before": pieces_per_word(held_out, base),
+            "pieces_per_word_after": pieces_per_word(held_out, tokens),
+            "new_tokens": [{"token": w, "count": c, "base_pieces": p} for w, c, p in words]}
+  with files.atomic_output(vocab_file) as f:
+    f.write("\n".join(tokens) + "\n")
+  write_report(vocab_file, report)
+  return report
+
+
 def pieces_per_word(counts, tokens):
   """WordPiece tokens per word occurrence of `counts` under the vocab `tokens`."""
   return wordpiece_vocab.coverage(counts, tokens)[1]

@@ -1,12 +1,12 @@
 """learn_vocab.py --base_vocab_file: a released vocab extended with a domain's words."""
 
+import collections
 import json
 
 import pytest
 
 from conftest import write_vocab
 from data import tokenization, vocab_extension
-from scripts import run_script
 
 BASE = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"[unused{i}]" for i in range(3)]
         + ["the", "cat", "sat", "on", "mat", "card", "##i", "##o", "##my", "##path", "##y",
@@ -37,19 +37,17 @@ def test_unused_slots_keep_every_other_id_and_append_grows():
     vocab_extension.extend(BASE, new * 2, "unused")
 
 
-@pytest.mark.slow
-def test_learn_vocab_extends_and_reports_pieces_per_word(tmp_path):
+def test_extended_vocab_file_and_its_report(tmp_path):
   base = write_vocab(tmp_path / "base.txt", BASE)
-  (tmp_path / "domain.txt").write_text(DOMAIN + "\n")
-  (tmp_path / "held.txt").write_text("cardiomyopathy cats the cat\n")
-  out = tmp_path / "vocab.txt"
-  proc = run_script("learn_vocab.py", f"--input_file={tmp_path / 'domain.txt'}",
-                    f"--vocab_file={out}", f"--base_vocab_file={base}", "--num_new_tokens=2",
-                    f"--held_out_file={tmp_path / 'held.txt'}")
-  vocab = tokenization.load_vocab(str(out))
+  out = str(tmp_path / "vocab.txt")
+  counts = collections.Counter(DOMAIN.split())
+  held_out = collections.Counter("cardiomyopathy cats the cat".split())
+  report = vocab_extension.extend_vocab_file(counts, base, out, 2, "unused", held_out)
+  vocab = tokenization.load_vocab(out)
   assert vocab["cardiomyopathy"] == 5 and vocab["cats"] == 6 and len(vocab) == len(set(BASE))
-  report = json.loads((tmp_path / "vocab_extension.json").read_text())
+  assert json.loads((tmp_path / "vocab_extension.json").read_text()) == report
   # Held out: 4 words; before 7 + 2 + 1 + 1 = 11 pieces, after 4.
   assert report["pieces_per_word_before"] == 11 / 4 and report["pieces_per_word_after"] == 1.0
   assert [t["token"] for t in report["new_tokens"]] == ["cardiomyopathy", "cats"]
-  assert "WordPieces per word on held-out text: 2.750 before, 1.000 after" in proc.stderr
+  assert vocab_extension.extend_vocab_file(counts, base, out, 2, "append")["vocab_size"] == \
+      len(BASE) + 2
