@@ -70,21 +70,13 @@ flags.DEFINE_bool("next_sentence", True,
                   "Next-sentence pairs as the original (half random next). False: every "
                   "instance is contiguous text of one document, labels all 0 (the paper's "
                   "'No NSP').")
+flags.DEFINE_bool("per_word_decision", False,
+                  "Whole-word masking that draws [MASK]/kept/random once per word, for all "
+                  "its WordPieces (the original draws per WordPiece).")
+flags.DEFINE_integer("max_ngram_size", 1,
+                     "More than 1: n-gram masking, spans of 1..N whole words of a segment, "
+                     "length n with probability proportional to 1/n.")
 FLAGS = flags.FLAGS
-
-
-def _masking_mix():
-  """The --masking_mix shares as three floats; ValueError naming the flag if malformed."""
-  from data.pretraining import instances
-  try:
-    mix = tuple(float(part) for part in FLAGS.masking_mix.split(","))
-  except ValueError:
-    mix = ()
-  source = f"--masking_mix={FLAGS.masking_mix}"
-  if not mix:
-    raise ValueError(f"{source}: expected three numbers MASK,SAME,RANDOM such as 0.8,0.1,0.1.")
-  instances.validate_masking_mix(mix, source)
-  return mix
 
 
 def _validate():
@@ -102,7 +94,10 @@ def _validate():
                "streaming_block_tokens"):
     if FLAGS[name].value < 1:
       raise ValueError(f"--{name}={FLAGS[name].value} must be at least 1.")
-  return _masking_mix()
+  if FLAGS.max_ngram_size < 1:
+    raise ValueError(f"--max_ngram_size={FLAGS.max_ngram_size} must be at least 1.")
+  from data.pretraining import instances
+  return instances.parse_masking_mix(FLAGS.masking_mix, f"--masking_mix={FLAGS.masking_mix}")
 
 
 def main(_):
@@ -128,7 +123,7 @@ def main(_):
   config = instances.GenerationConfig(
       FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
       FLAGS.short_seq_prob, FLAGS.do_whole_word_mask, FLAGS.dupe_factor, masking_mix,
-      FLAGS.next_sentence)
+      FLAGS.next_sentence, FLAGS.per_word_decision, FLAGS.max_ngram_size)
   compression = "" if FLAGS.output_compression == "none" else "GZIP"
   logging.info("Reading %d input file(s): %s", len(input_files), ", ".join(input_files))
   if FLAGS.shard_by_input_file:

@@ -72,7 +72,7 @@ def main(_):
   import numpy as np
   import tensorflow as tf
   from data import features, files, path_checks, text_decoding
-  from modeling import checkpoints
+  from modeling import checkpoints, vocab_growth
   from modeling.encoder import BertEncoder
 
   path_checks.check_input_files(input_file=FLAGS.input_file)
@@ -97,7 +97,8 @@ def main(_):
 
   encoder = BertEncoder(config)
   encoder.pack_tokens = True  # layers run on real tokens only (no XLA here)
-  checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
+  checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint, growth=vocab_growth.growth_for(
+      FLAGS.init_checkpoint, vocab_file, config))  # new word rows: from their pieces
 
   @tf.function(reduce_retracing=True)
   def layer_outputs(batch):

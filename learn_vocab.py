@@ -5,6 +5,13 @@
 The vocab begins [PAD] [UNK] [CLS] [SEP] [MASK], then --num_unused_tokens
 placeholders [unused0]..., then the learned pieces (see data/wordpiece_vocab.py
 for the relation to Google's released vocabularies).
+
+With --base_vocab_file it extends that vocab instead (data/vocab_extension.py):
+the --num_new_tokens words of the input the base vocab splits into the most
+pieces, weighted by frequency, fill its [unusedN] slots or are appended.
+
+  python learn_vocab.py --input_file=notes.txt --base_vocab_file=$BERT/vocab.txt \
+    --vocab_file=vocab.txt --num_new_tokens=500 --held_out_file=held_out.txt
 """
 
 import sys
@@ -23,7 +30,35 @@ flags.DEFINE_integer("num_unused_tokens", 0,
                      "[unusedN] placeholders to reserve after the special tokens.")
 flags.DEFINE_integer("min_count", 2, "Ignore words seen fewer times.")
 flags.DEFINE_integer("max_unique_chars", 1000, "Largest alphabet; rarer characters are dropped.")
+# Added: extending a released vocab.
+flags.DEFINE_string("base_vocab_file", None,
+                    "Extend this vocab.txt with the input's words instead of learning one.")
+flags.DEFINE_enum("extension", "unused", ["unused", "append"],
+                  "unused: new words take the base vocab's [unusedN] slots (ids unchanged); "
+                  "append: they follow its last entry (a larger vocab_size).")
+flags.DEFINE_integer("num_new_tokens", 100, "Words to add with --base_vocab_file.", lower_bound=1)
+flags.DEFINE_string("held_out_file", None,
+                    "With --base_vocab_file: text to report WordPieces per word on, before and "
+                    "after (default: the input).")
 FLAGS = flags.FLAGS
+
+
+def extend_vocab(counts, log):
+  """--base_vocab_file: writes the extended vocab and its report; logs pieces per word."""
+  from data import path_checks, vocab_extension, wordpiece_vocab
+  held_out = None
+  if FLAGS.held_out_file:
+    held_out = wordpiece_vocab.count_words(
+        path_checks.expand_file_patterns(FLAGS.held_out_file, "--held_out_file"),
+        FLAGS.do_lower_case)
+  report = vocab_extension.extend_vocab_file(
+      counts, FLAGS.base_vocab_file, FLAGS.vocab_file, FLAGS.num_new_tokens, FLAGS.extension,
+      held_out, FLAGS.min_count)
+  text = "held-out text" if FLAGS.held_out_file else "the input (no --held_out_file)"
+  log(f"added {len(report['new_tokens'])} words ({FLAGS.extension}) to "
+      f"{FLAGS.base_vocab_file}: {report['vocab_size']:,} tokens in {FLAGS.vocab_file}; "
+      f"WordPieces per word on {text}: {report['pieces_per_word_before']:.3f} before, "
+      f"{report['pieces_per_word_after']:.3f} after")
 
 
 def main(_):
@@ -32,7 +67,13 @@ def main(_):
   from data.progress import Progress
   paths = path_checks.expand_file_patterns(FLAGS.input_file, "--input_file")
   path_checks.check_output_file(FLAGS.vocab_file, "--vocab_file", paths)
-  wordpiece_vocab.reserved_tokens(FLAGS.vocab_size, FLAGS.num_unused_tokens)  # room left?
+  if FLAGS.base_vocab_file:
+    path_checks.check_input_files(base_vocab_file=FLAGS.base_vocab_file,
+                                  held_out_file=FLAGS.held_out_file)
+    if not files.exists(FLAGS.base_vocab_file):
+      raise ValueError(f"--base_vocab_file={FLAGS.base_vocab_file} does not exist.")
+  else:
+    wordpiece_vocab.reserved_tokens(FLAGS.vocab_size, FLAGS.num_unused_tokens)  # room left?
   start = time.time()
   progress = Progress("counting", sum(files.size(p) for p in paths))
   undecodable = text_decoding.Undecodable()
@@ -42,8 +83,9 @@ def main(_):
     print(undecodable.report(), file=sys.stderr)
   if not counts:
     raise ValueError(f"--input_file: no words in {', '.join(paths)}.")
-  print(f"counted {sum(counts.values()):,} words, {len(counts):,} distinct; learning...",
-        file=sys.stderr)
+  print(f"counted {sum(counts.values()):,} words, {len(counts):,} distinct", file=sys.stderr)
+  if FLAGS.base_vocab_file:
+    return extend_vocab(counts, lambda line: print(line, file=sys.stderr))
   vocab = wordpiece_vocab.learn(counts, FLAGS.vocab_size, FLAGS.num_unused_tokens,
                                 FLAGS.min_count, FLAGS.max_unique_chars)
   with files.atomic_output(FLAGS.vocab_file) as f:

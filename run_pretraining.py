@@ -15,7 +15,7 @@ from absl import flags, logging
 from cli import app
 from cli.flags import define_runtime_flags, define_tpu_flags, must_be_positive
 from cli.runner import Runner, TaskAdapter, TrainInput
-from data import features, pipeline
+from data import dynamic_masking, features, pipeline
 from modeling import checkpoints, language_model, reports
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
@@ -55,6 +55,10 @@ flags.DEFINE_enum("objective", "mlm", ["mlm", "ltr"],
                   "NSP'): causal attention, the next token predicted at every real position "
                   "from the records' text with the masked tokens put back, no next-sentence "
                   "head; the exported bert_config.json gets causal_attention: true.")
+flags.DEFINE_bool("dynamic_masking", False,
+                  "Draw new masks for every training batch (each pass over the records masks "
+                  "anew) from the records' text with their masks put back; needs --vocab_file.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: fraction of tokens masked.")
 must_be_positive("learning_rate")
 FLAGS = flags.FLAGS
 
@@ -78,6 +82,10 @@ class Pretraining(TaskAdapter):
       raise ValueError(f"--num_train_steps={FLAGS.num_train_steps}: training needs at least 1.")
     language_model.check_objective(FLAGS.objective, FLAGS.next_sentence_weight,
                                    FLAGS["next_sentence_weight"].present)
+    if FLAGS.dynamic_masking and (FLAGS.objective == "ltr" or not FLAGS.vocab_file
+                                  or FLAGS.max_predictions_per_seq < 1):
+      raise ValueError("--dynamic_masking needs --objective=mlm, --vocab_file (for the ids of "
+                       "[MASK], [CLS], [SEP]) and --max_predictions_per_seq of at least 1.")
     self.compression = "" if FLAGS.input_compression == "none" else "GZIP"
     self.eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     self.spec = features.pretraining_feature_spec(FLAGS.max_seq_length,
@@ -118,7 +126,11 @@ class Pretraining(TaskAdapter):
         ctx, self.compression, drop_remainder=drop)
 
   def train_input(self, run):
-    return TrainInput(self._records(run, FLAGS.input_file, FLAGS.train_batch_size, True),
+    records = self._records(run, FLAGS.input_file, FLAGS.train_batch_size, True)
+    if FLAGS.dynamic_masking:
+      records = dynamic_masking.masked_anew(records, run.tokenizer.vocab, FLAGS.masked_lm_prob,
+                                            FLAGS.seed)
+    return TrainInput(records,
                       naming_errors=lambda: pipeline.naming_bad_files(FLAGS.input_file,
                                                                       self.compression))
 

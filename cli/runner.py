@@ -41,7 +41,7 @@ from cli import app, model_files, signals
 from cli.flags import ACTIONS
 from data import files, path_checks, pipeline, tfrecords
 from modeling import (checkpoints, cluster, distribution, export, optimization, periodic_eval,
-                      reports, selection, training)
+                      reports, selection, training, vocab_growth)
 
 TRAINED_WITH = "run.json"  # what the model in --output_dir was trained with
 
@@ -187,8 +187,10 @@ class Runner:
     self.num_train_steps = steps
     if v.do_train:
       logging.info("%d training steps, %d of them warming up.", steps, warmup)
+    growth = vocab_growth.growth_for(v.init_checkpoint, self.vocab_file, self.config,
+                                     v.new_token_embeddings, v.seed)
     self.trainer = make_trainer(self.strategy, adapter.build_task(self), steps, warmup,
-                                v.train_batch_size, v)
+                                v.train_batch_size, v, growth)
 
     if v.do_train:
       self._train(adapter.train_input(self))
@@ -392,7 +394,8 @@ def batch_length_multiple(multiple, jit_compile=False, strategy=None):
   return 8 if tf.config.list_logical_devices("GPU") else 1
 
 
-def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, values):
+def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, values,
+                 vocab_growth=None):
   """A Trainer for `task` configured from the original's and the runtime flags.
 
   Training, the weights it starts from (--init_checkpoint, or the checkpoint
@@ -418,7 +421,8 @@ def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, 
           save_checkpoints_steps=values.save_checkpoints_steps,
           keep_checkpoint_max=values.keep_checkpoint_max,
           gradient_accumulation_steps=micro,
-          jit_compile=values.jit_compile, loss_scaling=values.dtype == "float16"))
+          jit_compile=values.jit_compile, loss_scaling=values.dtype == "float16",
+          vocab_growth=vocab_growth))
   if values.do_train:
     trainer.load_start(values.init_checkpoint)
   return trainer

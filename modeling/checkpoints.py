@@ -229,7 +229,7 @@ def _shape(x):
   return "[" + ", ".join(str(d) for d in x) + "]"
 
 
-def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
+def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
   """Assigns the weights of checkpoint `path` (any format) to `model`.
 
   Args:
@@ -240,6 +240,8 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
       and are listed in the log, as does the pooler of a checkpoint that has
       none; encoder variables must otherwise always match.
     ckpt: the already read `Checkpoint` of `path`, to avoid reading it twice.
+    growth: a vocab_growth.VocabGrowth: word rows the checkpoint lacks, or
+      [unusedN] rows now words, are initialised from it before the load.
   Returns:
     the `Checkpoint` read (path, format, weights).
   Raises:
@@ -247,6 +249,8 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
       variables (with both shapes for a mismatch) and how many there are.
   """
   ckpt = ckpt or read_checkpoint(path)
+  if growth is not None:
+    ckpt = growth(ckpt)
   targets = variable_map(model)
   mismatched, fresh = [], []
   for name, var in targets.items():
@@ -283,10 +287,10 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None):
       var.assign(ckpt.weights[name].astype(var.dtype))
   logging.info("Loaded %d variables from %s (%s).", len(targets) - len(fresh),
                ckpt.path, ckpt.format)
-  if fresh:
-    logging.info("Freshly initialised (not in the checkpoint): %s", ", ".join(fresh))
-  if unused:
-    logging.info("Checkpoint variables not used by this model: %s", ", ".join(unused))
+  if fresh or unused:  # one line: the head variables left behind and those started fresh
+    logging.info("Head variables of the checkpoint left unused: %s; started fresh (not in "
+                 "the checkpoint): %s", ", ".join(sorted(unused)) or "none",
+                 ", ".join(sorted(fresh)) or "none")
   return ckpt
 
 
@@ -361,6 +365,13 @@ def _checkpoint_dir(checkpoint_path):
   return os.path.dirname(checkpoint_path)
 
 
+def _beside(checkpoint_path):
+  """Where a checkpoint's config and vocab may be: its directory, then that directory's
+  export/ (run_pretraining.py's --output_dir keeps the original layout there)."""
+  directory = _checkpoint_dir(checkpoint_path)
+  return directory, os.path.join(directory, "export")
+
+
 def write_config_and_vocab(directory, config, vocab_file=None):
   """Writes bert_config.json and a copy of `vocab_file` (if given) into `directory`, each
   under a temporary name first, so that the directory reads as a checkpoint's."""
@@ -374,18 +385,19 @@ def write_config_and_vocab(directory, config, vocab_file=None):
 
 def find_config(checkpoint_path):
   """The BertConfig stored beside a checkpoint (bert_config.json or config.json)."""
-  directory = _checkpoint_dir(checkpoint_path)
-  for name in ("bert_config.json", "config.json"):
-    candidate = os.path.join(directory, name)
-    if files.exists(candidate):
-      return BertConfig.from_json_file(candidate)
+  for directory in _beside(checkpoint_path):
+    for name in ("bert_config.json", "config.json"):
+      candidate = os.path.join(directory, name)
+      if files.exists(candidate):
+        return BertConfig.from_json_file(candidate)
   raise ValueError(f"No bert_config.json or config.json beside {checkpoint_path}; "
                    "pass --bert_config_file.")
 
 
 def find_vocab(checkpoint_path):
   """The vocab.txt stored beside a checkpoint."""
-  candidate = os.path.join(_checkpoint_dir(checkpoint_path), "vocab.txt")
-  if files.exists(candidate):
-    return candidate
+  for directory in _beside(checkpoint_path):
+    candidate = os.path.join(directory, "vocab.txt")
+    if files.exists(candidate):
+      return candidate
   raise ValueError(f"No vocab.txt beside {checkpoint_path}; pass --vocab_file.")

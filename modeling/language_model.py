@@ -18,27 +18,9 @@ import math
 
 from keras import ops
 
+from data.dynamic_masking import original_tokens  # also used by tests and benchmarks
 from modeling.heads import correct, cross_entropy
 from modeling.pretraining import BertPretrainer, PretrainingTask
-
-
-def original_tokens(batch):
-  """The records' unmasked text: input_ids with masked_lm_ids put back at masked_lm_positions
-  where masked_lm_weights > 0 (padding entries, position 0 with weight 0, change nothing).
-
-  Args:
-    batch: input_ids int [B, S]; masked_lm_positions, masked_lm_ids int [B, P];
-      masked_lm_weights float [B, P].
-  Returns:
-    int32 [B, S].
-  """
-  ids = ops.cast(batch["input_ids"], "int32")
-  # One-hot rather than a scatter: static shapes under XLA. A record masks a position once.
-  hits = ops.one_hot(ops.cast(batch["masked_lm_positions"], "int32"), ops.shape(ids)[1],
-                     dtype="int32")  # [B, P, S]
-  hits = hits * ops.cast(batch["masked_lm_weights"] > 0, "int32")[:, :, None]
-  restored = ops.sum(hits * ops.cast(batch["masked_lm_ids"], "int32")[:, :, None], axis=1)
-  return ops.where(ops.sum(hits, axis=1) > 0, restored, ids)  # [B, S]
 
 
 def next_token_targets(input_ids, input_mask):

@@ -112,7 +112,8 @@ class TrainState:
     if init_checkpoint:
       if self._initialized and self._initialized[0] == init_checkpoint:
         return self._initialized[1]  # loaded by load_start, untouched since
-      ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint, allow_new_heads=True)
+      ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint, allow_new_heads=True,
+                                         growth=self.config.vocab_growth)
       return f"initialized from {ckpt.path} ({ckpt.format})"
     return "initialized from scratch"
 

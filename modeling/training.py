@@ -57,6 +57,8 @@ class TrainConfig:
   pack_tokens: bool = True
   loss_scaling: bool = False  # dynamic loss scaling, for float16
   loss_scale_growth_steps: int = 2000  # finite steps before the loss scale doubles
+  # A vocab_growth.VocabGrowth applied to --init_checkpoint's weights (new word rows).
+  vocab_growth: object = None
 
 
 def static_shapes(jit_compile, strategy):

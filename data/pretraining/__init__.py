@@ -6,6 +6,7 @@ numba, and is split by stage:
 
   documents.py   input text -> tokenized documents -> `Corpus`
   instances.py   `Corpus` -> instances (the algorithm itself, draw for draw)
+  masking.py     an instance's masked positions (the original's rule; per-word and n-gram)
   mersenne.py    the original's random.Random, reproduced for numba
   generation.py  instances -> record features; the exact (default) mode
   streaming.py   the --streaming / --num_workers mode
@@ -39,7 +40,7 @@ Where each piece of the original's create_pretraining_data.py went:
       `instances.truncate_seq_pair`, on the token ranges' start and end
       offsets. (data/features.py's truncate_seq_pair is run_classifier's rule,
       which always cuts the end; it is not this one.)
-  create_masked_lm_predictions(): `instances.create_masked_lm_predictions`;
+  create_masked_lm_predictions(): `masking.create_masked_lm_predictions`;
       it returns positions and replacement ids (or `instances.KEEP`) instead
       of token strings. The global FLAGS.do_whole_word_mask it read is now
       `GenerationConfig.do_whole_word_mask`.

@@ -56,7 +56,13 @@ class Summary:
     if self.config is not None:
       mix = "/".join(f"{share * 100:g}%" for share in self.config.masking_mix)
       pairs = "on" if self.config.next_sentence else "off (contiguous text, labels all 0)"
-      out.append(f"settings: masking mix {mix} [MASK]/kept/random, next-sentence pairs {pairs}")
+      words = ""
+      if self.config.per_word_decision:
+        words += ", one [MASK]/kept/random decision per word"
+      if self.config.max_ngram_size > 1:
+        words += f", spans of 1-{self.config.max_ngram_size} whole words"
+      out.append(f"settings: masking mix {mix} [MASK]/kept/random{words}, next-sentence "
+                 f"pairs {pairs}")
     out += [f"random next sentence {self.random_next / n:.1%}, short target length "
             f"{self.short_targets / max(self.document_passes, 1):.1%} of document passes",
             f"wall time {self.seconds:.1f}s ({self.instances / max(self.seconds, 1e-9):,.0f} "

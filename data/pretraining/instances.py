@@ -21,8 +21,7 @@ import numpy as np
 from numba.typed import List
 
 from data.pretraining import mersenne
-
-KEEP = -1  # replacement code: the masked position keeps its original token
+from data.pretraining.masking import KEEP, create_masked_lm_predictions  # KEEP: re-exported
 
 MaskingVocab = collections.namedtuple(
     "MaskingVocab", ["cls_id", "sep_id", "mask_id", "word_ids", "is_continuation"])
@@ -33,12 +32,13 @@ is_continuation[id] says the token starts with "##"."""
 GenerationConfig = collections.namedtuple(
     "GenerationConfig", ["max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
                          "short_seq_prob", "do_whole_word_mask", "dupe_factor", "masking_mix",
-                         "next_sentence"],
-    defaults=[128, 20, 0.15, 0.1, False, 10, (0.8, 0.1, 0.1), True])
+                         "next_sentence", "per_word_decision", "max_ngram_size"],
+    defaults=[128, 20, 0.15, 0.1, False, 10, (0.8, 0.1, 0.1), True, False, 1])
 GenerationConfig.__doc__ = """The generator flags that shape instances (original defaults).
 masking_mix: float shares (mask, same, random) of masked positions written as
 [MASK], kept, a random word; next_sentence: False makes every B the text that
-follows A (no random next, labels all 0)."""
+follows A (no random next, labels all 0); per_word_decision, max_ngram_size:
+masking.py's additions (False, 1: the original's masking)."""
 
 
 def validate_masking_mix(mix, source):
@@ -46,6 +46,17 @@ def validate_masking_mix(mix, source):
   if len(mix) != 3 or any(not 0.0 <= share <= 1.0 for share in mix) or abs(sum(mix) - 1) > 1e-6:
     raise ValueError(f"{source}: expected three shares MASK,SAME,RANDOM, each in [0, 1] and "
                      f"summing to 1 (e.g. 0.8,0.1,0.1); got {','.join(map(str, mix))}.")
+
+
+def parse_masking_mix(text, source):
+  """The shares of a "MASK,SAME,RANDOM" string; ValueError naming `source` if malformed."""
+  try:
+    mix = tuple(float(part) for part in text.split(","))
+  except ValueError:
+    raise ValueError(f"{source}: expected three numbers MASK,SAME,RANDOM such as "
+                     "0.8,0.1,0.1.") from None
+  validate_masking_mix(mix, source)
+  return mix
 
 
 def masking_vocab(vocab):
@@ -96,71 +107,6 @@ def truncate_seq_pair(a0, a1, b0, b1, max_num_tokens, state):
     else:
       b1 -= 1
   return a0, a1, b0, b1
-
-
-@numba.njit(cache=True)
-def create_masked_lm_predictions(tokens, config, vocab, state):
-  """Chooses masked positions and their replacements, as the original does.
-
-  Args:
-    tokens: int [n] ids of [CLS] A [SEP] B [SEP].
-  Returns:
-    (positions, replacements): int64 arrays sorted by position; a replacement
-    is the id written there or KEEP. The labels are tokens[positions].
-  """
-  n = len(tokens)
-  mask_share, same_share, random_share = config.masking_mix
-  rest = same_share + random_share
-  keep_share = same_share / rest if rest > 0.0 else 1.0
-  # Candidate groups (whole words with do_whole_word_mask): flat positions and starts.
-  candidates = np.empty(n, np.int64)
-  group_starts = np.empty(n + 1, np.int64)
-  count, groups = 0, 0
-  for i in range(n):
-    token = tokens[i]
-    if token == vocab.cls_id or token == vocab.sep_id:
-      continue
-    if not (config.do_whole_word_mask and groups > 0 and vocab.is_continuation[token]):
-      group_starts[groups] = count
-      groups += 1
-    candidates[count] = i
-    count += 1
-  group_starts[groups] = count
-  order = np.arange(groups)
-  mersenne.shuffle(state, order)
-  num_to_predict = min(config.max_predictions_per_seq,
-                       max(1, int(round(n * config.masked_lm_prob))))
-  covered = np.zeros(n, np.bool_)
-  positions = np.empty(num_to_predict, np.int64)
-  replacements = np.empty(num_to_predict, np.int64)
-  masked = 0
-  for g in order:
-    lo, hi = group_starts[g], group_starts[g + 1]
-    if masked >= num_to_predict:
-      break
-    if masked + hi - lo > num_to_predict:
-      continue
-    already = False
-    for k in range(lo, hi):
-      already = already or covered[candidates[k]]
-    if already:
-      continue
-    for k in range(lo, hi):
-      index = candidates[k]
-      covered[index] = True
-      # The original's draws: r1 < 0.8 -> [MASK], else r2 < 0.5 -> keep. With
-      # the default mix 0.1 / (0.1 + 0.1) is exactly 0.5, so the draws are identical.
-      if mersenne.random(state) < mask_share:
-        replacement = vocab.mask_id
-      elif mersenne.random(state) < keep_share:
-        replacement = KEEP
-      else:
-        replacement = vocab.word_ids[mersenne.randint(state, 0, len(vocab.word_ids) - 1)]
-      positions[masked] = index
-      replacements[masked] = replacement
-      masked += 1
-  by_position = np.argsort(positions[:masked])
-  return positions[:masked][by_position], replacements[:masked][by_position]
 
 
 @numba.njit(cache=True)

@@ -1,0 +1,110 @@
+"""run_pretraining --dynamic_masking: masks drawn anew each pass (data/dynamic_masking.py).
+
+Checked against the generator's documented rule (round(n * masked_lm_prob) of the
+non-[CLS]/[SEP] tokens, each 80/10/10 [MASK]/kept/random) with bounds of 5 binomial
+standard deviations; seeded, so the same on every machine.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from data import dynamic_masking, features, pipeline
+from data.pretraining import generation, instances
+from test_pretraining_data import make_corpus, make_vocab
+
+CLS, SEP, MASK, VOCAB_SIZE = 2, 3, 4, 100
+S, P = 48, 8
+
+
+def batch_of(rows, seed):
+  """Records as the generator writes them (one old mask), of real lengths 20..S."""
+  rng = np.random.default_rng(seed)
+  ids = np.zeros((rows, S), np.int32)
+  lengths = rng.integers(20, S + 1, rows)
+  for i, n in enumerate(lengths):
+    ids[i, :n] = rng.integers(5, VOCAB_SIZE, n)
+    ids[i, [0, n // 2, n - 1]] = [CLS, SEP, SEP]
+  text = ids.copy()
+  positions = np.zeros((rows, P), np.int32)
+  positions[:, :3] = [1, 2, 4]
+  old = {"input_ids": ids, "input_mask": (np.arange(S) < lengths[:, None]).astype(np.int32),
+         "segment_ids": np.zeros_like(ids), "masked_lm_positions": positions,
+         "masked_lm_ids": np.where(np.arange(P) < 3, np.take_along_axis(text, positions, 1), 0),
+         "masked_lm_weights": (np.arange(P) < 3).astype(np.float32)[None].repeat(rows, 0),
+         "next_sentence_labels": np.zeros((rows, 1), np.int32)}
+  old["input_ids"][:, [1, 2, 4]] = MASK
+  return old, text, lengths
+
+
+def five_sigma(share, count):
+  return 5 * np.sqrt(share * (1 - share) / count)
+
+
+def test_each_pass_masks_anew_by_the_generator_rule():
+  old, text, lengths = batch_of(3000, seed=0)
+  data = tf.data.Dataset.from_tensors(old).repeat(2)
+  passes = [{k: v.numpy() for k, v in b.items()} for b in dynamic_masking.dynamic_masking(
+      data, 7, VOCAB_SIZE, CLS, SEP, MASK, 0.15)]
+  assert len(passes) == 2
+  assert not np.array_equal(passes[0]["masked_lm_positions"], passes[1]["masked_lm_positions"])
+  kinds = np.zeros(2)  # [MASK], the token itself
+  for b in passes:
+    real = b["masked_lm_weights"] > 0
+    want = np.minimum(P, np.maximum(1, np.round(lengths * 0.15).astype(int)))
+    np.testing.assert_array_equal(real.sum(1), want)
+    rows = np.nonzero(real)[0]
+    positions = b["masked_lm_positions"][real]
+    assert (text[rows, positions] > SEP).all(), "never [CLS], [SEP] or padding"
+    assert (np.diff(np.where(real, b["masked_lm_positions"], S + np.arange(P)), axis=1) > 0).all()
+    np.testing.assert_array_equal(b["masked_lm_ids"][real], text[rows, positions])
+    assert (b["masked_lm_ids"][~real] == 0).all() and (b["masked_lm_positions"][~real] == 0).all()
+    unmasked = np.ones_like(text, bool)
+    unmasked[rows, positions] = False
+    np.testing.assert_array_equal(b["input_ids"][unmasked], text[unmasked])  # old mask undone
+    written = b["input_ids"][rows, positions]
+    kinds += [(written == MASK).sum(), (written == text[rows, positions]).sum()]
+  count = sum((b["masked_lm_weights"] > 0).sum() for b in passes)
+  # A random id is [MASK] or the token itself one time in VOCAB_SIZE each.
+  expected = [0.8 + 0.1 / VOCAB_SIZE, 0.1 + 0.1 / VOCAB_SIZE]
+  for observed, share in zip(kinds / count, expected):
+    assert abs(observed - share) <= five_sigma(share, count), (kinds / count, expected)
+
+
+def test_every_candidate_position_is_equally_likely():
+  old, text, lengths = batch_of(4000, seed=1)
+  old = {k: v[lengths == S] for k, v in old.items()}  # one length: fixed [SEP] places
+  b = next(iter(dynamic_masking.dynamic_masking(
+      tf.data.Dataset.from_tensors(old), 3, VOCAB_SIZE, CLS, SEP, MASK, 0.15)))
+  rows = len(old["input_ids"])
+  hits = np.zeros(S)
+  real = b["masked_lm_weights"].numpy() > 0
+  np.add.at(hits, b["masked_lm_positions"].numpy()[real], 1)
+  candidates = [j for j in range(S) if j not in (0, S // 2, S - 1)]
+  share = round(S * 0.15) / len(candidates)
+  assert rows > 50
+  assert np.all(np.abs(hits[candidates] / rows - share) <= five_sigma(share, rows))
+  assert hits[[0, S // 2, S - 1]].sum() == 0
+
+
+def test_masked_anew_on_generator_records(tmp_path):
+  """The training pipeline's batches, from real records: labels are the text's tokens."""
+  vocab_file = make_vocab(tmp_path / "vocab.txt")
+  corpus = make_corpus(tmp_path / "corpus.txt", documents=8, seed=2)
+  out = str(tmp_path / "records")
+  generation.generate_exact([corpus], [out], vocab_file, True,
+                            instances.GenerationConfig(32, 5, 0.15, 0.1, False, 1), 4)
+  from data import tokenization
+  vocab = tokenization.load_vocab(vocab_file)
+  spec = features.pretraining_feature_spec(32, 5)
+
+  class Context:
+    input_pipeline_id = 0
+
+  plain = lambda ctx: pipeline.record_dataset(out, spec, 16, True, seed=1)
+  masked = dynamic_masking.masked_anew(plain, vocab, 0.15, seed=1)(Context())
+  for a, b in zip(plain(Context()).take(3), masked.take(3)):
+    text = dynamic_masking.original_tokens(a).numpy()
+    np.testing.assert_array_equal(dynamic_masking.original_tokens(b).numpy(), text)
+    real = b["masked_lm_weights"].numpy() > 0
+    assert real.any(1).all()
+    assert not np.array_equal(a["masked_lm_positions"].numpy(), b["masked_lm_positions"].numpy())

@@ -1,0 +1,41 @@
+"""Fine-tuning from a run_pretraining.py --output_dir (or its export/) as --init_checkpoint."""
+
+import numpy as np
+
+from conftest import write_vocab
+from helpers import randomize
+from modeling import checkpoints
+from modeling.classification import BertClassifier
+from modeling.config import BertConfig
+from modeling.pretraining import BertPretrainer
+
+CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=16, max_position_embeddings=16)
+
+
+def test_output_dir_with_config_in_export_fine_tunes_with_one_line_on_heads(tmp_path, caplog):
+  """The layout run_pretraining leaves: our checkpoints at the top, config, vocab and the
+  original checkpoint in export/ (older runs wrote no config beside the checkpoints)."""
+  pretrainer = BertPretrainer(CONFIG)
+  weights = randomize(pretrainer, seed=2)
+  out = tmp_path / "pretraining"
+  checkpoints.save_tf2_checkpoint(pretrainer, str(out / "ckpt-3"))
+  vocab = write_vocab(tmp_path / "vocab.txt", [f"t{i}" for i in range(12)])
+  checkpoints.save_tf1_checkpoint(checkpoints.model_weights(pretrainer), str(out / "export"),
+                                  CONFIG, vocab)
+  for start in (out, out / "export"):
+    assert checkpoints.find_config(str(start)) == CONFIG
+    assert checkpoints.find_vocab(str(start)).endswith("vocab.txt")
+    classifier = BertClassifier(CONFIG, num_labels=2)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="absl"):
+      checkpoints.load_checkpoint(classifier, str(start), allow_new_heads=True)
+    np.testing.assert_array_equal(  # exact: copied bits
+        classifier.encoder.embedding_table.numpy(), weights["bert/embeddings/word_embeddings"])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Head var")]
+    assert lines == [
+        "Head variables of the checkpoint left unused: cls/predictions/output_bias, "
+        "cls/predictions/transform/LayerNorm/beta, cls/predictions/transform/LayerNorm/gamma, "
+        "cls/predictions/transform/dense/bias, cls/predictions/transform/dense/kernel, "
+        "cls/seq_relationship/output_bias, cls/seq_relationship/output_weights; started "
+        "fresh (not in the checkpoint): output_bias, output_weights"]

@@ -1,0 +1,53 @@
+"""learn_vocab.py --base_vocab_file: a released vocab extended with a domain's words."""
+
+import collections
+import json
+
+import pytest
+
+from conftest import write_vocab
+from data import tokenization, vocab_extension
+
+BASE = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"[unused{i}]" for i in range(3)]
+        + ["the", "cat", "sat", "on", "mat", "card", "##i", "##o", "##my", "##path", "##y",
+           "my", "##o", "path", "##c", "##ard", "##s", "a", "s"])
+# cardiomyopathy -> card ##i ##o ##my ##o ##path ##y (7 pieces); cats -> cat ##s (2).
+DOMAIN = ("the cat sat on the mat . cardiomyopathy cardiomyopathy cardiomyopathy "
+          "cats cats cats cats cats cardiomyopathy mycard mycard sat")
+
+
+def test_domain_words_are_ranked_by_pieces_saved():
+  counts = {"cardiomyopathy": 4, "cats": 5, "mycard": 2, "sat": 9, "zzz": 50, "mats": 1}
+  words = vocab_extension.domain_words(counts, BASE, 10)
+  # saved pieces: cardiomyopathy 4 * 6 = 24, cats 5 * 1 = 5, mycard (my ##c ##ard) 2 * 2 = 4;
+  # sat is whole, zzz would be [UNK], mats is rarer than min_count 2.
+  assert words == [("cardiomyopathy", 4, 7), ("cats", 5, 2), ("mycard", 2, 3)]
+  assert vocab_extension.domain_words(counts, BASE, 1) == words[:1]
+
+
+def test_unused_slots_keep_every_other_id_and_append_grows():
+  new = ["cardiomyopathy", "cats"]
+  filled = vocab_extension.extend(BASE, new, "unused")
+  assert len(filled) == len(BASE)
+  assert filled[5:8] == ["cardiomyopathy", "cats", "[unused2]"]
+  assert [t for i, t in enumerate(filled) if i not in (5, 6)] == \
+      [t for i, t in enumerate(BASE) if i not in (5, 6)]
+  assert vocab_extension.extend(BASE, new, "append") == BASE + new
+  with pytest.raises(ValueError, match="--num_new_tokens=4: the base vocab has only 3"):
+    vocab_extension.extend(BASE, new * 2, "unused")
+
+
+def test_extended_vocab_file_and_its_report(tmp_path):
+  base = write_vocab(tmp_path / "base.txt", BASE)
+  out = str(tmp_path / "vocab.txt")
+  counts = collections.Counter(DOMAIN.split())
+  held_out = collections.Counter("cardiomyopathy cats the cat".split())
+  report = vocab_extension.extend_vocab_file(counts, base, out, 2, "unused", held_out)
+  vocab = tokenization.load_vocab(out)
+  assert vocab["cardiomyopathy"] == 5 and vocab["cats"] == 6 and len(vocab) == len(set(BASE))
+  assert json.loads((tmp_path / "vocab_extension.json").read_text()) == report
+  # Held out: 4 words; before 7 + 2 + 1 + 1 = 11 pieces, after 4.
+  assert report["pieces_per_word_before"] == 11 / 4 and report["pieces_per_word_after"] == 1.0
+  assert [t["token"] for t in report["new_tokens"]] == ["cardiomyopathy", "cats"]
+  assert vocab_extension.extend_vocab_file(counts, base, out, 2, "append")["vocab_size"] == \
+      len(BASE) + 2

@@ -1,0 +1,77 @@
+"""New vocabulary rows from the base model's pieces (modeling/vocab_growth.py)."""
+
+import dataclasses
+
+import numpy as np
+
+from conftest import write_vocab
+from helpers import randomize
+from modeling import checkpoints, conversion, vocab_growth
+from modeling.config import BertConfig
+from modeling.pretraining import BertPretrainer
+
+BASE = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]", "the", "cat",
+         "card", "##io", "##s", "##my", "my", "##o", "path", "##path", "##y", "a", "##a"])
+# [unused0] -> cats (cat ##s); appended: cardio (card ##io), ##opathy (##o ##path ##y),
+# and zz, which the base vocab reads only as [UNK].
+NEW = list(BASE)
+NEW[5] = "cats"
+NEW += ["cardio", "##opathy", "zz"]
+CONFIG = BertConfig(vocab_size=len(BASE), hidden_size=8, num_hidden_layers=1,
+                    num_attention_heads=2, intermediate_size=16, max_position_embeddings=16)
+PIECES = {5: [8, 11], 20: [9, 10], 21: [14, 16, 17]}
+
+
+def test_base_pieces_split_words_and_continuations():
+  vocab = {t: i for i, t in enumerate(BASE)}
+  assert vocab_growth.base_pieces("cats", vocab) == [8, 11]
+  assert vocab_growth.base_pieces("##opathy", vocab) == [14, 16, 17]
+  assert vocab_growth.base_pieces("zz", vocab) is None
+  assert vocab_growth.new_rows(BASE, NEW, len(BASE)) == [
+      (5, "cats"), (20, "cardio"), (21, "##opathy"), (22, "zz")]
+
+
+def test_grown_model_loads_stays_tied_and_converts(tmp_path, caplog):
+  base = BertPretrainer(CONFIG)
+  weights = randomize(base, seed=3)
+  base_dir = tmp_path / "base"
+  checkpoints.save_tf1_checkpoint(checkpoints.model_weights(base), str(base_dir), CONFIG,
+                                  write_vocab(tmp_path / "base_vocab.txt", BASE))
+  config = dataclasses.replace(CONFIG, vocab_size=len(NEW))
+  new_vocab = write_vocab(tmp_path / "vocab.txt", NEW)
+  model = BertPretrainer(config)
+  for mode in ("random", "mean_of_pieces"):  # the second load is the one checked
+    growth = vocab_growth.growth_for(str(base_dir), new_vocab, config, mode, seed=1)
+    with caplog.at_level("INFO", logger="absl"):
+      checkpoints.load_checkpoint(model, str(base_dir), growth=growth)
+  table, bias = weights[vocab_growth.EMBEDDINGS], weights[vocab_growth.OUTPUT_BIAS]
+  got = checkpoints.model_weights(model)
+  emb, out_bias = got[vocab_growth.EMBEDDINGS], got[vocab_growth.OUTPUT_BIAS]
+  untouched = [r for r in range(len(BASE)) if r != 5]
+  np.testing.assert_array_equal(emb[untouched], table[untouched])  # exact: copied
+  np.testing.assert_array_equal(out_bias[untouched], bias[untouched])
+  for row, pieces in PIECES.items():
+    # float32 mean of 2-3 rows: numpy's sum then divide, the same arithmetic as here.
+    np.testing.assert_array_equal(emb[row], table[pieces].mean(axis=0))
+    assert out_bias[row] == bias[pieces].min()
+  assert np.abs(emb[22]).max() <= 2 * config.initializer_range and out_bias[22] == 0.0
+  lines = [r.getMessage() for r in caplog.records if "New vocabulary rows" in r.getMessage()]
+  assert lines[-1] == ("New vocabulary rows (3 appended to the checkpoint's 20, 1 [unusedN] "
+                       "rows now words): 3 initialised as the mean of their base pieces' "
+                       "embeddings (output bias: their lowest), 1 at random (no pieces in the "
+                       "base vocab).")
+  assert lines[0].endswith("0 initialised as the mean of their base pieces' embeddings "
+                           "(output bias: their lowest), 4 at random.")
+  # Tied: the one [V, H] variable is both the input embedding and the output layer.
+  assert [v.shape for v in model.weights].count((len(NEW), 8)) == 1
+  for fmt in ("tf1", "hf"):
+    out = tmp_path / fmt
+    conversion.write_checkpoint(model, str(out), fmt, config, new_vocab)
+    back = checkpoints.read_checkpoint(str(out)).weights
+    assert set(back) == set(got)
+    for name, value in got.items():
+      np.testing.assert_array_equal(back[name], value, err_msg=name)  # exact: copied bits
+  from safetensors.numpy import load_file
+  hf = load_file(str(tmp_path / "hf" / "model.safetensors"))
+  np.testing.assert_array_equal(hf["bert.embeddings.word_embeddings.weight"], emb)
+  np.testing.assert_array_equal(hf["cls.predictions.bias"], out_bias)
