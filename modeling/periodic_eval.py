@@ -13,6 +13,8 @@ regular checkpoint right after each evaluation: a run killed later resumes
 past it, one killed in between redoes the steps and the evaluation.
 """
 
+import csv
+import io
 import json
 import os
 import time
@@ -21,7 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from data import files
-from modeling import checkpoints, reports
+from modeling import checkpoints
 
 BEST_DIR = "best"
 BEST_JSON = "best.json"
@@ -49,6 +51,30 @@ def best_checkpoint(output_dir):
   return os.path.join(output_dir, BEST_DIR, state["checkpoint"]), state
 
 
+class EvalLog:
+  """eval_log.csv: a row per evaluation, kept across resumed runs. Its columns are every
+  metric met so far (NER reports a type's figures once it is predicted): the file is
+  rewritten whole, all or nothing, each time."""
+
+  def __init__(self, path):
+    self.path, self.rows = path, None
+
+  def append(self, step, values):
+    if self.rows is None:
+      self.rows = []
+      if files.exists(self.path):
+        text = files.read_bytes(self.path).decode("utf-8")
+        self.rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    self.rows.append({"step": step, **{k: f"{v:.6g}" for k, v in values.items()}})
+    columns = list(dict.fromkeys(k for row in self.rows for k in row))
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, columns, restval="")
+    writer.writeheader()
+    writer.writerows(self.rows)
+    with files.atomic_output(self.path, newline="") as f:
+      f.write(out.getvalue())
+
+
 class PeriodicEvaluation:
   """The hook Trainer.train calls: evaluate, log, keep the best, maybe stop.
 
@@ -66,7 +92,7 @@ class PeriodicEvaluation:
     self.every, self.evaluate, self.tracker = every, evaluate, tracker
     self.output_dir, self.config, self.vocab_file, self.chief = (output_dir, config,
                                                                  vocab_file, chief)
-    self.csv = reports.CsvLog(os.path.join(output_dir, EVAL_LOG)) if chief else None
+    self.csv = EvalLog(os.path.join(output_dir, EVAL_LOG)) if chief else None
     self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
                    if chief else tf.summary.create_noop_writer())
 

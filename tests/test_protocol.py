@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import read_eval_results
-from modeling import checkpoints
+from modeling import checkpoints, periodic_eval
 from cli.runner import Runner, TaskAdapter
 from scripts import run_script
 from conftest import write_vocab
@@ -154,3 +154,13 @@ def test_squad_v2_is_scored_during_training_by_the_official_scorer(tmp_path):
   assert best["evaluations"][-1][1] == scores["f1"]
   last = _eval_log(out)[-1]
   assert sorted(last) == sorted(["step", *(k for k in scores if k != "global_step")])
+
+
+def test_eval_log_keeps_every_metric_met_across_restarts(tmp_path):
+  """NER reports a type's figures once it is predicted: later columns are added, not lost."""
+  path = str(tmp_path / "eval_log.csv")
+  periodic_eval.EvalLog(path).append(3, {"eval_f1": 0.25, "eval_LOC_f1": 0.5})
+  periodic_eval.EvalLog(path).append(6, {"eval_f1": 0.5, "eval_PER_f1": 0.125})  # resumed
+  with open(path) as f:
+    assert list(csv.reader(f)) == [["step", "eval_f1", "eval_LOC_f1", "eval_PER_f1"],
+                                   ["3", "0.25", "0.5", ""], ["6", "0.5", "", "0.125"]]
