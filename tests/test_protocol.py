@@ -146,8 +146,9 @@ def test_squad_v2_is_scored_during_training_by_the_official_scorer(tmp_path):
   rng = random.Random(3)
   out, scores = _fine_tune(tmp_path, _zebra_or_nobody(rng, 64), _zebra_or_nobody(rng, 16),
                            "--version_2_with_negative", "--num_train_epochs=2",
-                           "--eval_every_steps=4", "--null_score_diff_threshold=1.0")
+                           "--eval_every_epochs=1", "--null_score_diff_threshold=1.0")
   best = json.loads((out / "best" / "best.json").read_text())
+  # An epoch: 64 questions at batch 16 (the original counts examples, not features).
   assert best["metric"] == "f1" and [s for s, _ in best["evaluations"]] == [4, 8]
   # The last evaluation scored the final model as --do_predict did after training, with
   # the official v2.0 scorer at the same threshold.
