@@ -117,16 +117,15 @@ class PeriodicEvaluation:
     values = {k: float(v) for k, v in sorted(results.items()) if k != "global_step"}
     improved = self.tracker.add(step, results)
     value = self.tracker.state["evaluations"][-1][1]
+    best = ("no best yet" if self.tracker.best is None else
+            f"best {self.tracker.best:.6g} at step {self.tracker.state['step']}")
     logging.info("Evaluation at step %d: %s; %s %.6g%s (%.1f s)", step,
                  " ".join(f"{k} {v:.4g}" for k, v in values.items()), self.tracker.metric,
-                 value, ", the best so far" if improved else
-                 f" (best {self.tracker.best:.6g} at step {self.tracker.state['step']})",
-                 time.time() - start)
+                 value, ", the best so far" if improved else f" ({best})", time.time() - start)
     stop = self.tracker.should_stop(step)
     if stop:
-      logging.info("Early stopping at step %d: %s has not improved in %d evaluations since "
-                   "step %d (%.6g).", step, self.tracker.metric, self.tracker.patience,
-                   self.tracker.state["step"], self.tracker.best)
+      logging.info("Early stopping at step %d: %s has not improved in %d evaluations (%s).",
+                   step, self.tracker.metric, self.tracker.patience, best)
     if self.chief:
       self.csv.append(step, values)
       with self.writer.as_default(step=step):
