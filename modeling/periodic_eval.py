@@ -13,6 +13,8 @@ regular checkpoint right after each evaluation: a run killed later resumes
 past it, one killed in between redoes the steps and the evaluation.
 """
 
+import csv
+import io
 import json
 import os
 import time
@@ -21,7 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from data import files
-from modeling import checkpoints, reports
+from modeling import checkpoints
 
 BEST_DIR = "best"
 BEST_JSON = "best.json"
@@ -49,6 +51,30 @@ def best_checkpoint(output_dir):
   return os.path.join(output_dir, BEST_DIR, state["checkpoint"]), state
 
 
+class EvalLog:
+  """eval_log.csv: a row per evaluation, kept across resumed runs. Its columns are every
+  metric met so far (NER reports a type's figures once it is predicted): the file is
+  rewritten whole, all or nothing, each time."""
+
+  def __init__(self, path):
+    self.path, self.rows = path, None
+
+  def append(self, step, values):
+    if self.rows is None:
+      self.rows = []
+      if files.exists(self.path):
+        text = files.read_bytes(self.path).decode("utf-8")
+        self.rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    self.rows.append({"step": step, **{k: f"{v:.6g}" for k, v in values.items()}})
+    columns = list(dict.fromkeys(k for row in self.rows for k in row))
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, columns, restval="")
+    writer.writeheader()
+    writer.writerows(self.rows)
+    with files.atomic_output(self.path, newline="") as f:
+      f.write(out.getvalue())
+
+
 class PeriodicEvaluation:
   """The hook Trainer.train calls: evaluate, log, keep the best, maybe stop.
 
@@ -66,7 +92,7 @@ class PeriodicEvaluation:
     self.every, self.evaluate, self.tracker = every, evaluate, tracker
     self.output_dir, self.config, self.vocab_file, self.chief = (output_dir, config,
                                                                  vocab_file, chief)
-    self.csv = reports.CsvLog(os.path.join(output_dir, EVAL_LOG)) if chief else None
+    self.csv = EvalLog(os.path.join(output_dir, EVAL_LOG)) if chief else None
     self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
                    if chief else tf.summary.create_noop_writer())
 
@@ -91,16 +117,15 @@ class PeriodicEvaluation:
     values = {k: float(v) for k, v in sorted(results.items()) if k != "global_step"}
     improved = self.tracker.add(step, results)
     value = self.tracker.state["evaluations"][-1][1]
+    best = ("no best yet" if self.tracker.best is None else
+            f"best {self.tracker.best:.6g} at step {self.tracker.state['step']}")
     logging.info("Evaluation at step %d: %s; %s %.6g%s (%.1f s)", step,
                  " ".join(f"{k} {v:.4g}" for k, v in values.items()), self.tracker.metric,
-                 value, ", the best so far" if improved else
-                 f" (best {self.tracker.best:.6g} at step {self.tracker.state['step']})",
-                 time.time() - start)
+                 value, ", the best so far" if improved else f" ({best})", time.time() - start)
     stop = self.tracker.should_stop(step)
     if stop:
-      logging.info("Early stopping at step %d: %s has not improved in %d evaluations since "
-                   "step %d (%.6g).", step, self.tracker.metric, self.tracker.patience,
-                   self.tracker.state["step"], self.tracker.best)
+      logging.info("Early stopping at step %d: %s has not improved in %d evaluations (%s).",
+                   step, self.tracker.metric, self.tracker.patience, best)
     if self.chief:
       self.csv.append(step, values)
       with self.writer.as_default(step=step):

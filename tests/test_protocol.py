@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import read_eval_results
-from modeling import checkpoints
+from modeling import checkpoints, periodic_eval
 from cli.runner import Runner, TaskAdapter
 from scripts import run_script
 from conftest import write_vocab
@@ -146,11 +146,22 @@ def test_squad_v2_is_scored_during_training_by_the_official_scorer(tmp_path):
   rng = random.Random(3)
   out, scores = _fine_tune(tmp_path, _zebra_or_nobody(rng, 64), _zebra_or_nobody(rng, 16),
                            "--version_2_with_negative", "--num_train_epochs=2",
-                           "--eval_every_steps=4", "--null_score_diff_threshold=1.0")
+                           "--eval_every_epochs=1", "--null_score_diff_threshold=1.0")
   best = json.loads((out / "best" / "best.json").read_text())
+  # An epoch: 64 questions at batch 16 (the original counts examples, not features).
   assert best["metric"] == "f1" and [s for s, _ in best["evaluations"]] == [4, 8]
   # The last evaluation scored the final model as --do_predict did after training, with
   # the official v2.0 scorer at the same threshold.
   assert best["evaluations"][-1][1] == scores["f1"]
   last = _eval_log(out)[-1]
   assert sorted(last) == sorted(["step", *(k for k in scores if k != "global_step")])
+
+
+def test_eval_log_keeps_every_metric_met_across_restarts(tmp_path):
+  """NER reports a type's figures once it is predicted: later columns are added, not lost."""
+  path = str(tmp_path / "eval_log.csv")
+  periodic_eval.EvalLog(path).append(3, {"eval_f1": 0.25, "eval_LOC_f1": 0.5})
+  periodic_eval.EvalLog(path).append(6, {"eval_f1": 0.5, "eval_PER_f1": 0.125})  # resumed
+  with open(path) as f:
+    assert list(csv.reader(f)) == [["step", "eval_f1", "eval_LOC_f1", "eval_PER_f1"],
+                                   ["3", "0.25", "0.5", ""], ["6", "0.5", "", "0.125"]]
