@@ -75,4 +75,3 @@ def test_grown_model_loads_stays_tied_and_converts(tmp_path, caplog):
   hf = load_file(str(tmp_path / "hf" / "model.safetensors"))
   np.testing.assert_array_equal(hf["bert.embeddings.word_embeddings.weight"], emb)
   np.testing.assert_array_equal(hf["cls.predictions.bias"], out_bias)
-
