@@ -208,8 +208,8 @@ def _serve(export, timings):
   print(f"\n[6] Serving\n    The SavedModel, reloaded, classifies: {FLAGS.sentence!r}")
   t = time.time()
   import tensorflow as tf
-  import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
-  serve = tf.saved_model.load(export).signatures["serving_default"]
+  from data import fast_tokenization
+  serve = fast_tokenization.load_serving(export)
   texts = dict(zip(("text_a", "text_b"), FLAGS.sentence.split(" ||| ")))
   out = serve(**{k: tf.constant([v]) for k, v in texts.items()})
   if "probabilities" in out:

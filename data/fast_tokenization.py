@@ -296,6 +296,12 @@ class FastTokenizer(tf.Module):
     return tf.ragged.boolean_mask(out_ids, out_kept)
 
 
+def load_serving(path):
+  """The serving_default signature of a SavedModel exported with this tokenizer inside: its
+  ops come from tensorflow-text, which this module's import has loaded into TensorFlow."""
+  return tf.saved_model.load(path).signatures["serving_default"]
+
+
 def truncated_lengths(length_a, length_b, max_seq_length):
   """Lengths [B] that the original's pair truncation keeps, computed in one step.
 

@@ -13,6 +13,7 @@ compare with ROOT. ram:// lives inside one process, hence running the scripts
 in-process (runpy), like tests/two_cpus.py; absl's flags are reset between runs.
 """
 
+import importlib
 import os
 import re
 import runpy
@@ -93,7 +94,9 @@ def copy_tree(source, target):
 def run_script(script, args):
   """Runs `python script args...` in this process; SystemExit naming it if it fails."""
   from absl import flags
-  import cli.flags  # noqa: F401  (module-level flags of the shared modules stay defined)
+  # absl's and TensorFlow's own flags, defined when the scripts' shared modules are first
+  # imported, stay defined (a rerun script imports those modules from the cache).
+  importlib.import_module("cli.runner")
   defined = set(flags.FLAGS)
   sys.argv = [script, *args]
   try:

@@ -6,10 +6,9 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 
 from conftest import write_vocab
-from data import features, tokenization
+from data import fast_tokenization, features, tokenization
 from helpers import assert_close, block_ops, read_eval_results, rounding_tolerance
 from modeling import checkpoints
 from modeling.config import BertConfig
@@ -21,9 +20,8 @@ GOOD, BAD = ["good", "great", "fine"], ["bad", "awful", "poor"]
 FILLER = ["the", "a", "film", "was", "very", "and", "plot", "actors", "music", "quite"]
 
 
-@pytest.fixture(scope="module")
-def model_files(tmp_path_factory):
-  d = tmp_path_factory.mktemp("clf")
+def classifier_files(d):
+  """A tiny config, its vocab and pretrained-like weights in directory `d`: (d, vocab)."""
   vocab = write_vocab(d / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "!"]
                       + GOOD + BAD + FILLER)
   config = BertConfig(vocab_size=len(open(vocab).read().split()), hidden_size=32,
@@ -34,6 +32,11 @@ def model_files(tmp_path_factory):
   checkpoints.save_tf1_checkpoint(checkpoints.model_weights(BertEncoder(config)),
                                   str(d / "pretrained"), config=config, vocab_file=vocab)
   return d, vocab
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+  return classifier_files(tmp_path_factory.mktemp("clf"))
 
 
 def _sentence(rng, label):
@@ -83,7 +86,7 @@ def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_pat
   assert submission[1:] == [f"{i}\t{int(p.argmax())}" for i, p in enumerate(probs)]
   # The SavedModel on raw strings gives what the Python path gives.
   texts = ["The film was good!", "Awful plot and very bad acting", "quite fine", ""]
-  served = tf.saved_model.load(str(export)).signatures["serving_default"](
+  served = fast_tokenization.load_serving(str(export))(
       text_a=tf.constant(texts))
   model = BertClassifier(BertConfig.from_json_file(str(d / "bert_config.json")), 2)
   checkpoints.load_checkpoint(model, str(out))
@@ -134,7 +137,7 @@ def test_regression_and_pair_inputs(model_files, tmp_path):
   lines = (out / "STS-B.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 6
   assert all(len(l.split("\t")[1].split(".")[1]) == 3 for l in lines[1:])
-  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+  served = fast_tokenization.load_serving(str(tmp_path / "export"))(
       text_a=tf.constant(["A good film."]), text_b=tf.constant(["A bad film."]))
   first = float(lines[1].split("\t")[1])
   # float32, the SavedModel's graph against the script's batches: 2 blocks, the pooler

@@ -13,9 +13,14 @@ import tensorflow as tf
 from data import features
 from helpers import assert_close, block_ops, rounding_tolerance
 from modeling import checkpoints, optimization, pretraining, training
-from test_training import L, P, _finish, _worker, setup  # noqa: F401  (setup: the fixture)
+from test_training import L, P, _finish, _worker, training_files
 
 BATCH = 8
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  return training_files(tmp_path_factory.mktemp("train"))
 
 
 def _dataset_fn(records):

@@ -13,8 +13,18 @@ from data import features, pipeline
 from helpers import block_ops, rounding_tolerance
 from modeling import checkpoints, optimization, pretraining, training
 from scripts import run_script
-from test_classifier import _common, _sst2, model_files  # noqa: F401  (model_files: fixture)
-from test_training import L, P, setup  # noqa: F401  (setup: the fixture)
+from test_classifier import _common, _sst2, classifier_files
+from test_training import L, P, training_files
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  return training_files(tmp_path_factory.mktemp("train"))
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+  return classifier_files(tmp_path_factory.mktemp("clf"))
 
 
 @pytest.fixture

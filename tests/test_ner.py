@@ -5,10 +5,9 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 
 from conftest import write_vocab
-from data import conll, ner_metrics, tagging_inputs, tokenization, windows
+from data import conll, fast_tokenization, ner_metrics, tagging_inputs, tokenization, windows
 from helpers import assert_close, block_ops, randomize, read_eval_results
 from modeling import checkpoints, word_features
 from modeling.config import BertConfig
@@ -344,7 +343,7 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
   # (a long one in non-overlapping windows), and a tag for every word.
   sentences = ["Alice Smith visited Berlin today .", "", "acme corp said",
                " ".join(["the", "bob", "went", "to", "rome"] * 6)]
-  served = tf.saved_model.load(str(export)).signatures["serving_default"](
+  served = fast_tokenization.load_serving(str(export))(
       text=tf.constant(sentences))
   labels = (out / "label_list.txt").read_text().split()
   model = BertTagger(config, len(labels))

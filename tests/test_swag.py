@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import write_vocab
-from data import pipeline, swag, tfrecords, tokenization
+from data import fast_tokenization, pipeline, swag, tfrecords, tokenization
 from helpers import assert_close, block_ops, read_eval_results
 from modeling import checkpoints, conversion
 from modeling.config import BertConfig
@@ -201,7 +201,6 @@ def _question(rng, i, label=None):
 
 @pytest.mark.slow
 def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
-  import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
   d, vocab, config = model_files
   rng = random.Random(7)
   data = tmp_path / "data"
@@ -228,7 +227,7 @@ def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
   assert lines == ["id\tlabel"] + [f"{100 + i}\t{p.argmax()}" for i, p in enumerate(probs)]
   # The raw-string SavedModel gives what the Python path gives on the test questions.
   examples = swag.read_examples(str(data / "test.csv"), require_labels=False)
-  served = tf.saved_model.load(str(export)).signatures["serving_default"](
+  served = fast_tokenization.load_serving(str(export))(
       sent1=tf.constant([e.context for e in examples]),
       sent2=tf.constant([e.start for e in examples]),
       endings=tf.constant([e.endings for e in examples]))

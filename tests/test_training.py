@@ -26,10 +26,9 @@ from test_pretraining_data import make_corpus, make_vocab
 L, P = 32, 5
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-  """Records from the generator, a tiny config without dropout, and initial weights."""
-  d = tmp_path_factory.mktemp("train")
+def training_files(d):
+  """Records from the generator, a tiny config without dropout, and initial weights, in
+  directory `d`: (d, vocab, records, config, init)."""
   vocab = make_vocab(d / "vocab.txt")
   corpus = make_corpus(d / "corpus.txt", documents=20, seed=5)
   records = str(d / "train.tfrecord")
@@ -44,6 +43,11 @@ def setup(tmp_path_factory):
   model.build()
   init = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(d / "init"))
   return d, vocab, records, config, init
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  return training_files(tmp_path_factory.mktemp("train"))
 
 
 def _batches(records, size, count):

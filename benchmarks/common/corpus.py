@@ -4,10 +4,34 @@ own scripts, as a user would make them: what the pretraining experiments share."
 import glob
 import json
 import os
+import sys
+
+from absl import flags
 
 from benchmarks.common import launch
 
 GUTENBERG = os.path.join(launch.SHARED, "corpus", "gutenberg", "*.txt")
+
+
+def define_flags(module_name, steps):
+  """The flags of the experiments that pretrain small models on the books: the books, the
+  work folder, the vocabulary and records, and how long and how the models train
+  (`steps` by default); module_name: the script's, under which --help lists them."""
+  named = {"module_name": sys.argv[0] if module_name == "__main__" else module_name}
+  flags.DEFINE_string("input_files", GUTENBERG,
+                      "Raw text files (glob); the last in sorted order is held out.", **named)
+  flags.DEFINE_string("work_dir", None, "Everything is written here; a finished run in it is "
+                      "reused, so an interrupted run picks up where it stopped.", **named)
+  flags.DEFINE_integer("vocab_size", 8000, "WordPiece vocab learned from the training books.",
+                       **named)
+  flags.DEFINE_integer("dupe_factor", 5, "Generator passes over the training books.",
+                       **named)
+  flags.DEFINE_integer("max_seq_length", 128, "Pretraining tokens per instance.", **named)
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per instance.", **named)
+  flags.DEFINE_integer("steps", steps, "Pretraining steps of every model.", **named)
+  flags.DEFINE_integer("batch_size", 32, "Pretraining batch size.", **named)
+  flags.DEFINE_float("learning_rate", 2e-4, "Pretraining peak learning rate (warmup: a tenth "
+                     "of --steps).", **named)
 
 
 def books(pattern, quick):

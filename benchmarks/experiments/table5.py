@@ -34,23 +34,14 @@ from absl import flags  # noqa: E402
 
 from benchmarks.common import corpus, launch  # noqa: E402
 
-flags.DEFINE_string("input_files", corpus.GUTENBERG,
-                    "Raw text files (glob); the last in sorted order is held out.")
 flags.DEFINE_string("glue_dir", os.path.join(launch.SHARED, "glue", "RTE"),
                     "A GLUE task's directory.")
 flags.DEFINE_string("glue_task", "RTE", "Its --task_name.")
 flags.DEFINE_string("squad_file", os.path.join(launch.SHARED, "squad", "dev-v2.0-half.json"),
                     "SQuAD json whose answerable questions make the span task.")
 flags.DEFINE_float("squad_train_share", 0.75, "Share of the articles trained on; the rest is dev.")
-flags.DEFINE_string("work_dir", None, "Everything is written here.")
+corpus.define_flags(__name__, steps=4000)
 flags.DEFINE_string("size", "4/256/4", "Model as L/H/A (feed-forward 4H).")
-flags.DEFINE_integer("steps", 4000, "Pretraining steps of every model.")
-flags.DEFINE_integer("batch_size", 32, "Pretraining batch size.")
-flags.DEFINE_float("learning_rate", 2e-4, "Pretraining peak learning rate (warmup: steps / 10).")
-flags.DEFINE_integer("max_seq_length", 128, "Pretraining tokens per instance.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per instance.")
-flags.DEFINE_integer("vocab_size", 8000, "WordPiece vocab learned from the training books.")
-flags.DEFINE_integer("dupe_factor", 5, "Generator passes over the training books.")
 flags.DEFINE_list("finetune_seeds", ["1"], "Fine-tuning seeds; the table shows their mean.")
 flags.DEFINE_float("finetune_learning_rate", 5e-5, "Fine-tuning learning rate (both tasks).")
 flags.DEFINE_float("finetune_epochs", 3.0, "Fine-tuning epochs (both tasks).")
