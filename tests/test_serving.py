@@ -226,3 +226,89 @@ def test_windows_learn_a_label_that_cutting_never_sees(classifier_files, tmp_pat
       text_a=tf.constant(tests))["probabilities"].numpy()
   # float32, two batchings of one block and the classifier; probabilities of 2 classes.
   assert_close(served, probabilities, "float32", 4 * (block_ops(BertConfig.from_json_file(str(config)), 16) + 16), 1.0)
+
+
+def _exports(root, span_model):
+  """One export of each kind, from random tiny models: {kind: (directory, input rows)}."""
+  from modeling import export
+  from modeling.classification import BertClassifier
+  from modeling.multiple_choice import BertMultipleChoice
+  from modeling.tagging import BertTagger
+  model, vocab, _ = span_model
+  config = model.config
+  rows = {"classifier": [{"text_a": "the cat sat", "text_b": "on the mat"},
+                         {"text_a": "hello world !", "text_b": ""}],
+          "tagger": [{"text": "Steve Smith sat"}, {"text": "hello"}],
+          "multiple_choice": [{"sent1": "the cat", "sent2": "sat", "endings": ["on", "in", "a"]},
+                              {"sent1": "who", "sent2": "", "endings": ["is", "did", "what"]}],
+          "squad": [{"question": "who sat ?", "context": "Steve Smith sat on the mat."},
+                    {"question": "where", "context": "in the park"}]}
+  modules = {
+      "classifier": export.TextClassifier(BertClassifier(config, 3), vocab, True, 24,
+                                          ["a", "b", "c"], True),
+      "tagger": export.TextTagger(BertTagger(config, 3), vocab, True, 24, ["O", "B", "I"]),
+      "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, True, 24),
+      "squad": squad_export.TextQuestionAnswerer(model, vocab, True, 24, 8, 6, 5, 10, True, 0.0)}
+  return {kind: (export.save(module, str(root / kind)), rows[kind])
+          for kind, module in modules.items()}
+
+
+@pytest.mark.slow
+def test_every_export_runs_under_predict_and_saved_model_cli(span_model, tmp_path):
+  """Each kind of export: predict.py's rows (TSV, JSON Lines) equal the signature's outputs
+  called directly, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it."""
+  import subprocess
+  import sys
+  from data import text_rows
+  from modeling.served_model import ServedModel
+  for kind, (directory, rows) in _exports(tmp_path, span_model).items():
+    served = ServedModel(directory)
+    assert set(served.inputs) == set(rows[0])
+    path = tmp_path / f"{kind}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ids, values = text_rows.read_rows(str(path), "jsonl", served.inputs)
+    want = served(values)
+    out = tmp_path / f"{kind}.out.jsonl"
+    text_rows.write_rows(str(out), ids, want)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        {"id": i + 1, **w} for i, w in enumerate(want)]
+    exprs = ";".join(f"{k}={[r[k] for r in rows]!r}" for k in served.inputs)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "run",
+         f"--dir={directory}", "--tag_set=serve", "--signature_def=serving_default",
+         f"--input_exprs={exprs}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in want[0]:
+      if name != "num_words":
+        assert f"Result for output key {name}:" in proc.stdout, (kind, proc.stdout[-500:])
+
+
+@pytest.mark.parametrize("content, fmt, extra, message", [
+    ("a\tb\nc\n", "tsv", {"fields": ["text_a", "text_b"]}, r"r\.tsv:2: 1 column\(s\), expected 2"),
+    ('{"text_a": "x"}\n{"text_a": 3}\n', "jsonl", {}, r"r\.tsv:2: 'text_a' must be a string"),
+    ('{"text_a": "x"}\nnot json\n', "jsonl", {}, r"r\.tsv:2: not JSON"),
+    ("id\ttext_a\n1\tx\n", "tsv", {"header": True, "id_field": "key"}, r"no column named key"),
+    ("x\n", "tsv", {}, r"name the TSV columns with --fields or --header"),
+])
+def test_bad_rows_name_the_file_and_line(tmp_path, content, fmt, extra, message):
+  from data import text_rows
+  path = tmp_path / "r.tsv"
+  path.write_text(content)
+  with pytest.raises(ValueError, match=message):
+    text_rows.read_rows(str(path), fmt, {"text_a": 1}, **extra)
+
+
+def test_rows_from_lines_tsv_and_json_lines(tmp_path):
+  from data import text_rows
+  (tmp_path / "a.txt").write_text("one\ntwo words\n")
+  assert text_rows.read_rows(str(tmp_path / "a.txt"), "lines", {"text": 1}) == (
+      [1, 2], {"text": ["one", "two words"]})
+  (tmp_path / "b.tsv").write_text("key\tsent1\tendings\tsent2\nk1\tx\ta|||b\t\n")
+  assert text_rows.read_rows(str(tmp_path / "b.tsv"), "tsv", {"sent1": 1, "sent2": 1,
+                                                             "endings": 2},
+                             header=True, id_field="key") == (
+      ["k1"], {"sent1": ["x"], "sent2": [""], "endings": [["a", "b"]]})
+  out = tmp_path / "o.tsv"
+  text_rows.write_rows(str(out), ["k1"], [{"label": "b", "probabilities": [0.25, 0.75]}], "key")
+  assert out.read_text() == "key\tlabel\tprobabilities\nk1\tb\t0.25 0.75\n"
+  assert text_rows.input_format("x.JSONL") == "jsonl" and text_rows.input_format("x.txt") == "lines"
