@@ -117,11 +117,7 @@ class TextTagger(tf.Module):
     lengths = tf.maximum(tf.minimum(per_sentence[:, None] - starts, budget), 0).flat_values
     chunks = tf.RaggedTensor.from_row_lengths(pieces.flat_values, lengths)  # [M, (<= budget)]
     ids, segments = tf_text.combine_segments([chunks], self.cls_id, self.sep_id)
-    input_ids, input_mask = tf_text.pad_model_inputs(ids, self.max_seq_length)
-    segment_ids, _ = tf_text.pad_model_inputs(segments, self.max_seq_length)
-    inputs = {"input_ids": tf.cast(input_ids, tf.int32),
-              "input_mask": tf.cast(input_mask, tf.int32),
-              "segment_ids": tf.cast(segment_ids, tf.int32)}
+    inputs = fast_tokenization.pad_to_longest(ids, segments, self.max_seq_length)
     first = tf.cumsum(per_word, exclusive=True)  # [N] each word's first piece overall
     window_starts = tf.cumsum(lengths, exclusive=True)  # [M]
     # "right": an empty window shares its start with the next one, which holds the piece.
@@ -176,7 +172,7 @@ class TextMultipleChoice(tf.Module):
     packed = fast_tokenization.pack_inputs(
         self.tokenizer.tokenize(repeat(sent1)), self.tokenizer.tokenize(segment_b),
         self.max_seq_length, self.cls_id, self.sep_id)  # [N*C, S] each
-    features = {k: tf.reshape(v, [-1, num_choices, self.max_seq_length])
+    features = {k: tf.reshape(v, [-1, num_choices, tf.shape(v)[1]])
                 for k, v in packed.items()}
     probabilities = tf.nn.softmax(self._model(features, training=False)["logits"], axis=-1)
     return {"probabilities": probabilities,
