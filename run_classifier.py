@@ -7,6 +7,7 @@
 --bert_config_file and --vocab_file default to the files beside --init_checkpoint.
 """
 
+import numpy as np
 import scipy.special
 from absl import flags, logging
 
@@ -33,6 +34,9 @@ flags.DEFINE_bool("bilstm_head", False,
                   "direction) between the encoder and the classifier, as the paper's "
                   "'+ BiLSTM' ablation; its forward output at the last token and backward "
                   "output at [CLS] feed the classifier.")
+flags.DEFINE_integer("doc_stride", 0, "Single texts: windows of --max_seq_length every this "
+                     "many tokens, not a cut; windows train with the text's label, their logits "
+                     "are averaged. 0: cut, as the original.", lower_bound=0)
 FLAGS = flags.FLAGS
 
 # Held-out splits: (split, records file as the original named it, eval_results.txt key
@@ -54,6 +58,8 @@ class Classification(TaskAdapter):
   def check_flags(self):
     self.task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
     self.selection_task = FLAGS.task_name
+    if FLAGS.doc_stride and self.task.is_pair:
+      raise ValueError(f"--doc_stride windows single texts; {FLAGS.task_name} takes pairs.")
 
   def trained_with(self, config):
     name = FLAGS.task_name.lower()
@@ -69,32 +75,44 @@ class Classification(TaskAdapter):
                  ", ".join(f"{len(v)} {k}" for k, v in self.held_out.items()) or "none held out")
 
   def train_steps(self, run):
-    return run.epoch_steps(len(self.train), f"the training set in {FLAGS.data_dir}")
+    self.train_arrays = self._arrays(run, self.train)[0]  # an epoch: every window once
+    return run.epoch_steps(len(self.train_arrays["input_ids"]),
+                           f"the training set in {FLAGS.data_dir}")
 
   def build_task(self, run):
     return classification.ClassificationTask(run.config, len(self.task.labels or [0]),
                                              self.task.is_regression, FLAGS.bilstm_head)
 
+  def _arrays(self, run, examples, pad_to=1):
+    if FLAGS.doc_stride:
+      return glue.window_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
+                                FLAGS.doc_stride, pad_to)
+    arrays = glue.feature_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
+                                 pad_to=pad_to)
+    return arrays, None
+
   def train_input(self, run):
-    return run.record_input(glue.feature_arrays(self.task, self.train, run.tokenizer,
-                                                FLAGS.max_seq_length))
+    return run.record_input(self.train_arrays)
 
   def _logits(self, run, split, records, batch_size):
-    """(examples, feature arrays, logits of the real examples) of a held-out split."""
+    """(examples, their labels, their logits) of a held-out split; windows averaged."""
     batch = run.global_batch(batch_size)
     examples = self.held_out[split]
-    arrays = glue.feature_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
-                                 pad_to=batch)
+    arrays, example_of = self._arrays(run, examples, batch)
     out = run.predict_records(arrays, records, batch, keep=("is_real_example",))
-    return examples, arrays, out["logits"][out["is_real_example"] == 1]
+    logits = out["logits"][out["is_real_example"] == 1]
+    if example_of is None:
+      return examples, arrays["label_ids"][:len(examples)], logits
+    first = np.searchsorted(example_of[:len(logits)], np.arange(len(examples)))
+    return (examples, arrays["label_ids"][first],
+            glue.mean_over_windows(logits, example_of[:len(logits)], len(examples)))
 
   def evaluate(self, run):
     results = {"global_step": run.trainer.global_step}
     for split, records, prefix in DEV_SPLITS:
       if split not in self.held_out:
         continue
-      examples, arrays, logits = self._logits(run, split, records, FLAGS.eval_batch_size)
-      labels = arrays["label_ids"][:len(examples)]
+      examples, labels, logits = self._logits(run, split, records, FLAGS.eval_batch_size)
       if self.task.is_regression:
         predictions = logits[:, 0]
         loss = metrics.mean_squared_error(predictions, labels)
@@ -122,7 +140,8 @@ class Classification(TaskAdapter):
 
   def serving(self, run):
     return export.TextClassifier(run.trainer.model, run.vocab_file, FLAGS.do_lower_case,
-                                 FLAGS.max_seq_length, self.task.labels, self.task.is_pair)
+                                 FLAGS.max_seq_length, self.task.labels, self.task.is_pair,
+                                 FLAGS.doc_stride)
 
 
 def main(_):

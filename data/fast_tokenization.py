@@ -330,7 +330,7 @@ def truncated_lengths(length_a, length_b, max_seq_length):
 def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
   """[CLS] a [SEP] (b [SEP]) model inputs from ragged ids [B, (T)], truncated as the original.
 
-  Returns int32 [B, max_seq_length] input_ids, input_mask and segment_ids.
+  Returns int32 [B, L] input_ids, input_mask and segment_ids, L the longest row.
   """
   def keep(ids, length):
     return tf.ragged.boolean_mask(ids, tf.ragged.range(ids.row_lengths()) < length[:, None])
@@ -338,7 +338,16 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
       ids_a.row_lengths(), None if ids_b is None else ids_b.row_lengths(), max_seq_length)
   segments = [keep(ids_a, length_a)] + ([] if ids_b is None else [keep(ids_b, length_b)])
   ids, segment_ids = tf_text.combine_segments(segments, cls_id, sep_id)
+  return pad_to_longest(ids, segment_ids, max_seq_length)
+
+
+def pad_to_longest(ids, segment_ids, max_seq_length):
+  """int32 input_ids, input_mask, segment_ids [B, L] of ragged rows of at most max_seq_length:
+  L is the longest row (at least 1), as prediction trims batches; padding is masked, so
+  the model's outputs at real positions are those of a max_seq_length batch."""
   input_ids, input_mask = tf_text.pad_model_inputs(ids, max_seq_length)
   segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length)
-  return {"input_ids": tf.cast(input_ids, tf.int32), "input_mask": tf.cast(input_mask, tf.int32),
-          "segment_ids": tf.cast(segment_ids, tf.int32)}
+  width = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1)), 1)
+  return {"input_ids": tf.cast(input_ids[:, :width], tf.int32),
+          "input_mask": tf.cast(input_mask[:, :width], tf.int32),
+          "segment_ids": tf.cast(segment_ids[:, :width], tf.int32)}

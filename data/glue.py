@@ -260,6 +260,59 @@ def feature_arrays(task, examples, tokenizer, max_seq_length, pad_to=1):
   return arrays
 
 
+def window_arrays(task, examples, tokenizer, max_seq_length, doc_stride, pad_to=1):
+  """Model inputs of single-text `examples` cut into overlapping windows (--doc_stride).
+
+  Each text's pieces are split as run_squad.py splits a document
+  (windows.doc_spans): max_seq_length - 2 pieces a window, one starting every
+  doc_stride pieces, the last reaching the end; each window is
+  `[CLS] piece... [SEP]` with its example's label. Returns (arrays as
+  feature_arrays gives them, one row per window, and example_of int64 [rows]:
+  each row's example, -1 for padding rows).
+  """
+  import numpy as np
+  from data import windows
+  cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+  rows = []
+  for i, example in enumerate(examples):
+    ids = tokenizer.tokenize_to_ids(example.text_a)
+    for start, length in windows.doc_spans(len(ids), max_seq_length - 2, doc_stride) or [(0, 0)]:
+      rows.append((i, [cls_id] + ids[start:start + length] + [sep_id]))
+  n = len(rows) + (-len(rows)) % pad_to
+  arrays = {name: np.zeros((n, max_seq_length), np.int64)
+            for name in ("input_ids", "input_mask", "segment_ids")}
+  arrays["label_ids"] = np.zeros(n, np.float32 if task.is_regression else np.int64)
+  arrays["is_real_example"] = np.zeros(n, np.int64)
+  example_of = np.full(n, -1, np.int64)
+  for row, (i, ids) in enumerate(rows):
+    arrays["input_ids"][row, :len(ids)] = ids
+    arrays["input_mask"][row, :len(ids)] = 1
+    label = examples[i].label
+    if label is not None:
+      arrays["label_ids"][row] = label if task.is_regression else task.labels.index(label)
+    arrays["is_real_example"][row] = 1
+    example_of[row] = i
+  return arrays, example_of
+
+
+def mean_over_windows(logits, example_of, num_examples):
+  """Each example's logits [E, C]: the mean of its windows' logits [rows, C].
+
+  The mean of logits is the log of the geometric mean of the windows'
+  (unnormalised) probabilities: a class wins where the windows agree on it,
+  and one window that is sure of a class (the one holding the deciding words)
+  moves the result in proportion to its confidence rather than being
+  averaged away as a mean of probabilities would, bounded by 1 per window.
+  For regression the logit is the score: the windows' mean score.
+  """
+  import numpy as np
+  real = example_of >= 0
+  sums = np.zeros((num_examples, logits.shape[1]), np.float64)
+  np.add.at(sums, example_of[real], logits[real])
+  counts = np.bincount(example_of[real], minlength=num_examples)[:, None]
+  return (sums / np.maximum(counts, 1)).astype(logits.dtype)
+
+
 def write_submission(path, task, examples, predictions):
   """A GLUE submission file: `index<TAB>prediction` under a header line.
 

@@ -30,15 +30,19 @@ class TextClassifier(tf.Module):
   """Serving module: raw text (one or two string inputs) -> probabilities or a score.
 
   Tokenization is the graph tokenizer (the same ids as the Python one) and
-  packing follows the original's truncation.
+  packing follows the original's truncation; with doc_stride (single texts),
+  each text is split into windows as glue.window_arrays splits it and the
+  windows' logits are averaged (glue.mean_over_windows says why).
   """
 
-  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels, pair):
+  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels, pair,
+               doc_stride=0):
     super().__init__(name="text_classifier")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
     self.weights = served_variables(model)
     self._model = model
     self.max_seq_length = max_seq_length
+    self.doc_stride = 0 if pair else doc_stride
     self.labels = None if labels is None else tf.constant(labels)
     self.cls_id = self.tokenizer.special_ids["[CLS]"]
     self.sep_id = self.tokenizer.special_ids["[SEP]"]
@@ -50,10 +54,23 @@ class TextClassifier(tf.Module):
                                input_signature=[text("text_a")])
 
   def _classify(self, text_a, text_b=None):
+    ids_a = self.tokenizer.tokenize(text_a)  # [B, (T)]
+    if self.doc_stride:
+      budget = self.max_seq_length - 2
+      length = ids_a.row_lengths()
+      step = min(budget, self.doc_stride)
+      count = tf.maximum((tf.maximum(length - budget, 0) + step - 1) // step + 1, 1)  # [B]
+      begin = tf.ragged.range(count) * step  # [B, (K)]
+      size = tf.maximum(tf.minimum(length[:, None] - begin, budget), 0).flat_values  # [M]
+      first = begin.flat_values + tf.repeat(ids_a.row_starts(), count)
+      ids_a = tf.RaggedTensor.from_row_lengths(
+          tf.gather(ids_a.flat_values, tf.ragged.range(first, first + size).flat_values), size)
     ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
-    features = fast_tokenization.pack_inputs(self.tokenizer.tokenize(text_a), ids_b,
-                                             self.max_seq_length, self.cls_id, self.sep_id)
+    features = fast_tokenization.pack_inputs(ids_a, ids_b, self.max_seq_length, self.cls_id,
+                                             self.sep_id)
     logits = self._model(features, training=False)["logits"]
+    if self.doc_stride:  # [M, C] -> [B, C]: each text's windows averaged
+      logits = tf.math.segment_mean(logits, tf.repeat(tf.range(tf.size(count)), count))
     if self.labels is None:
       return {"score": logits[:, 0]}
     probabilities = tf.nn.softmax(logits, axis=-1)
@@ -100,11 +117,7 @@ class TextTagger(tf.Module):
     lengths = tf.maximum(tf.minimum(per_sentence[:, None] - starts, budget), 0).flat_values
     chunks = tf.RaggedTensor.from_row_lengths(pieces.flat_values, lengths)  # [M, (<= budget)]
     ids, segments = tf_text.combine_segments([chunks], self.cls_id, self.sep_id)
-    input_ids, input_mask = tf_text.pad_model_inputs(ids, self.max_seq_length)
-    segment_ids, _ = tf_text.pad_model_inputs(segments, self.max_seq_length)
-    inputs = {"input_ids": tf.cast(input_ids, tf.int32),
-              "input_mask": tf.cast(input_mask, tf.int32),
-              "segment_ids": tf.cast(segment_ids, tf.int32)}
+    inputs = fast_tokenization.pad_to_longest(ids, segments, self.max_seq_length)
     first = tf.cumsum(per_word, exclusive=True)  # [N] each word's first piece overall
     window_starts = tf.cumsum(lengths, exclusive=True)  # [M]
     # "right": an empty window shares its start with the next one, which holds the piece.
@@ -159,7 +172,7 @@ class TextMultipleChoice(tf.Module):
     packed = fast_tokenization.pack_inputs(
         self.tokenizer.tokenize(repeat(sent1)), self.tokenizer.tokenize(segment_b),
         self.max_seq_length, self.cls_id, self.sep_id)  # [N*C, S] each
-    features = {k: tf.reshape(v, [-1, num_choices, self.max_seq_length])
+    features = {k: tf.reshape(v, [-1, num_choices, tf.shape(v)[1]])
                 for k, v in packed.items()}
     probabilities = tf.nn.softmax(self._model(features, training=False)["logits"], axis=-1)
     return {"probabilities": probabilities,

@@ -129,24 +129,22 @@ class TextQuestionAnswerer(tf.Module):
     doc_ids = tf.RaggedTensor.from_row_lengths(tf.gather(pieces, piece), length)  # [F, (L)]
     ids, segments = tf_text.combine_segments([tf.gather(query, example), doc_ids],
                                              self.cls_id, self.sep_id)
-    input_ids, input_mask = tf_text.pad_model_inputs(ids, s)
-    segment_ids, _ = tf_text.pad_model_inputs(segments, s)
-    out = self._model({"input_ids": tf.cast(input_ids, tf.int32),
-                       "input_mask": tf.cast(input_mask, tf.int32),
-                       "segment_ids": tf.cast(segment_ids, tf.int32)}, training=False)
-    start_logits = tf.cast(out["start_logits"], tf.float32)  # [F, S]
+    features = fast_tokenization.pad_to_longest(ids, segments, s)  # [F, S'], S' <= S
+    out = self._model(features, training=False)
+    start_logits = tf.cast(out["start_logits"], tf.float32)  # [F, S']
     end_logits = tf.cast(out["end_logits"], tf.float32)
+    width = tf.shape(start_logits, out_type=tf.int64)[1]
 
     # Candidate spans: the n best starts x the n best ends of each window.
     doc_offset = tf.gather(query_length, example) + 2  # [F] the window's first position
-    in_window = tf.range(s, dtype=tf.int64)[None, :] < (doc_offset + length + 1)[:, None]
-    k = self.n_best_size
+    in_window = tf.range(width)[None, :] < (doc_offset + length + 1)[:, None]
+    k = tf.minimum(self.n_best_size, tf.cast(width, tf.int32))  # past S': -inf, never valid
     starts = tf.math.top_k(tf.where(in_window, start_logits, -float("inf")), k).indices
     ends = tf.math.top_k(tf.where(in_window, end_logits, -float("inf")), k).indices  # [F, K]
     starts, ends = tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)
     context_at = tf.scatter_nd(  # [F, S] 1 where the position is a max-context document piece
         tf.stack([window, tf.gather(doc_offset, window) + offset], axis=1),
-        tf.cast(max_context, tf.int32), tf.stack([num_windows, tf.constant(s, tf.int64)]))
+        tf.cast(max_context, tf.int32), tf.stack([num_windows, width]))
     in_doc = lambda p: (p >= doc_offset[:, None]) & (p < (doc_offset + length)[:, None])
     start_ok = in_doc(starts) & (tf.gather(context_at, starts, batch_dims=1) > 0)
     span_ok = (start_ok[:, :, None] & in_doc(ends)[:, None, :]
@@ -157,7 +155,7 @@ class TextQuestionAnswerer(tf.Module):
     pair = tf.reshape(tf.where(span_ok, start_score[:, :, None] + end_score[:, None, :],
                                -float("inf")), [-1, k * k])  # [F, K*K]
     window_best = tf.reduce_max(pair, axis=1)  # [F]
-    window_arg = tf.argmax(pair, axis=1)  # the first best, in the original's order
+    window_arg = tf.argmax(pair, axis=1, output_type=tf.int32)  # the first best, in order
     best = tf.math.unsorted_segment_max(window_best, example, n)  # [N]
     has_span = best > tf.float64.min  # not -inf (no valid span) nor the empty segment's min
     chosen = tf.math.unsorted_segment_min(

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from conftest import write_vocab
 from data import squad, squad_predictions, tokenization
-from helpers import assert_close, block_ops, randomize
+from helpers import assert_close, block_ops, randomize, read_eval_results
 from scripts import run_script
 from modeling import squad_export
 from modeling.config import BertConfig
@@ -139,3 +139,176 @@ def test_squad_export_and_predict_command(tmp_path):
   assert {a["qid"]: a["text"] for a in answers} == {
       k: "" if v == "empty" else v for k, v in predictions.items()}
   assert len(set(predictions.values())) > 3  # a model that answers, not one constant
+
+
+GOOD, BAD = ["good", "great"], ["bad", "awful"]
+FILLER = ["the", "a", "film", "was", "very", "and", "plot", "actors", "music", "quite"]
+
+
+def _late_label_document(rng, label, lead=20):
+  """A document whose only label-bearing word comes after `lead` filler words."""
+  words = [rng.choice(FILLER) for _ in range(lead + rng.randint(0, 12))]
+  words.insert(rng.randint(lead, len(words)), rng.choice(GOOD if label else BAD))
+  return " ".join(words + [rng.choice(FILLER) for _ in range(rng.randint(0, 6))])
+
+
+@pytest.fixture(scope="module")
+def classifier_files(tmp_path_factory):
+  d = tmp_path_factory.mktemp("long")
+  vocab = write_vocab(d / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + GOOD
+                      + BAD + FILLER)
+  config = BertConfig(vocab_size=len(GOOD + BAD + FILLER) + 5, hidden_size=16,
+                      num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                      max_position_embeddings=32, type_vocab_size=2)
+  config.to_json_file(str(d / "bert_config.json"))
+  return d, vocab, config
+
+
+def test_classifier_export_averages_the_windows_logits(classifier_files):
+  """The export's windows (--doc_stride) are glue.window_arrays' and its probabilities the
+  softmax of the mean of their logits."""
+  from data import glue
+  from modeling import export
+  from modeling.classification import BertClassifier
+  d, vocab, config = classifier_files
+  model = BertClassifier(config, 2)
+  randomize(model, seed=4, scale=0.5)
+  rng = random.Random(2)
+  texts = [_late_label_document(rng, i % 2, lead=rng.choice([0, 5, 30])) for i in range(12)]
+  texts += ["", "good"]
+  task = glue.get_task("sst-2")
+  examples = [glue.InputExample(str(i), t, None, "0") for i, t in enumerate(texts)]
+  arrays, example_of = glue.window_arrays(task, examples, tokenization.FullTokenizer(vocab),
+                                          16, 5)
+  assert np.bincount(example_of).max() >= 5  # long texts: several windows
+  logits = model({k: tf.constant(arrays[k], tf.int32)
+                  for k in ("input_ids", "input_mask", "segment_ids")})["logits"].numpy()
+  want = tf.nn.softmax(glue.mean_over_windows(logits, example_of, len(texts))).numpy()
+  module = export.TextClassifier(model, vocab, True, 16, ["0", "1"], False, doc_stride=5)
+  got = module.serve(text_a=tf.constant(texts))["probabilities"].numpy()
+  # float32, the graph against eager: one block and the classifier (a sum of 16), averaged.
+  assert_close(got, want, "float32", 4 * (block_ops(config, 16) + 16), np.abs(logits).max())
+
+
+@pytest.mark.slow
+def test_windows_learn_a_label_that_cutting_never_sees(classifier_files, tmp_path):
+  """Documents whose label word lies past the first --max_seq_length tokens: cut, no
+  training text holds it (chance at best); with --doc_stride the model learns it, and its
+  export (windows in the graph) agrees with test_results.tsv."""
+  d, vocab, _ = classifier_files
+  rng = random.Random(7)
+  data = tmp_path / "data"
+  data.mkdir()
+  for name, n in (("train", 200), ("dev", 60)):
+    rows = [f"{_late_label_document(rng, i % 2)}\t{i % 2}" for i in range(n)]
+    (data / f"{name}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+  tests = [_late_label_document(rng, i % 2) for i in range(20)]
+  (data / "test.tsv").write_text("index\tsentence\n" + "".join(
+      f"{i}\t{t}\n" for i, t in enumerate(tests)))
+  tokenizer = tokenization.FullTokenizer(vocab)
+  assert not any(w in tokenizer.tokenize(line.split("\t")[0])[:16 - 2]
+                 for line in (data / "train.tsv").read_text().splitlines()[1:]
+                 for w in GOOD + BAD)  # cutting keeps no label word
+  out, export_dir = tmp_path / "out", tmp_path / "export"
+  config = tmp_path / "bert_config.json"
+  BertConfig(vocab_size=len(GOOD + BAD + FILLER) + 5, hidden_size=32, num_hidden_layers=2,
+             num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+             type_vocab_size=2).to_json_file(str(config))
+  run_script("run_classifier.py", "--task_name=SST-2", f"--data_dir={data}",
+             f"--bert_config_file={config}", f"--vocab_file={vocab}",
+             f"--output_dir={out}", "--max_seq_length=16", "--doc_stride=6", "--do_train",
+             "--do_eval", "--do_predict", "--train_batch_size=16", "--learning_rate=1e-3",
+             "--num_train_epochs=12", "--seed=1", f"--export_dir={export_dir}")
+  results = read_eval_results(out / "eval_results.txt")
+  assert results["eval_accuracy"] > 0.9, results
+  probabilities = np.loadtxt(out / "test_results.tsv")
+  served = tf.saved_model.load(str(export_dir)).signatures["serving_default"](
+      text_a=tf.constant(tests))["probabilities"].numpy()
+  # float32, two batchings of one block and the classifier; probabilities of 2 classes.
+  assert_close(served, probabilities, "float32", 4 * (block_ops(BertConfig.from_json_file(str(config)), 16) + 16), 1.0)
+
+
+def _exports(root, span_model):
+  """One export of each kind, from random tiny models: {kind: (directory, input rows)}."""
+  from modeling import export
+  from modeling.classification import BertClassifier
+  from modeling.multiple_choice import BertMultipleChoice
+  from modeling.tagging import BertTagger
+  model, vocab, _ = span_model
+  config = model.config
+  rows = {"classifier": [{"text_a": "the cat sat", "text_b": "on the mat"},
+                         {"text_a": "hello world !", "text_b": ""}],
+          "tagger": [{"text": "Steve Smith sat"}, {"text": "hello"}],
+          "multiple_choice": [{"sent1": "the cat", "sent2": "sat", "endings": ["on", "in", "a"]},
+                              {"sent1": "who", "sent2": "", "endings": ["is", "did", "what"]}],
+          "squad": [{"question": "who sat ?", "context": "Steve Smith sat on the mat."},
+                    {"question": "where", "context": "in the park"}]}
+  modules = {
+      "classifier": export.TextClassifier(BertClassifier(config, 3), vocab, True, 24,
+                                          ["a", "b", "c"], True),
+      "tagger": export.TextTagger(BertTagger(config, 3), vocab, True, 24, ["O", "B", "I"]),
+      "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, True, 24),
+      "squad": squad_export.TextQuestionAnswerer(model, vocab, True, 24, 8, 6, 5, 10, True, 0.0)}
+  return {kind: (export.save(module, str(root / kind)), rows[kind])
+          for kind, module in modules.items()}
+
+
+@pytest.mark.slow
+def test_every_export_runs_under_predict_and_saved_model_cli(span_model, tmp_path):
+  """Each kind of export: predict.py's rows (TSV, JSON Lines) equal the signature's outputs
+  called directly, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it."""
+  import subprocess
+  import sys
+  from data import text_rows
+  from modeling.served_model import ServedModel
+  for kind, (directory, rows) in _exports(tmp_path, span_model).items():
+    served = ServedModel(directory)
+    assert set(served.inputs) == set(rows[0])
+    path = tmp_path / f"{kind}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ids, values = text_rows.read_rows(str(path), "jsonl", served.inputs)
+    want = served(values)
+    out = tmp_path / f"{kind}.out.jsonl"
+    text_rows.write_rows(str(out), ids, want)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        {"id": i + 1, **w} for i, w in enumerate(want)]
+    exprs = ";".join(f"{k}={[r[k] for r in rows]!r}" for k in served.inputs)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "run",
+         f"--dir={directory}", "--tag_set=serve", "--signature_def=serving_default",
+         f"--input_exprs={exprs}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in want[0]:
+      if name != "num_words":
+        assert f"Result for output key {name}:" in proc.stdout, (kind, proc.stdout[-500:])
+
+
+@pytest.mark.parametrize("content, fmt, extra, message", [
+    ("a\tb\nc\n", "tsv", {"fields": ["text_a", "text_b"]}, r"r\.tsv:2: 1 column\(s\), expected 2"),
+    ('{"text_a": "x"}\n{"text_a": 3}\n', "jsonl", {}, r"r\.tsv:2: 'text_a' must be a string"),
+    ('{"text_a": "x"}\nnot json\n', "jsonl", {}, r"r\.tsv:2: not JSON"),
+    ("id\ttext_a\n1\tx\n", "tsv", {"header": True, "id_field": "key"}, r"no column named key"),
+    ("x\n", "tsv", {}, r"name the TSV columns with --fields or --header"),
+])
+def test_bad_rows_name_the_file_and_line(tmp_path, content, fmt, extra, message):
+  from data import text_rows
+  path = tmp_path / "r.tsv"
+  path.write_text(content)
+  with pytest.raises(ValueError, match=message):
+    text_rows.read_rows(str(path), fmt, {"text_a": 1}, **extra)
+
+
+def test_rows_from_lines_tsv_and_json_lines(tmp_path):
+  from data import text_rows
+  (tmp_path / "a.txt").write_text("one\ntwo words\n")
+  assert text_rows.read_rows(str(tmp_path / "a.txt"), "lines", {"text": 1}) == (
+      [1, 2], {"text": ["one", "two words"]})
+  (tmp_path / "b.tsv").write_text("key\tsent1\tendings\tsent2\nk1\tx\ta|||b\t\n")
+  assert text_rows.read_rows(str(tmp_path / "b.tsv"), "tsv", {"sent1": 1, "sent2": 1,
+                                                             "endings": 2},
+                             header=True, id_field="key") == (
+      ["k1"], {"sent1": ["x"], "sent2": [""], "endings": [["a", "b"]]})
+  out = tmp_path / "o.tsv"
+  text_rows.write_rows(str(out), ["k1"], [{"label": "b", "probabilities": [0.25, 0.75]}], "key")
+  assert out.read_text() == "key\tlabel\tprobabilities\nk1\tb\t0.25 0.75\n"
+  assert text_rows.input_format("x.JSONL") == "jsonl" and text_rows.input_format("x.txt") == "lines"
