@@ -12,7 +12,6 @@ one row per input row with its id and the export's outputs: JSON Lines, or TSV
 when --output_file ends in .tsv.
 """
 
-
 from absl import flags, logging
 
 from cli import app
