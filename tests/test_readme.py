@@ -178,6 +178,9 @@ class _Readme:
       self.problems.append(f"README.md:{number}: {path} is not a script of this repository")
       return
     for token in tokens[script + 1:]:
+      if token == "--" and path == "finetune_search.py":  # the rest is passed to --script
+        path = next((t.split("=", 1)[1] for t in tokens if t.startswith("--script=")), path)
+        continue
       for name in _FLAG.findall(token.split("=")[0]):
         self.mentions.append((number, name, [path], [], None))
 
