@@ -1,12 +1,12 @@
 """BertEncoder against tf-models-official and the real MiniLM checkpoint, plus its contracts."""
 
 import dataclasses
-import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from benchmarks.common import model_garden
 from modeling import checkpoints, layers
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
@@ -15,40 +15,10 @@ from helpers import assert_close, block_ops, randomize, random_features, roundin
 
 def _model_garden_encoder(config, weights):
   """tf-models-official's BertEncoderV2 (tf_keras) holding `weights` (original names)."""
-  from official.nlp.modeling import networks
-  h, n = config.hidden_size, config.num_attention_heads
-  mg = networks.BertEncoderV2(
-      vocab_size=config.vocab_size, hidden_size=h, num_layers=config.num_hidden_layers,
-      num_attention_heads=n, max_sequence_length=config.max_position_embeddings,
-      type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
-      inner_activation=config.hidden_act,
-      output_dropout=0.0, attention_dropout=0.0)
+  mg = model_garden.encoder(config, dropout=False)
   zeros = tf.zeros((1, 4), tf.int32)
   mg(dict(input_word_ids=zeros, input_mask=zeros + 1, input_type_ids=zeros))
-  fixed = {"word_embeddings/embeddings": "bert/embeddings/word_embeddings",
-           "position_embedding/embeddings": "bert/embeddings/position_embeddings",
-           "type_embeddings/embeddings": "bert/embeddings/token_type_embeddings",
-           "embeddings/layer_norm/gamma": "bert/embeddings/LayerNorm/gamma",
-           "embeddings/layer_norm/beta": "bert/embeddings/LayerNorm/beta",
-           "pooler_transform/kernel": "bert/pooler/dense/kernel",
-           "pooler_transform/bias": "bert/pooler/dense/bias"}
-  block = {"self_attention/query": "attention/self/query",
-           "self_attention/key": "attention/self/key",
-           "self_attention/value": "attention/self/value",
-           "self_attention/attention_output": "attention/output/dense",
-           "self_attention_layer_norm": "attention/output/LayerNorm",
-           "intermediate": "intermediate/dense", "output": "output/dense",
-           "output_layer_norm": "output/LayerNorm"}
-  for var in mg.weights:
-    path = var.name.split("/", 1)[1].rsplit(":", 1)[0]
-    if path in fixed:
-      name = fixed[path]
-    else:
-      m = re.fullmatch(r"transformer/(layer_\d+)/(.+)/(kernel|bias|gamma|beta)", path)
-      name = f"bert/encoder/{m[1]}/{block[m[2]]}/{m[3]}"
-    # Model Garden keeps attention kernels per head ([H, N, D], [N, D, H]).
-    var.assign(np.reshape(weights[name], var.shape))
-  return mg
+  return model_garden.assign(mg, weights)
 
 
 @pytest.mark.parametrize("seed,layers_,hidden,heads,act", [

@@ -23,7 +23,6 @@ data order and dropout follow it).
 """
 
 import os
-import re
 import sys
 import time
 
@@ -33,18 +32,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import flags, logging  # noqa: E402
 
 from benchmarks.common import corpus, launch  # noqa: E402
+from benchmarks.common import model_garden as model_garden_peer  # noqa: E402
 
-flags.DEFINE_string("input_files", corpus.GUTENBERG,
-                    "Raw text files (glob); the last in sorted order is held out.")
-flags.DEFINE_string("work_dir", None, "Everything is written here.")
+corpus.define_flags(__name__, steps=3000)
 flags.DEFINE_string("size", "4/256/4", "Model as L/H/A (feed-forward 4H).")
-flags.DEFINE_integer("steps", 3000, "Training steps of both sides.")
-flags.DEFINE_integer("batch_size", 32, "Training batch size.")
-flags.DEFINE_float("learning_rate", 2e-4, "Peak learning rate (warmup: steps / 10).")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per instance.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per instance.")
-flags.DEFINE_integer("vocab_size", 8000, "WordPiece vocab learned from the training books.")
-flags.DEFINE_integer("dupe_factor", 5, "Generator passes over the training books.")
 flags.DEFINE_integer("eval_batches", 100, "Held-out batches of 32 scored by both.")
 flags.DEFINE_list("seeds", ["1", "2"], "One run of each side per seed.")
 flags.DEFINE_bool("quick", False, "A few minutes' check of the flow: two short books, a "
@@ -106,40 +97,14 @@ def _model_garden(config, weights):
   """tf-models-official's BertPretrainerV2 (masked LM only) holding `weights`."""
   import numpy as np
   import tf_keras
-  from official.nlp.modeling import models, networks
-  encoder = networks.BertEncoderV2(
-      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-      num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
-      max_sequence_length=config.max_position_embeddings,
-      type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
-      inner_activation=config.hidden_act, output_dropout=config.hidden_dropout_prob,
-      attention_dropout=config.attention_probs_dropout_prob)
+  from official.nlp.modeling import models
   model = models.BertPretrainerV2(
-      encoder_network=encoder, mlm_activation=tf_keras.activations.get(config.hidden_act))
+      encoder_network=model_garden_peer.encoder(config),
+      mlm_activation=tf_keras.activations.get(config.hidden_act))
   zeros = np.zeros((1, 4), np.int32)
   model(dict(input_word_ids=zeros, input_mask=zeros + 1, input_type_ids=zeros,
              masked_lm_positions=zeros[:, :1]))
-  fixed = {"word_embeddings/embeddings": "bert/embeddings/word_embeddings",
-           "position_embedding/embeddings": "bert/embeddings/position_embeddings",
-           "type_embeddings/embeddings": "bert/embeddings/token_type_embeddings",
-           "embeddings/layer_norm/gamma": "bert/embeddings/LayerNorm/gamma",
-           "embeddings/layer_norm/beta": "bert/embeddings/LayerNorm/beta",
-           "pooler_transform/kernel": "bert/pooler/dense/kernel",
-           "pooler_transform/bias": "bert/pooler/dense/bias",
-           "cls/predictions/output_bias/bias": "cls/predictions/output_bias"}
-  block = {"self_attention/query": "attention/self/query",
-           "self_attention/key": "attention/self/key",
-           "self_attention/value": "attention/self/value",
-           "self_attention/attention_output": "attention/output/dense",
-           "self_attention_layer_norm": "attention/output/LayerNorm",
-           "intermediate": "intermediate/dense", "output": "output/dense",
-           "output_layer_norm": "output/LayerNorm"}
-  for var in model.weights:
-    path = var.name.split("/", 1)[1].rsplit(":", 1)[0]
-    m = re.fullmatch(r"transformer/(layer_\d+)/(.+)/(kernel|bias|gamma|beta)", path)
-    name = (fixed.get(path) or (f"bert/encoder/{m[1]}/{block[m[2]]}/{m[3]}" if m else path))
-    var.assign(np.reshape(weights[name], var.shape))  # attention kernels per head there
-  return model
+  return model_garden_peer.assign(model, weights)
 
 
 def model_garden(config, weights, records, heldout, seed):

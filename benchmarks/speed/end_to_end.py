@@ -95,11 +95,11 @@ def main(_):
   print(f"\n{'run':<22} {'wall s':>8} {'train seq/s':>11} {'accuracy':>8} {metric:>8} "
         f"{'train x HF':>10} {'wall x HF':>9}")
   for name, r in rows:
-    speed = r["train_sequences_per_second"]
-    ratios = (f"{speed / hf['train_sequences_per_second']:10.2f} "
+    speed = r["train_sequences_per_second"]  # None: fewer than two progress lines
+    ratios = (f"{speed / hf['train_sequences_per_second'] if speed else float('nan'):10.2f} "
               f"{hf['wall_seconds'] / r['wall_seconds']:9.2f}") if hf else ""
-    print(f"{name:<22} {r['wall_seconds']:8.0f} {speed:11.1f} {r['accuracy']:8.3f} "
-          f"{r[metric]:8.3f} {ratios}")
+    print(f"{name:<22} {r['wall_seconds']:8.0f} {speed or float('nan'):11.1f} "
+          f"{r['accuracy']:8.3f} {r[metric]:8.3f} {ratios}")
 
 
 if __name__ == "__main__":
