@@ -27,8 +27,8 @@ project's scripts, as a user would run them:
      --output_dir; dev accuracy.
 Results: <work_dir>/results.json and a table on stdout.
 
-  python benchmarks/domain_adaptation.py --work_dir=/tmp/domain --steps=2000
-  python benchmarks/domain_adaptation.py --work_dir=/tmp/domain_quick --quick
+  python benchmarks/experiments/domain_adaptation.py --work_dir=/tmp/domain --steps=2000
+  python benchmarks/experiments/domain_adaptation.py --work_dir=/tmp/domain_quick --quick
 """
 
 import json
@@ -37,13 +37,14 @@ import random
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import flags, logging  # noqa: E402
 
-from benchmarks.script_runs import (GUTENBERG, books, main_guarded, make_records,  # noqa: E402
-                                    prepare_text, read_results, run)
+from benchmarks.common.corpus import GUTENBERG, books, make_records, prepare_text  # noqa: E402
+from benchmarks.common.launch import main_guarded, read_results  # noqa: E402
+from benchmarks.common.launch import script as run  # noqa: E402
 
 flags.DEFINE_string("input_files", GUTENBERG,
                     "Raw text files (glob); the last in sorted order is held out.")
