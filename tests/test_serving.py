@@ -238,17 +238,19 @@ def _exports(root, span_model):
   config = model.config
   rows = {"classifier": [{"text_a": "the cat sat", "text_b": "on the mat"},
                          {"text_a": "hello world !", "text_b": ""}],
-          "tagger": [{"text": "Steve Smith sat"}, {"text": "hello"}],
+          "tagger": [{"text": "steve smith sat"}, {"text": "hello"}],
           "multiple_choice": [{"sent1": "the cat", "sent2": "sat", "endings": ["on", "in", "a"]},
                               {"sent1": "who", "sent2": "", "endings": ["is", "did", "what"]}],
-          "squad": [{"question": "who sat ?", "context": "Steve Smith sat on the mat."},
+          "squad": [{"question": "who sat ?", "context": "steve smith sat on the mat."},
                     {"question": "where", "context": "in the park"}]}
+  # Cased (do_lower_case False): a much smaller graph to trace; the inputs are lower case.
   modules = {
-      "classifier": export.TextClassifier(BertClassifier(config, 3), vocab, True, 24,
+      "classifier": export.TextClassifier(BertClassifier(config, 3), vocab, False, 24,
                                           ["a", "b", "c"], True),
-      "tagger": export.TextTagger(BertTagger(config, 3), vocab, True, 24, ["O", "B", "I"]),
-      "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, True, 24),
-      "squad": squad_export.TextQuestionAnswerer(model, vocab, True, 24, 8, 6, 5, 10, True, 0.0)}
+      "tagger": export.TextTagger(BertTagger(config, 3), vocab, False, 24, ["O", "B", "I"]),
+      "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, False, 24),
+      "squad": squad_export.TextQuestionAnswerer(model, vocab, False, 24, 8, 6, 5, 10, True,
+                                                 0.0)}
   return {kind: (export.save(module, str(root / kind)), rows[kind])
           for kind, module in modules.items()}
 
