@@ -93,7 +93,7 @@ def test_question_answering_export_gives_the_scripts_answers(span_model):
   assert 0 < sum(served["no_answer"].numpy()) < len(pairs)
   np.testing.assert_array_equal(served["no_answer"].numpy(), [not t for t in texts])
   # float32, the graph's logits against eager ones of other batches: one block and the span
-  # head (a sum of 16), relative to the largest logit.
+  # head (a sum of 16), relative to the largest logit; the difference sums four logits.
   assert_close(served["null_score_diff"].numpy(), [null_odds[f"q{i}"] for i in range(len(pairs))],
                "float32", 4 * (block_ops(model.config, 24) + 16), np.abs(out["start_logits"]).max())
 
