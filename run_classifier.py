@@ -7,7 +7,6 @@
 --bert_config_file and --vocab_file default to the files beside --init_checkpoint.
 """
 
-import numpy as np
 import scipy.special
 from absl import flags, logging
 
@@ -87,9 +86,8 @@ class Classification(TaskAdapter):
     if FLAGS.doc_stride:
       return glue.window_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
                                 FLAGS.doc_stride, pad_to)
-    arrays = glue.feature_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
-                                 pad_to=pad_to)
-    return arrays, None
+    return glue.feature_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
+                               pad_to=pad_to), None
 
   def train_input(self, run):
     return run.record_input(self.train_arrays)
@@ -103,9 +101,8 @@ class Classification(TaskAdapter):
     logits = out["logits"][out["is_real_example"] == 1]
     if example_of is None:
       return examples, arrays["label_ids"][:len(examples)], logits
-    first = np.searchsorted(example_of[:len(logits)], np.arange(len(examples)))
-    return (examples, arrays["label_ids"][first],
-            glue.mean_over_windows(logits, example_of[:len(logits)], len(examples)))
+    return (examples, *glue.combine_windows(arrays["label_ids"], logits, example_of,
+                                            len(examples)))
 
   def evaluate(self, run):
     results = {"global_step": run.trainer.global_step}

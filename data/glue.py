@@ -295,6 +295,15 @@ def window_arrays(task, examples, tokenizer, max_seq_length, doc_stride, pad_to=
   return arrays, example_of
 
 
+def combine_windows(label_ids, logits, example_of, num_examples):
+  """(label_ids [E], logits [E, C]) of the examples from their windows' rows (the real rows
+  first, as window_arrays orders them): each example's label, its windows' mean logits."""
+  import numpy as np
+  owners = example_of[:len(logits)]
+  first = np.searchsorted(owners, np.arange(num_examples))
+  return label_ids[first], mean_over_windows(logits, owners, num_examples)
+
+
 def mean_over_windows(logits, example_of, num_examples):
   """Each example's logits [E, C]: the mean of its windows' logits [rows, C].
 

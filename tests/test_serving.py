@@ -93,7 +93,7 @@ def test_question_answering_export_gives_the_scripts_answers(span_model):
   assert 0 < sum(served["no_answer"].numpy()) < len(pairs)
   np.testing.assert_array_equal(served["no_answer"].numpy(), [not t for t in texts])
   # float32, the graph's logits against eager ones of other batches: one block and the span
-  # head (a sum of 16), relative to the largest logit.
+  # head (a sum of 16), relative to the largest logit; the difference sums four logits.
   assert_close(served["null_score_diff"].numpy(), [null_odds[f"q{i}"] for i in range(len(pairs))],
                "float32", 4 * (block_ops(model.config, 24) + 16), np.abs(out["start_logits"]).max())
 
@@ -238,17 +238,19 @@ def _exports(root, span_model):
   config = model.config
   rows = {"classifier": [{"text_a": "the cat sat", "text_b": "on the mat"},
                          {"text_a": "hello world !", "text_b": ""}],
-          "tagger": [{"text": "Steve Smith sat"}, {"text": "hello"}],
+          "tagger": [{"text": "steve smith sat"}, {"text": "hello"}],
           "multiple_choice": [{"sent1": "the cat", "sent2": "sat", "endings": ["on", "in", "a"]},
                               {"sent1": "who", "sent2": "", "endings": ["is", "did", "what"]}],
-          "squad": [{"question": "who sat ?", "context": "Steve Smith sat on the mat."},
+          "squad": [{"question": "who sat ?", "context": "steve smith sat on the mat."},
                     {"question": "where", "context": "in the park"}]}
+  # Cased (do_lower_case False): a much smaller graph to trace; the inputs are lower case.
   modules = {
-      "classifier": export.TextClassifier(BertClassifier(config, 3), vocab, True, 24,
+      "classifier": export.TextClassifier(BertClassifier(config, 3), vocab, False, 24,
                                           ["a", "b", "c"], True),
-      "tagger": export.TextTagger(BertTagger(config, 3), vocab, True, 24, ["O", "B", "I"]),
-      "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, True, 24),
-      "squad": squad_export.TextQuestionAnswerer(model, vocab, True, 24, 8, 6, 5, 10, True, 0.0)}
+      "tagger": export.TextTagger(BertTagger(config, 3), vocab, False, 24, ["O", "B", "I"]),
+      "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, False, 24),
+      "squad": squad_export.TextQuestionAnswerer(model, vocab, False, 24, 8, 6, 5, 10, True,
+                                                 0.0)}
   return {kind: (export.save(module, str(root / kind)), rows[kind])
           for kind, module in modules.items()}
 
