@@ -1,6 +1,6 @@
 """The cost of evaluation during training (--eval_every_steps), as a user runs it.
 
-  python benchmarks/protocol_eval_cost.py [--hidden_size=256 --layers=4 --steps=120]
+  python benchmarks/speed/protocol_eval_cost.py [--hidden_size=256 --layers=4 --steps=120]
 
 Runs run_classifier.py twice on generated SST-2-layout data (an SST-2-sized dev set of
 872 sentences) from a random BERT of the given size: once plain, once evaluating every
@@ -22,7 +22,7 @@ import time
 
 from absl import app, flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from modeling.config import BertConfig  # noqa: E402

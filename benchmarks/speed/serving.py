@@ -12,7 +12,7 @@ CPU has bfloat16 instructions (avx512_bf16 or amx_bf16 in /proc/cpuinfo).
 The Hugging Face side runs in another interpreter (--hf_python, a venv with
 torch and transformers) as a subprocess of this script.
 
-  python benchmarks/serving.py --quick --threads=2
+  python benchmarks/speed/serving.py --quick --threads=2
 """
 
 import json
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
