@@ -104,7 +104,7 @@ def main(_):
   masking_mix = _validate()
   app.log_flags()
   from data import path_checks
-  from data.pretraining import generation, instances, sharded, streaming
+  from data.pretraining import instances, sharded
   from data import tokenization
 
   input_files = path_checks.expand_file_patterns(FLAGS.input_file, "--input_file")
@@ -126,21 +126,10 @@ def main(_):
       FLAGS.next_sentence, FLAGS.per_word_decision, FLAGS.max_ngram_size)
   compression = "" if FLAGS.output_compression == "none" else "GZIP"
   logging.info("Reading %d input file(s): %s", len(input_files), ", ".join(input_files))
-  if FLAGS.shard_by_input_file:
-    stream = ((FLAGS.streaming_block_tokens, FLAGS.shuffle_buffer_size) if FLAGS.streaming
-              else None)
-    summary = sharded.generate_sharded(
-        input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
-        FLAGS.random_seed, FLAGS.num_workers, compression, stream)
-  elif FLAGS.num_workers > 1 or FLAGS.streaming:
-    summary = streaming.generate_streaming(
-        input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
-        FLAGS.random_seed, FLAGS.num_workers, compression, FLAGS.streaming_block_tokens,
-        FLAGS.shuffle_buffer_size)
-  else:
-    summary = generation.generate_exact(
-        input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
-        FLAGS.random_seed, compression)
+  summary = sharded.generate(
+      input_files, output_files, FLAGS.vocab_file, FLAGS.do_lower_case, config,
+      FLAGS.random_seed, FLAGS.num_workers, compression, FLAGS.shard_by_input_file,
+      FLAGS.streaming, FLAGS.streaming_block_tokens, FLAGS.shuffle_buffer_size)
   for line in summary.examples:
     logging.info("%s", line)
   print("\n".join(summary.lines()), file=sys.stderr)

@@ -109,15 +109,9 @@ class Classification(TaskAdapter):
     for split, records, prefix in DEV_SPLITS:
       if split not in self.held_out:
         continue
-      examples, labels, logits = self._logits(run, split, records, FLAGS.eval_batch_size)
-      if self.task.is_regression:
-        predictions = logits[:, 0]
-        loss = metrics.mean_squared_error(predictions, labels)
-      else:
-        predictions = logits.argmax(-1)
-        loss = metrics.cross_entropy(logits, labels)
-      scores = metrics.glue_metrics(FLAGS.task_name, predictions, labels)
-      results.update({prefix + "loss": loss, **{prefix + k: v for k, v in scores.items()}})
+      _, labels, logits = self._logits(run, split, records, FLAGS.eval_batch_size)
+      results.update(metrics.classifier_results(FLAGS.task_name, self.task.is_regression,
+                                                logits, labels, prefix))
     results["loss"] = results["eval_loss"]
     return results
 

@@ -6,8 +6,6 @@
   python run_ner.py ... --feature_based --feature_layers=-1,-2,-3,-4 --feature_combine=concat
 """
 
-import os
-
 from absl import flags, logging
 
 from cli import app
@@ -68,10 +66,8 @@ class Tagging(TaskAdapter):
     return config
 
   def trained_with(self, config):
-    self.train = (tagging_inputs.read_training(FLAGS.data_dir, FLAGS.document_context)
-                  if FLAGS.do_train else None)  # the tag set comes from the training file
-    self.labels = (self.train.labels if self.train else
-                   conll.read_labels(os.path.join(FLAGS.output_dir, "label_list.txt")))
+    self.train, self.labels = tagging_inputs.read_training_and_labels(
+        FLAGS.data_dir, FLAGS.document_context, FLAGS.do_train, FLAGS.output_dir)
     self.task = tagging.TaggingTask(config, len(self.labels), FLAGS.feature_based, self.layers,
                                     FLAGS.feature_combine, FLAGS.lstm_units)
     return {"task": "ner", "labels": self.labels, **self.task.settings()}

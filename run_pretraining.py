@@ -16,7 +16,7 @@ from cli import app
 from cli.flags import define_runtime_flags, define_tpu_flags, must_be_positive
 from cli.runner import Runner, TaskAdapter, TrainInput
 from data import dynamic_masking, features, pipeline
-from modeling import checkpoints, language_model, reports
+from modeling import conversion, language_model, reports
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
 flags.DEFINE_string("input_file", None, "Training records: comma-separated files or globs.")
@@ -78,14 +78,10 @@ class Pretraining(TaskAdapter):
             "output_dir": FLAGS.output_dir}
 
   def check_flags(self):
-    if FLAGS.do_train and FLAGS.num_train_steps < 1:
-      raise ValueError(f"--num_train_steps={FLAGS.num_train_steps}: training needs at least 1.")
-    language_model.check_objective(FLAGS.objective, FLAGS.next_sentence_weight,
-                                   FLAGS["next_sentence_weight"].present)
-    if FLAGS.dynamic_masking and (FLAGS.objective == "ltr" or not FLAGS.vocab_file
-                                  or FLAGS.max_predictions_per_seq < 1):
-      raise ValueError("--dynamic_masking needs --objective=mlm, --vocab_file (for the ids of "
-                       "[MASK], [CLS], [SEP]) and --max_predictions_per_seq of at least 1.")
+    language_model.check_options(
+        FLAGS.do_train, FLAGS.num_train_steps, FLAGS.objective, FLAGS.next_sentence_weight,
+        FLAGS["next_sentence_weight"].present, FLAGS.dynamic_masking, FLAGS.vocab_file,
+        FLAGS.max_predictions_per_seq)
     self.compression = "" if FLAGS.input_compression == "none" else "GZIP"
     self.eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     self.spec = features.pretraining_feature_spec(FLAGS.max_seq_length,
@@ -110,26 +106,19 @@ class Pretraining(TaskAdapter):
     return FLAGS.num_train_steps, FLAGS.num_warmup_steps
 
   def build_task(self, run):
-    task = language_model.objective_task(FLAGS.objective, run.config,
-                                         FLAGS.next_sentence_weight)
-    logging.info("Objectives trained: %s", ", ".join(task.objectives))
-    self.curve = task.curve
-    return task
+    return language_model.objective_task(FLAGS.objective, run.config, FLAGS.next_sentence_weight)
 
-  def _records(self, run, pattern, batch_size, training):
-    """Batches of the records at `pattern`. Compiled for one shape (XLA, TPUs), evaluation
-    drops a last partial batch, as the original always did; otherwise it counts every
-    record."""
-    drop = training or run.static_shapes
-    return lambda ctx: pipeline.record_dataset(
-        pattern, self.spec, ctx.get_per_replica_batch_size(batch_size), training, FLAGS.seed,
-        ctx, self.compression, drop_remainder=drop)
+  def _records(self, run, pattern, batch_size, training, vocab=None):
+    """Batches of the records at `pattern` (masked anew given a vocab). Compiled for one
+    shape (XLA, TPUs), evaluation drops a last partial batch, as the original always did;
+    otherwise it counts every record."""
+    return dynamic_masking.pretraining_input(
+        pattern, self.spec, batch_size, training, FLAGS.seed, self.compression,
+        training or run.static_shapes, vocab, FLAGS.masked_lm_prob)
 
   def train_input(self, run):
-    records = self._records(run, FLAGS.input_file, FLAGS.train_batch_size, True)
-    if FLAGS.dynamic_masking:
-      records = dynamic_masking.masked_anew(records, run.tokenizer.vocab, FLAGS.masked_lm_prob,
-                                            FLAGS.seed)
+    records = self._records(run, FLAGS.input_file, FLAGS.train_batch_size, True,
+                            run.tokenizer.vocab if FLAGS.dynamic_masking else None)
     return TrainInput(records,
                       naming_errors=lambda: pipeline.naming_bad_files(FLAGS.input_file,
                                                                       self.compression))
@@ -139,12 +128,11 @@ class Pretraining(TaskAdapter):
 
   def after_training(self, run):
     export = os.path.join(FLAGS.output_dir, "export")
-    checkpoints.save_tf1_checkpoint(checkpoints.model_weights(run.trainer.model), export,
-                                    run.config, FLAGS.vocab_file)
+    conversion.write_checkpoint(run.trainer.model, export, "tf1", run.config, FLAGS.vocab_file)
     logging.info("Exported the original checkpoint layout to %s", export)
     reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
                         os.path.join(FLAGS.output_dir, "training_curves.png"),
-                        [("loss", "loss"), self.curve])
+                        [("loss", "loss"), run.trainer.task.curve])
 
   def evaluate(self, run):
     with pipeline.naming_bad_files(self.eval_pattern, self.compression):

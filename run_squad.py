@@ -16,7 +16,7 @@ from absl import flags, logging
 from cli import app
 from cli.flags import define_finetuning_flags
 from cli.runner import Runner, TaskAdapter
-from data import path_checks, squad, squad_evaluation, squad_predictions
+from data import squad, squad_evaluation, squad_predictions
 from modeling import span_labeling, squad_export
 
 define_finetuning_flags(
@@ -63,18 +63,9 @@ class SpanPrediction(TaskAdapter):
 
   def check_flags(self):
     self.threshold = FLAGS.null_score_diff_threshold  # v2.0 export's; tuned when tuning
-    if FLAGS.do_train and not FLAGS.train_file:
-      raise ValueError("--do_train needs --train_file.")
-    if FLAGS.do_predict and not FLAGS.predict_file:
-      raise ValueError("--do_predict needs --predict_file.")
-    path_checks.check_input_files(train_file=FLAGS.do_train and FLAGS.train_file,
-                                  predict_file=FLAGS.do_predict and FLAGS.predict_file)
-    if FLAGS.tune_null_threshold and not (FLAGS.version_2_with_negative and FLAGS.do_predict):
-      raise ValueError("--tune_null_threshold needs --version_2_with_negative and --do_predict "
-                       "(it tunes SQuAD 2.0's no-answer threshold on --predict_file).")
-    if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
-      raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must exceed "
-                       f"--max_query_length ({FLAGS.max_query_length}) + 3.")
+    squad.check_options(FLAGS.do_train, FLAGS.train_file, FLAGS.do_predict, FLAGS.predict_file,
+                        FLAGS.version_2_with_negative, FLAGS.tune_null_threshold,
+                        FLAGS.max_seq_length, FLAGS.max_query_length)
 
   def trained_with(self, config):
     return {"task": "squad", "version_2_with_negative": FLAGS.version_2_with_negative,
@@ -95,10 +86,8 @@ class SpanPrediction(TaskAdapter):
       self.features = self._features(run, self.examples, False)
       if not self.features:  # contexts whose words all tokenize to nothing
         raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict.")
-      self.gold = squad_evaluation.read_gold(FLAGS.predict_file, v2, FLAGS.tune_null_threshold)
-      if run.evaluates_during_training and not squad_evaluation.has_answers(self.gold):
-        raise ValueError(f"--eval_every_*: --predict_file={FLAGS.predict_file} has no answers "
-                         "to score.")
+      self.gold = squad_evaluation.read_gold(FLAGS.predict_file, v2, FLAGS.tune_null_threshold,
+                                             run.evaluates_during_training)
 
   def train_steps(self, run):
     return run.epoch_steps(len(self.train), FLAGS.train_file)
@@ -133,16 +122,12 @@ class SpanPrediction(TaskAdapter):
     if not run.chief:
       return
     v2 = FLAGS.version_2_with_negative
-    scores = None
-    if squad_evaluation.has_answers(self.gold):
-      scores, predictions = squad_evaluation.score(self.gold, predictions, answers, null_odds,
-                                                   v2, FLAGS.tune_null_threshold)
-      scores["global_step"] = run.trainer.global_step
-    squad_predictions.write_json(run.shared_path("predictions.json"), predictions)
-    squad_predictions.write_json(run.shared_path("nbest_predictions.json"), nbest)
-    if v2:
-      squad_predictions.write_json(run.shared_path("null_odds.json"), null_odds)
+    scores, predictions = squad_evaluation.score(self.gold, predictions, answers, null_odds, v2,
+                                                 FLAGS.tune_null_threshold)
+    squad_predictions.write_predictions(run.shared_path, predictions, nbest,
+                                        null_odds if v2 else None)
     if scores is not None:
+      scores["global_step"] = run.trainer.global_step
       self.threshold = scores.get("null_score_diff_threshold", self.threshold)  # tuned
       run.write_results("eval_results.txt", scores)
       squad_predictions.write_json(run.shared_path("eval_results.json"), scores)

@@ -9,10 +9,13 @@ max_predictions_per_seq) positions other than [CLS]/[SEP], chosen uniformly,
 each written as [MASK], kept or a random vocab entry by the masking mix
 (80/10/10). The training pipeline repeats forever, and each batch takes its
 own stateless seed from a seeded stream, so every pass masks anew and a
-seeded run is reproducible.
+seeded run is reproducible. `pretraining_input` is run_pretraining.py's input,
+with or without dynamic masking.
 """
 
 import tensorflow as tf
+
+from data import pipeline
 
 
 def original_tokens(batch):
@@ -104,3 +107,14 @@ def masked_anew(dataset_fn, vocab, masked_lm_prob, seed=None):
     return dynamic_masking(dataset_fn(ctx), pipeline_seed, max(vocab.values()) + 1,
                            vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"], masked_lm_prob)
   return dataset_fn_masked
+
+
+def pretraining_input(file_patterns, spec, batch_size, is_training, seed, compression,
+                      drop_remainder, vocab=None, masked_lm_prob=0.15):
+  """dataset_fn(input_context) of global batches of `batch_size` records at
+  `file_patterns` (pipeline.record_dataset); given a vocab, masked anew (masked_anew)."""
+  def dataset_fn(ctx):
+    return pipeline.record_dataset(
+        file_patterns, spec, ctx.get_per_replica_batch_size(batch_size), is_training, seed, ctx,
+        compression, drop_remainder=drop_remainder)
+  return masked_anew(dataset_fn, vocab, masked_lm_prob, seed) if vocab else dataset_fn

@@ -76,3 +76,16 @@ def cross_entropy(logits, labels):
 def mean_squared_error(predictions, labels):
   """Mean of (prediction - label)^2: the regression loss."""
   return float(np.mean((np.asarray(predictions, np.float64) - labels) ** 2))
+
+
+def classifier_results(task_name, is_regression, logits, labels, prefix):
+  """{prefix + "loss", prefix + each glue_metrics key} of logits [N, C] against labels [N]:
+  regression scores logit 0 (loss: mean squared error), classes the argmax (cross entropy)."""
+  if is_regression:
+    predictions = logits[:, 0]
+    loss = mean_squared_error(predictions, labels)
+  else:
+    predictions = logits.argmax(-1)
+    loss = cross_entropy(logits, labels)
+  scores = glue_metrics(task_name, predictions, labels)
+  return {prefix + "loss": loss, **{prefix + k: v for k, v in scores.items()}}

@@ -12,7 +12,24 @@ import json
 
 from absl import logging
 
-from data import files, tokenization, windows
+from data import files, path_checks, tokenization, windows
+
+
+def check_options(do_train, train_file, do_predict, predict_file, version_2_with_negative,
+                  tune_null_threshold, max_seq_length, max_query_length):
+  """Raises ValueError naming the run_squad.py flag that is missing or does not fit."""
+  if do_train and not train_file:
+    raise ValueError("--do_train needs --train_file.")
+  if do_predict and not predict_file:
+    raise ValueError("--do_predict needs --predict_file.")
+  path_checks.check_input_files(train_file=do_train and train_file,
+                                predict_file=do_predict and predict_file)
+  if tune_null_threshold and not (version_2_with_negative and do_predict):
+    raise ValueError("--tune_null_threshold needs --version_2_with_negative and --do_predict "
+                     "(it tunes SQuAD 2.0's no-answer threshold on --predict_file).")
+  if max_seq_length <= max_query_length + 3:
+    raise ValueError(f"--max_seq_length={max_seq_length} must exceed "
+                     f"--max_query_length ({max_query_length}) + 3.")
 
 
 @dataclasses.dataclass

@@ -53,14 +53,17 @@ def has_answers(dataset):
   return any(qa.get("answers") or qa.get("is_impossible") for qa in _questions(dataset))
 
 
-def read_gold(path, version_2_with_negative, tune_null_threshold):
+def read_gold(path, version_2_with_negative, tune_null_threshold, evaluates_during_training):
   """The `data` of a predict file, checked now when it has answers (it is scored after
-  prediction); ValueError when --tune_null_threshold has no answers to tune on."""
+  prediction); ValueError when --tune_null_threshold or evaluation during training
+  (--eval_every_*) has no answers to score."""
   gold = squad.load_json(path)
   if has_answers(gold):
     check_scorable(gold, version_2_with_negative, path)
   elif tune_null_threshold:
     raise ValueError(f"--tune_null_threshold: --predict_file={path} has no answers to tune on.")
+  elif evaluates_during_training:
+    raise ValueError(f"--eval_every_*: --predict_file={path} has no answers to score.")
   return gold
 
 
@@ -173,12 +176,15 @@ def tune_null_threshold(dataset, answers, null_odds):
 
 def score(dataset, predictions, answers, null_odds, version_2_with_negative,
           tune_threshold=False):
-  """(official scores, predictions) of `predictions` on `dataset` (a file with answers).
+  """(official scores, predictions) of `predictions` on `dataset`; (None, predictions)
+  when `dataset` has no answers to score.
 
   v2.0 with tune_threshold: also the scores at the threshold with the best F1
   (null_score_diff_threshold, tuned_exact, tuned_f1), whose predictions are
   returned instead; `answers` are every question's best non-null answer.
   """
+  if not has_answers(dataset):
+    return None, predictions
   if not version_2_with_negative:
     return evaluate_v1(dataset, predictions), predictions
   scores = evaluate_v2(dataset, predictions, null_odds)

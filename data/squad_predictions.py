@@ -187,6 +187,15 @@ def apply_null_threshold(answers, null_odds, threshold):
   return {q: "" if null_odds.get(q, 0.0) > threshold else a for q, a in answers.items()}
 
 
+def write_predictions(path_of, predictions, nbest, null_odds=None):
+  """predictions.json, nbest_predictions.json and, given null_odds (v2.0), null_odds.json,
+  as the original names them; path_of(name) is each file's path."""
+  write_json(path_of("predictions.json"), predictions)
+  write_json(path_of("nbest_predictions.json"), nbest)
+  if null_odds is not None:
+    write_json(path_of("null_odds.json"), null_odds)
+
+
 def write_json(path, value):
   """JSON with indent 4 and a final newline, as the original writes its outputs."""
   with files.atomic_output(path) as f:

@@ -12,6 +12,7 @@ window where its first piece has the most context.
 """
 
 import dataclasses
+import os
 
 import numpy as np
 from absl import logging
@@ -246,6 +247,16 @@ def read_training(data_dir, document_context):
   path, documents, labels = conll.read_training_file(data_dir)
   return TrainingFile(path, documents, labels, flatten(documents, path, document_context),
                       sentence_lengths(documents))
+
+
+def read_training_and_labels(data_dir, document_context, do_train, output_dir):
+  """(TrainingFile or None, the tag set): with do_train, data_dir's training file and its
+  tags; otherwise no training file and the tags of output_dir's label_list.txt, written
+  when the model was trained."""
+  if do_train:
+    train = read_training(data_dir, document_context)
+    return train, train.labels
+  return None, conll.read_labels(os.path.join(output_dir, "label_list.txt"))
 
 
 def read_held_out(data_dir, do_eval, do_predict, document_context, labels):

@@ -16,6 +16,7 @@ tokens like any other, and nothing is predicted past the last real token.
 import dataclasses
 import math
 
+from absl import logging
 from keras import ops
 
 from data.dynamic_masking import original_tokens  # also used by tests and benchmarks
@@ -54,6 +55,18 @@ def check_objective(objective, next_sentence_weight, weight_given):
                      "trains no next-sentence task.")
 
 
+def check_options(do_train, num_train_steps, objective, next_sentence_weight, weight_given,
+                  dynamic_masking, vocab_file, max_predictions_per_seq):
+  """ValueError naming the run_pretraining.py flag that does not fit the others: training
+  steps, check_objective, and what --dynamic_masking needs."""
+  if do_train and num_train_steps < 1:
+    raise ValueError(f"--num_train_steps={num_train_steps}: training needs at least 1.")
+  check_objective(objective, next_sentence_weight, weight_given)
+  if dynamic_masking and (objective == "ltr" or not vocab_file or max_predictions_per_seq < 1):
+    raise ValueError("--dynamic_masking needs --objective=mlm, --vocab_file (for the ids of "
+                     "[MASK], [CLS], [SEP]) and --max_predictions_per_seq of at least 1.")
+
+
 def objective_config(objective, config, config_file):
   """The config --objective trains: made causal for ltr; for mlm, ValueError naming
   `config_file` when it is causal (masked LM reads both sides)."""
@@ -68,10 +81,11 @@ def objective_config(objective, config, config_file):
 
 def objective_task(objective, config, next_sentence_weight):
   """The task --objective trains: LanguageModelTask (ltr), or pretraining.PretrainingTask
-  (mlm) with its next-sentence loss weighted by next_sentence_weight."""
-  if objective == "ltr":
-    return LanguageModelTask(config)
-  return PretrainingTask(config, next_sentence_weight)
+  (mlm) with its next-sentence loss weighted by next_sentence_weight; logs the objectives."""
+  task = (LanguageModelTask(config) if objective == "ltr"
+          else PretrainingTask(config, next_sentence_weight))
+  logging.info("Objectives trained: %s", ", ".join(task.objectives))
+  return task
 
 
 class LanguageModelTask:

@@ -15,9 +15,10 @@ numba, and is split by stage:
 Where each piece of the original's create_pretraining_data.py went:
 
   main(): the flags and their checks stay in the entry script
-      create_pretraining_data.py; the work is `generation.generate_exact`, or
-      `streaming.generate_streaming` with --num_workers > 1 or --streaming, or
-      `sharded.generate_sharded` with --shard_by_input_file.
+      create_pretraining_data.py; the work is `sharded.generate`, which runs
+      `generation.generate_exact`, or `streaming.generate_streaming` with
+      --num_workers > 1 or --streaming, or `sharded.generate_sharded` with
+      --shard_by_input_file.
   rng = random.Random(FLAGS.random_seed): made in `generation.generate_exact`
       (in streaming mode, one per worker in `streaming._run_worker`, seeded by
       `streaming.worker_seed`) and handed to

@@ -183,3 +183,22 @@ def generate_sharded(input_files, output_files, vocab_file, do_lower_case, confi
     streaming._merge(total, results[j])
   total.seconds = time.time() - start
   return total
+
+
+def generate(input_files, output_files, vocab_file, do_lower_case, config, random_seed,
+             num_workers, compression, shard_by_input_file, streaming_mode, block_tokens,
+             shuffle_buffer_size):
+  """Runs the mode the options select and returns its Summary: generate_sharded with
+  shard_by_input_file (each output streamed under streaming_mode), else
+  streaming.generate_streaming with num_workers > 1 or streaming_mode, else
+  generation.generate_exact (the original's output)."""
+  if shard_by_input_file:
+    stream = (block_tokens, shuffle_buffer_size) if streaming_mode else None
+    return generate_sharded(input_files, output_files, vocab_file, do_lower_case, config,
+                            random_seed, num_workers, compression, stream)
+  if num_workers > 1 or streaming_mode:
+    return streaming.generate_streaming(
+        input_files, output_files, vocab_file, do_lower_case, config, random_seed, num_workers,
+        compression, block_tokens, shuffle_buffer_size)
+  return generation.generate_exact(input_files, output_files, vocab_file, do_lower_case, config,
+                                   random_seed, compression)
