@@ -110,7 +110,7 @@ def pretrain(name, work, config, vocab, records, heldout, init, extra, train=Tru
             f"--eval_input_file={heldout}", f"--output_dir={out}", "--do_eval",
             f"--max_seq_length={FLAGS.max_seq_length}",
             f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
-            f"--eval_batch_size=32", f"--max_eval_steps={FLAGS.eval_steps}",
+            "--eval_batch_size=32", f"--max_eval_steps={FLAGS.eval_steps}",
             f"--seed={FLAGS.seed}", "--next_sentence_weight=0", *extra]
     if init:
       args.append(f"--init_checkpoint={init}")

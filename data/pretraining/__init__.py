@@ -42,7 +42,7 @@ Where each piece of the original's create_pretraining_data.py went:
       offsets. (data/features.py's truncate_seq_pair is run_classifier's rule,
       which always cuts the end; it is not this one.)
   create_masked_lm_predictions(): `masking.create_masked_lm_predictions`;
-      it returns positions and replacement ids (or `instances.KEEP`) instead
+      it returns positions and replacement ids (or `masking.KEEP`) instead
       of token strings. The global FLAGS.do_whole_word_mask it read is now
       `GenerationConfig.do_whole_word_mask`.
   MaskedLmInstance: no object; an instance's masked positions and

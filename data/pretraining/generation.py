@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from data import files, tfrecords, tokenization
-from data.pretraining import documents, instances
+from data.pretraining import documents, instances, masking
 from data.progress import Progress
 
 PRETRAINING_INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
@@ -95,7 +95,7 @@ def instance_arrays(store, indices, tokens, vocab, config):
   replacements = store.replacements[flat].astype(np.int64)
   slot = flat - np.repeat(lo, counts)
   labels = ids[owner, positions]
-  ids[owner, positions] = np.where(replacements == instances.KEEP, labels, replacements)
+  ids[owner, positions] = np.where(replacements == masking.KEEP, labels, replacements)
   out = {"input_ids": ids, "input_mask": input_mask, "segment_ids": segment_ids,
          "masked_lm_positions": np.zeros((len(indices), P), np.int64),
          "masked_lm_ids": np.zeros((len(indices), P), np.int64),
@@ -163,7 +163,7 @@ def masked_counts(replacements, vocab):
   """Counter of replacement kinds: mask, kept, random."""
   kinds = collections.Counter()
   kinds["mask"] = int((replacements == vocab.mask_id).sum())
-  kinds["kept"] = int((replacements == instances.KEEP).sum())
+  kinds["kept"] = int((replacements == masking.KEEP).sum())
   kinds["random"] = len(replacements) - kinds["mask"] - kinds["kept"]
   return kinds
 

@@ -21,7 +21,7 @@ import numpy as np
 from numba.typed import List
 
 from data.pretraining import mersenne
-from data.pretraining.masking import KEEP, create_masked_lm_predictions  # KEEP: re-exported
+from data.pretraining.masking import create_masked_lm_predictions
 
 MaskingVocab = collections.namedtuple(
     "MaskingVocab", ["cls_id", "sep_id", "mask_id", "word_ids", "is_continuation"])
@@ -71,7 +71,7 @@ def masking_vocab(vocab):
 @dataclasses.dataclass
 class InstanceStore:
   """Instances in compact arrays: ranges [M, 5] = (a_start, a_end, b_start, b_end,
-  is_random_next); instance i's masked positions and replacement ids (or KEEP)
+  is_random_next); instance i's masked positions and replacement ids (or masking.KEEP)
   are positions/replacements[mask_offsets[i]:mask_offsets[i + 1]]."""
   ranges: np.ndarray
   mask_offsets: np.ndarray
