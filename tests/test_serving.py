@@ -198,21 +198,18 @@ def test_classifier_export_averages_the_windows_logits(classifier_files):
   assert_close(got, want, "float32", 4 * (block_ops(config, 16) + 16), np.abs(logits).max())
 
 
-TRAIN_DOCUMENTS, EPOCHS, LEARNING_RATE = 80, 30, 1e-3
-
-
-@pytest.mark.slow
-def test_windows_learn_a_label_that_cutting_never_sees(classifier_files, tmp_path):
-  """Documents whose label word lies past the first --max_seq_length tokens: cut, no
-  training text holds it (chance at best); with --doc_stride the model learns it, and its
-  export (windows in the graph) agrees with test_results.tsv."""
-  from scipy import stats
-  d, vocab, config = classifier_files
+@pytest.fixture(scope="module")
+def windows_run(classifier_files, tmp_path_factory):
+  """run_classifier.py --doc_stride on documents whose label word lies past the first
+  --max_seq_length tokens (train, eval, predict, export): (output dir, export dir, test
+  texts, dev size)."""
+  d, vocab, _ = classifier_files
+  tmp_path = tmp_path_factory.mktemp("windows")
   rng = random.Random(7)
   data = tmp_path / "data"
   data.mkdir()
-  n_train, n_dev = TRAIN_DOCUMENTS, 40
-  for name, n in (("train", n_train), ("dev", n_dev)):
+  n_dev = 40
+  for name, n in (("train", 80), ("dev", n_dev)):
     rows = [f"{_late_label_document(rng, i % 2)}\t{i % 2}" for i in range(n)]
     (data / f"{name}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
   tests = [_late_label_document(rng, i % 2) for i in range(10)]
@@ -226,44 +223,57 @@ def test_windows_learn_a_label_that_cutting_never_sees(classifier_files, tmp_pat
   run_script("run_classifier.py", "--task_name=SST-2", f"--data_dir={data}",
              f"--bert_config_file={d / 'bert_config.json'}", f"--vocab_file={vocab}",
              f"--output_dir={out}", "--max_seq_length=16", "--doc_stride=6", "--do_train",
-             "--do_eval", "--do_predict", "--train_batch_size=16", f"--learning_rate={LEARNING_RATE}",
-             f"--num_train_epochs={EPOCHS}", "--seed=1", f"--export_dir={export_dir}")
+             "--do_eval", "--do_predict", "--train_batch_size=16", "--learning_rate=1e-3",
+             "--num_train_epochs=30", "--seed=1", f"--export_dir={export_dir}")
+  from modeling.served_model import ServedModel
+  return out, str(export_dir), ServedModel(str(export_dir)), tests, n_dev
+
+
+@pytest.mark.slow
+def test_windows_learn_a_label_that_cutting_never_sees(classifier_files, windows_run):
+  """Documents whose label word lies past the first --max_seq_length tokens: cut, no
+  training text holds it (chance at best); with --doc_stride the model learns it, and its
+  export (windows in the graph) agrees with test_results.tsv."""
+  from scipy import stats
+  _, _, config = classifier_files
+  out, _, served, tests, n_dev = windows_run
   results = read_eval_results(out / "eval_results.txt")
   # Cut documents give predictions independent of the (balanced) labels: a binomial count of
   # correct ones, which passes this bound with probability under 1e-3.
   assert results["eval_accuracy"] * n_dev > stats.binom.isf(1e-3, n_dev, 0.5), results
   probabilities = np.loadtxt(out / "test_results.tsv")
-  served = tf.saved_model.load(str(export_dir)).signatures["serving_default"](
-      text_a=tf.constant(tests))["probabilities"].numpy()
+  got = [row["probabilities"] for row in served({"text_a": tests})]
   # float32, two batchings of one block and the classifier; probabilities of 2 classes.
-  assert_close(served, probabilities, "float32", 4 * (block_ops(config, 16) + 16), 1.0)
+  assert_close(got, probabilities, "float32", 4 * (block_ops(config, 16) + 16), 1.0)
 
 
-def _exports(root, span_model, trained_squad):
-  """One export of each kind: {kind: (directory, input rows)}; run_squad.py's (trained) for
-  question answering, the others from random tiny models."""
+def _exports(root, span_model, trained_squad, windows_run):
+  """One export of each kind: {kind: (ServedModel or None, directory, input rows)}; the
+  scripts' (trained) for question answering and the classifier (--doc_stride), the others
+  from random tiny models."""
   from modeling import export
-  from modeling.classification import BertClassifier
   from modeling.multiple_choice import BertMultipleChoice
+  from modeling.served_model import ServedModel
   from modeling.tagging import BertTagger
   model, vocab, _ = span_model
   config = model.config
-  rows = {"classifier": [{"text_a": "the cat sat", "text_b": "on the mat"},
-                         {"text_a": "hello world !", "text_b": ""}],
-          "tagger": [{"text": "steve smith sat"}, {"text": "hello"}],
+  rows = {"tagger": [{"text": "steve smith sat"}, {"text": "hello"}],
           "multiple_choice": [{"sent1": "the cat", "sent2": "sat", "endings": ["on", "in", "a"]},
                               {"sent1": "who", "sent2": "", "endings": ["is", "did", "what"]}]}
   # Cased (do_lower_case False): a much smaller graph to trace; the inputs are lower case.
   modules = {
-      "classifier": export.TextClassifier(BertClassifier(config, 3), vocab, False, 24,
-                                          ["a", "b", "c"], True),
       "tagger": export.TextTagger(BertTagger(config, 3), vocab, False, 24, ["O", "B", "I"]),
       "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, False, 24)}
-  exports = {kind: (export.save(module, str(root / kind)), rows[kind])
-             for kind, module in modules.items()}
-  exports["squad"] = (trained_squad[1], [
+  exports = {}
+  for kind, module in modules.items():
+    directory = export.save(module, str(root / kind))
+    exports[kind] = (ServedModel(directory), directory, rows[kind])
+  # predict.py runs this one in test_squad_export_and_predict_command.
+  exports["squad"] = (None, trained_squad[1], [
       {"question": "who sat ?", "context": "steve smith sat on the mat."},
       {"question": "where", "context": "in the park"}])
+  exports["classifier"] = (windows_run[2], windows_run[1],
+                           [{"text_a": windows_run[3][0]}, {"text_a": ""}])
   return exports
 
 
@@ -273,7 +283,7 @@ _SAVED_MODEL_CLI = """
 import json, sys
 import numpy as np
 from tensorflow.python.tools import saved_model_cli
-for directory, feeds in json.loads(sys.argv[1]):
+for directory, feeds in json.loads(sys.stdin.read()):
   print("Export", directory, flush=True)
   saved_model_cli.run_saved_model_with_feed_dict(
       directory, "serve", "serving_default", {k: np.array(v) for k, v in feeds.items()},
@@ -284,34 +294,43 @@ assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
 
 @pytest.mark.slow
 def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained_squad,
-                                                             tmp_path):
+                                                             windows_run, tmp_path):
   """Each kind of export: predict.py's rows (TSV, JSON Lines) equal the signature's outputs
   called directly, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it."""
   import os
   import subprocess
   import sys
   from data import text_rows
-  from modeling.served_model import ServedModel
-  exports = _exports(tmp_path, span_model, trained_squad)
-  outputs, feeds = {}, []
-  for kind, (directory, rows) in exports.items():
-    served = ServedModel(directory)
-    assert set(served.inputs) == set(rows[0])
-    path = tmp_path / f"{kind}.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ids, values = text_rows.read_rows(str(path), "jsonl", served.inputs)
-    want = served(values)
-    out = tmp_path / f"{kind}.out.jsonl"
-    text_rows.write_rows(str(out), ids, want)
-    assert [json.loads(line) for line in out.read_text().splitlines()] == [
-        {"id": i + 1, **w} for i, w in enumerate(want)]
-    outputs[directory] = [name for name in want[0] if name != "num_words"]
-    feeds.append((directory, {k: [r[k] for r in rows] for k in served.inputs}))
-  proc = subprocess.run([sys.executable, "-c", _SAVED_MODEL_CLI, json.dumps(feeds)],
-                        capture_output=True, text=True, timeout=300,
-                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  runs = proc.stdout.split("Export ")[1:]
+  # Started first: its TensorFlow import overlaps the exports' tracing.
+  cli = subprocess.Popen([sys.executable, "-c", _SAVED_MODEL_CLI], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  try:
+    exports = _exports(tmp_path, span_model, trained_squad, windows_run)
+    outputs, feeds = {}, []
+    for kind, (served, directory, rows) in exports.items():
+      if served is None:
+        feeds.append((directory, {k: [r[k] for r in rows] for k in rows[0]}))
+        outputs[directory] = ["text", "start", "end", "score"]  # a v1.1 export's
+        continue
+      assert set(served.inputs) == set(rows[0])
+      path = tmp_path / f"{kind}.jsonl"
+      path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+      ids, values = text_rows.read_rows(str(path), "jsonl", served.inputs)
+      want = served(values)
+      out = tmp_path / f"{kind}.out.jsonl"
+      text_rows.write_rows(str(out), ids, want)
+      assert [json.loads(line) for line in out.read_text().splitlines()] == [
+          {"id": i + 1, **w} for i, w in enumerate(want)]
+      outputs[directory] = [name for name in want[0] if name != "num_words"]
+      feeds.append((directory, {k: [r[k] for r in rows] for k in served.inputs}))
+    stdout, stderr = cli.communicate(json.dumps(feeds), timeout=300)
+  finally:
+    if cli.poll() is None:
+      cli.kill()
+      cli.communicate()
+  assert cli.returncode == 0, stderr[-2000:]
+  runs = stdout.split("Export ")[1:]
   assert [r.split("\n", 1)[0] for r in runs] == list(outputs)
   for run, names in zip(runs, outputs.values()):
     for name in names:
