@@ -248,9 +248,9 @@ def test_windows_learn_a_label_that_cutting_never_sees(classifier_files, windows
 
 
 def _exports(root, span_model, trained_squad, windows_run):
-  """One export of each kind: {kind: (ServedModel or None, directory, input rows)}; the
-  scripts' (trained) for question answering and the classifier (--doc_stride), the others
-  from random tiny models."""
+  """One export of each kind, (kind, ServedModel or None, directory, input rows) as each is
+  ready: the scripts' (trained) for question answering and the classifier (--doc_stride),
+  then the others from random tiny models."""
   from modeling import export
   from modeling.multiple_choice import BertMultipleChoice
   from modeling.served_model import ServedModel
@@ -264,26 +264,26 @@ def _exports(root, span_model, trained_squad, windows_run):
   modules = {
       "tagger": export.TextTagger(BertTagger(config, 3), vocab, False, 24, ["O", "B", "I"]),
       "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, False, 24)}
-  exports = {}
+  # predict.py runs this one in test_squad_export_and_predict_command.
+  yield "squad", None, trained_squad[1], [
+      {"question": "who sat ?", "context": "steve smith sat on the mat."},
+      {"question": "where", "context": "in the park"}]
+  yield "classifier", windows_run[2], windows_run[1], [{"text_a": windows_run[3][0]},
+                                                       {"text_a": ""}]
   for kind, module in modules.items():
     directory = export.save(module, str(root / kind))
-    exports[kind] = (ServedModel(directory), directory, rows[kind])
-  # predict.py runs this one in test_squad_export_and_predict_command.
-  exports["squad"] = (None, trained_squad[1], [
-      {"question": "who sat ?", "context": "steve smith sat on the mat."},
-      {"question": "where", "context": "in the park"}])
-  exports["classifier"] = (windows_run[2], windows_run[1],
-                           [{"text_a": windows_run[3][0]}, {"text_a": ""}])
-  return exports
+    yield kind, ServedModel(directory), directory, rows[kind]
 
 
 # A plain interpreter (not the fork server, which preloads tensorflow-text) runs each export
-# through saved_model_cli's `run` (TF1 session loader, as TF Serving loads a SavedModel).
+# through saved_model_cli's `run` (TF1 session loader, as TF Serving loads a SavedModel), one
+# JSON line [directory, {input: values}] at a time as the test writes them.
 _SAVED_MODEL_CLI = """
 import json, sys
 import numpy as np
 from tensorflow.python.tools import saved_model_cli
-for directory, feeds in json.loads(sys.stdin.read()):
+for line in sys.stdin:
+  directory, feeds = json.loads(line)
   print("Export", directory, flush=True)
   saved_model_cli.run_saved_model_with_feed_dict(
       directory, "serve", "serving_default", {k: np.array(v) for k, v in feeds.items()},
@@ -301,16 +301,18 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
   import subprocess
   import sys
   from data import text_rows
-  # Started first: its TensorFlow import overlaps the exports' tracing.
+  # Started first: its TensorFlow import and its runs overlap the exports' tracing.
   cli = subprocess.Popen([sys.executable, "-c", _SAVED_MODEL_CLI], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
   try:
-    exports = _exports(tmp_path, span_model, trained_squad, windows_run)
-    outputs, feeds = {}, []
-    for kind, (served, directory, rows) in exports.items():
+    outputs = {}
+    for kind, served, directory, rows in _exports(tmp_path, span_model, trained_squad,
+                                                  windows_run):
+      cli.stdin.write(json.dumps([directory, {k: [r[k] for r in rows] for k in rows[0]}])
+                      + "\n")
+      cli.stdin.flush()
       if served is None:
-        feeds.append((directory, {k: [r[k] for r in rows] for k in rows[0]}))
         outputs[directory] = ["text", "start", "end", "score"]  # a v1.1 export's
         continue
       assert set(served.inputs) == set(rows[0])
@@ -323,8 +325,7 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
       assert [json.loads(line) for line in out.read_text().splitlines()] == [
           {"id": i + 1, **w} for i, w in enumerate(want)]
       outputs[directory] = [name for name in want[0] if name != "num_words"]
-      feeds.append((directory, {k: [r[k] for r in rows] for k in served.inputs}))
-    stdout, stderr = cli.communicate(json.dumps(feeds), timeout=300)
+    stdout, stderr = cli.communicate(timeout=300)
   finally:
     if cli.poll() is None:
       cli.kill()
