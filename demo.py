@@ -181,7 +181,7 @@ def _pretrain(work, vocab, records, quick, timings):
   size = len(text_decoding.read_text(vocab).splitlines())
   BertConfig(vocab_size=size, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=512, type_vocab_size=2).to_json_file(config)
-  steps = 20 if quick else FLAGS.pretrain_steps
+  steps = 8 if quick else FLAGS.pretrain_steps
   pretrained = os.path.join(work, "pretrained")
   err = _step(4, "Pretraining", f"A small BERT (2 layers, hidden 128) trained from scratch for "
               f"{steps} steps on those records; watch the masked-LM loss fall and its "
@@ -192,7 +192,7 @@ def _pretrain(work, vocab, records, quick, timings):
                "--train_batch_size=32", f"--num_train_steps={steps}",
                f"--num_warmup_steps={steps // 10}", "--learning_rate=3e-4",
                f"--log_steps={max(steps // 8, 1)}", f"--save_checkpoints_steps={steps}",
-               "--max_eval_steps=20", "--seed=1"], timings)
+               f"--max_eval_steps={2 if quick else 20}", "--seed=1"], timings)
   for line in _lines(err, "step ", "eval masked_lm_accuracy"):
     if line.startswith("step "):  # "step N/M key value key value ... | rate | ETA"
       words = line.split(" |")[0].split()

@@ -347,7 +347,7 @@ _TASK_WORDS = ["alice", "bob", "paris", "rome", "acme", "met", "in", "at", "the"
 
 
 def _write_task_data(r, rng):
-  """Small SQuAD v2.0, CoNLL and SWAG files under r."""
+  """Small SQuAD v2.0 and CoNLL files under r."""
   squad = []
   for i in range(24):
     words = [rng.choice(_TASK_WORDS[5:14]) for _ in range(rng.randint(4, 9))]
@@ -372,25 +372,13 @@ def _write_task_data(r, rng):
         lines.append(f"{word} {tag}")
       lines.append("")
     (r / "ner" / name).write_text("\n".join(lines) + "\n")
-  (r / "swag").mkdir()
-  header = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
-            "ending0", "ending1", "ending2", "ending3", "label"]
-  for name, n in (("train.csv", 16), ("val.csv", 8), ("test.csv", 5)):
-    rows = [header if name != "test.csv" else header[:-1]]
-    for i in range(n):
-      label = rng.randint(0, 3)
-      endings = [f"walks to the {rng.choice(['house', 'mat'])} ." for _ in range(4)]
-      endings[label] = "walks to the red house ."
-      row = [f"v{i}", str(i), "the red man", "the red man", "then", "gold", *endings, str(label)]
-      rows.append(row if name != "test.csv" else row[:-1])
-    with open(r / "swag" / name, "w", newline="") as f:
-      csv.writer(f).writerows(rows)
 
 
 @pytest.mark.slow
 def test_fine_tuning_scripts_on_ram_equal_local(tmp_path):
-  """run_squad (v2.0, with threshold tuning), run_ner and run_swag: train, evaluate, predict and
-  export, from a TF1 checkpoint, with every input and output on ram://."""
+  """run_squad (v2.0, with threshold tuning) and run_ner: train, evaluate, predict and
+  export, from a TF1 checkpoint, with every input and output on ram://. run_swag reads and
+  writes through the same data/files.py functions as run_classifier (the demo chain)."""
   r = tmp_path / "root"
   r.mkdir()
   vocab = write_vocab(r / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _TASK_WORDS)
@@ -411,10 +399,6 @@ def test_fine_tuning_scripts_on_ram_equal_local(tmp_path):
        "--n_best_size=3"],
       ["run_ner.py", *common, f"--data_dir={r}/ner", f"--output_dir={r}/ner_out",
        "--do_train", "--do_eval", "--do_predict", "--max_seq_length=16", "--doc_stride=8",
-       "--train_batch_size=8", f"--export_dir={r}/ner_export"],
-      ["run_swag.py", *common, f"--data_dir={r}/swag", f"--output_dir={r}/swag_out",
-       "--do_train", "--do_eval", "--do_predict", "--max_seq_length=16",
-       "--train_batch_size=8", f"--export_dir={r}/swag_export"])
-  assert proc.stderr.count("on ram://") == 3
-  assert _assert_same_outputs(r, "squad_out", "ner_out", "ner_export", "swag_out",
-                              "swag_export") > 30
+       "--train_batch_size=8", f"--export_dir={r}/ner_export"])
+  assert proc.stderr.count("on ram://") == 2
+  assert _assert_same_outputs(r, "squad_out", "ner_out", "ner_export") > 20
