@@ -25,4 +25,4 @@ demo: $(VENV)/.runtime
 	$(PY) demo.py
 
 test: setup
-	$(PY) -m pytest -q -n 3 tests
+	$(PY) -m pytest -q -n 2 --maxschedchunk=1 tests
