@@ -58,7 +58,8 @@ flags.DEFINE_enum("objective", "mlm", ["mlm", "ltr"],
 flags.DEFINE_bool("dynamic_masking", False,
                   "Draw new masks for every training batch (each pass over the records masks "
                   "anew) from the records' text with their masks put back; needs --vocab_file.")
-flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: fraction of tokens masked.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: fraction of tokens masked.",
+                   lower_bound=0.0, upper_bound=1.0)
 must_be_positive("learning_rate")
 FLAGS = flags.FLAGS
 
