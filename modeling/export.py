@@ -26,6 +26,21 @@ def served_variables(model):
        for name, v in checkpoints.variable_map(model).items()})
 
 
+def served_outputs(model, features):
+  """model(features) in inference mode, the encoder running on the real tokens alone
+  (BertEncoder.pack_tokens) when the batch has padding: rows of different lengths then
+  cost their own length, not the longest's. A batch without padding runs as is (packing
+  would only add gathers). Both paths give the same outputs up to float rounding."""
+  def run(packed):
+    before, model.encoder.pack_tokens = model.encoder.pack_tokens, packed
+    try:
+      return model(features, training=False)
+    finally:
+      model.encoder.pack_tokens = before
+  padded = tf.reduce_any(tf.equal(features["input_mask"], 0))
+  return tf.cond(padded, lambda: run(True), lambda: run(False))
+
+
 class TextClassifier(tf.Module):
   """Serving module: raw text (one or two string inputs) -> probabilities or a score.
 
@@ -68,7 +83,7 @@ class TextClassifier(tf.Module):
     ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
     features = fast_tokenization.pack_inputs(ids_a, ids_b, self.max_seq_length, self.cls_id,
                                              self.sep_id)
-    logits = self._model(features, training=False)["logits"]
+    logits = served_outputs(self._model, features)["logits"]
     if self.doc_stride:  # [M, C] -> [B, C]: each text's windows averaged
       logits = tf.math.segment_mean(logits, tf.repeat(tf.range(tf.size(count)), count))
     if self.labels is None:
@@ -134,7 +149,7 @@ class TextTagger(tf.Module):
       word_logits = tf.RaggedTensor.from_tensor(
           logits, lengths=sentences.row_lengths()).flat_values  # [N, C]
     else:
-      logits = self._model(inputs, training=False)["logits"]  # [M, S, C]
+      logits = served_outputs(self._model, inputs)["logits"]  # [M, S, C]
       word_logits = tf.gather_nd(logits, first_pieces)  # [N, C]
     tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
     tags = tf.RaggedTensor.from_row_lengths(tags, words.row_lengths())
@@ -174,7 +189,7 @@ class TextMultipleChoice(tf.Module):
         self.max_seq_length, self.cls_id, self.sep_id)  # [N*C, S] each
     features = {k: tf.reshape(v, [-1, num_choices, tf.shape(v)[1]])
                 for k, v in packed.items()}
-    probabilities = tf.nn.softmax(self._model(features, training=False)["logits"], axis=-1)
+    probabilities = tf.nn.softmax(served_outputs(self._model, features)["logits"], axis=-1)
     return {"probabilities": probabilities,
             "label": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
 

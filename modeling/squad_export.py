@@ -130,7 +130,7 @@ class TextQuestionAnswerer(tf.Module):
     ids, segments = tf_text.combine_segments([tf.gather(query, example), doc_ids],
                                              self.cls_id, self.sep_id)
     features = fast_tokenization.pad_to_longest(ids, segments, s)  # [F, S'], S' <= S
-    out = self._model(features, training=False)
+    out = export.served_outputs(self._model, features)
     start_logits = tf.cast(out["start_logits"], tf.float32)  # [F, S']
     end_logits = tf.cast(out["end_logits"], tf.float32)
     width = tf.shape(start_logits, out_type=tf.int64)[1]
