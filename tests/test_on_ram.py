@@ -282,7 +282,8 @@ def _assert_same_outputs(root, *outputs):
 @pytest.mark.slow
 def test_demo_steps_on_ram_equal_local(tmp_path):
   """The demo's chain, small: corpus, vocabulary, records (plain and gzip), pretraining,
-  fine-tuning with export, features, and every checkpoint conversion.
+  fine-tuning with evaluations during training, the best checkpoint and an export, predict.py
+  on that export, features, and every checkpoint conversion.
 
   Not here: the generator's streaming mode, whose worker processes cannot see this process's
   ram:// (its parent writes the records as the exact mode does).
@@ -319,7 +320,11 @@ def test_demo_steps_on_ram_equal_local(tmp_path):
       ["run_classifier.py", "--task_name=SST-2", f"--data_dir={r}/sentiment",
        f"--init_checkpoint={ckpt}", f"--output_dir={r}/classifier", "--do_train", "--do_eval",
        "--do_predict", "--max_seq_length=24", "--train_batch_size=16", "--num_train_epochs=1",
-       "--seed=1", f"--export_dir={r}/saved_model"],
+       "--seed=1", f"--export_dir={r}/saved_model", "--eval_every_steps=2",
+       "--use_best_checkpoint"],
+      ["predict.py", f"--export_dir={r}/saved_model", f"--input_file={r}/sentiment/test.tsv",
+       "--header", "--fields=id,text_a", "--id_field=id",
+       f"--output_file={r}/out/predictions.jsonl", "--batch_size=4"],
       ["extract_features.py", f"--input_file={r}/pairs.txt", f"--output_file={r}/out/f.jsonl",
        f"--init_checkpoint={ckpt}", "--layers=-1,-2", "--max_seq_length=16"],
       ["convert_checkpoint.py", f"--input_checkpoint={r}/classifier",
@@ -329,7 +334,9 @@ def test_demo_steps_on_ram_equal_local(tmp_path):
        f"--output_dir={r}/converted/tf1", "--output_format=tf1"],
       ["convert_checkpoint.py", f"--input_checkpoint={r}/converted/tf1",
        f"--output_dir={r}/converted/tf2", "--output_format=tf2"])
-  assert proc.stderr.count("on ram://") == 10
+  assert proc.stderr.count("on ram://") == 11
+  for d in (r, tmp_path / "root.ram"):  # written on ram:// too (copied back to root.ram)
+    assert (d / "classifier" / "eval_log.csv").exists() and (d / "classifier" / "best").is_dir()
   assert _assert_same_outputs(r, "out", "records", "pretrained", "classifier", "saved_model",
                               "converted") > 40
   # The export on ram:// serves as the one on disk.
