@@ -256,7 +256,7 @@ class WordpieceTokenizer:
     self.max_input_chars_per_word = max_input_chars_per_word
     # No vocab entry is longer than this, so longer candidates need no lookup.
     self._max_piece_chars = max((len(t) for t in vocab), default=0)
-    self.tokenize_word = functools.lru_cache(maxsize=1 << 17)(self._word_pieces)
+    self.tokenize_word = functools.lru_cache(maxsize=1 << 17)(self.word_pieces)
 
   def tokenize(self, text):
     """Returns the WordPiece tokens of already basic-tokenized `text`."""
@@ -265,12 +265,14 @@ class WordpieceTokenizer:
       output.extend(self.tokenize_word(word))
     return output
 
-  def _word_pieces(self, word):
+  def word_pieces(self, word, continuation=False):
+    """The pieces of one word; with `continuation`, of the rest of a word (the first piece
+    also takes "##"), as the pieces of a "##" vocab entry."""
     if len(word) > self.max_input_chars_per_word:
       return (self.unk_token,)
     pieces, start = [], 0
     while start < len(word):
-      prefix = "##" if start > 0 else ""
+      prefix = "##" if start > 0 or continuation else ""
       end = min(len(word), start + self._max_piece_chars)
       while end > start and prefix + word[start:end] not in self.vocab:
         end -= 1

@@ -35,21 +35,15 @@ def _is_unused(token):
   return token.startswith("[unused") and token.endswith("]")
 
 
-def base_pieces(token, base_vocab):
-  """The base vocab's greedy longest-match-first WordPieces of a vocab entry; a "##" entry
-  is split as the continuation it is. None when some part has no piece ([UNK])."""
-  pieces, start, prefix = [], 0, ""
-  if token.startswith("##"):
-    token, prefix = token[2:], "##"
-  while start < len(token):
-    end = len(token)
-    while end > start and (prefix + token[start:end]) not in base_vocab:
-      end -= 1
-    if end == start:
-      return None
-    pieces.append(base_vocab[prefix + token[start:end]])
-    start, prefix = end, "##"
-  return pieces or None
+def base_pieces(token, wordpiece):
+  """The base vocab's ids of a vocab entry's WordPieces, split by `wordpiece` (a
+  tokenization.WordpieceTokenizer of the base vocab); a "##" entry is split as the
+  continuation it is. None when some part has no piece."""
+  continuation = token.startswith("##")
+  pieces = wordpiece.word_pieces(token[2:] if continuation else token, continuation)
+  if not pieces or pieces == (wordpiece.unk_token,):
+    return None
+  return [wordpiece.vocab[p] for p in pieces]
 
 
 def new_rows(base_tokens, tokens, checkpoint_rows):
@@ -96,7 +90,8 @@ def grow(weights, growth):
   if not rows:
     return weights
   rng = np.random.default_rng(growth.seed)
-  base_vocab = {t: i for i, t in enumerate(base_tokens) if i < base_rows}
+  wordpiece = tokenization.WordpieceTokenizer(
+      {t: i for i, t in enumerate(base_tokens) if i < base_rows})
   bias = weights.get(OUTPUT_BIAS)
   grown = np.zeros((growth.vocab_size, table.shape[1]), table.dtype)
   grown[:base_rows] = table
@@ -106,7 +101,7 @@ def grow(weights, growth):
     grown_bias[:base_rows] = bias
   from_pieces = []
   for row, token in rows:
-    pieces = base_pieces(token, base_vocab) if token and growth.mode == "mean_of_pieces" else None
+    pieces = base_pieces(token, wordpiece) if token and growth.mode == "mean_of_pieces" else None
     if pieces:
       grown[row] = table[pieces].mean(axis=0)
       if grown_bias is not None:

@@ -6,6 +6,7 @@ import numpy as np
 
 from conftest import write_vocab
 from helpers import randomize
+from data import tokenization
 from modeling import checkpoints, conversion, vocab_growth
 from modeling.config import BertConfig
 from modeling.pretraining import BertPretrainer
@@ -23,10 +24,10 @@ PIECES = {5: [8, 11], 20: [9, 10], 21: [14, 16, 17]}
 
 
 def test_base_pieces_split_words_and_continuations():
-  vocab = {t: i for i, t in enumerate(BASE)}
-  assert vocab_growth.base_pieces("cats", vocab) == [8, 11]
-  assert vocab_growth.base_pieces("##opathy", vocab) == [14, 16, 17]
-  assert vocab_growth.base_pieces("zz", vocab) is None
+  wordpiece = tokenization.WordpieceTokenizer({t: i for i, t in enumerate(BASE)})
+  assert vocab_growth.base_pieces("cats", wordpiece) == [8, 11]
+  assert vocab_growth.base_pieces("##opathy", wordpiece) == [14, 16, 17]
+  assert vocab_growth.base_pieces("zz", wordpiece) is None
   assert vocab_growth.new_rows(BASE, NEW, len(BASE)) == [
       (5, "cats"), (20, "cardio"), (21, "##opathy"), (22, "zz")]
 
