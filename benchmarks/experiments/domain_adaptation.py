@@ -197,6 +197,8 @@ def main(_):
   task_dir, task_books, train_rows, dev_rows = classification_task(
       found, FLAGS.task_books, FLAGS.task_lines, os.path.join(work, "task"), FLAGS.seed)
   results["task"] = {"books": task_books, "train_rows": train_rows, "dev_rows": dev_rows}
+  results["base_classifier_accuracy"] = fine_tune("minilm", work, task_dir, minilm(),
+                                                  base_vocab)
   for name in RUNS:
     key, init, extra = plans[name]
     d = data[key]
@@ -216,8 +218,6 @@ def main(_):
                          d["train"], d["heldout"], out, [f"--new_token_embeddings={mode}"],
                          train=False)[0]
           for mode in ("mean_of_pieces", "random")}
-  results["base_classifier_accuracy"] = fine_tune("minilm", work, task_dir, minilm(),
-                                                  base_vocab)
   with open(os.path.join(work, "results.json"), "w") as f:
     json.dump(results, f, indent=2)
   print(f"pieces per word on the held-out book: {results['pieces_per_word']['before']:.3f} "
