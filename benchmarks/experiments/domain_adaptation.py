@@ -20,18 +20,29 @@ project's scripts, as a user would run them:
      masked-LM loss and accuracy. The extended runs' records tokenize the
      text differently (fewer, longer tokens), so their figures compare with
      each other, not exactly with the base vocab's.
-  4. A classification task from the corpus: which of two books a line comes
-     from (the first two authors' first books; --quick: the two Blake books),
-     lines split 80/20 into train/dev, fine-tuned with run_classifier.py
-     (SST-2's file layout) from the base MiniLM and from each pretraining run's
-     --output_dir; dev accuracy.
+  4. New rows with a trained head: MiniLM's fresh head gives every row about
+     the same score at step 0, so the extended runs' step-0 figures cannot
+     tell the two initialisations apart. The continued run's output (head
+     trained, MiniLM's vocab) is grown to the extended vocab with each
+     --new_token_embeddings and scored at step 0 on the extended held-out
+     records.
+  5. A classification task from the corpus: which of two books a line comes
+     from (--task_books; --quick: the two Blake books), lines of at least six
+     words, --task_lines of each book, split 80/20 into train/dev, fine-tuned
+     with run_classifier.py (SST-2's file layout) from the base MiniLM and
+     from each pretraining run's --output_dir; dev accuracy and its binomial
+     standard error.
 Results: <work_dir>/results.json and a table on stdout.
 
   python benchmarks/experiments/domain_adaptation.py --work_dir=/tmp/domain --steps=2000
+  python benchmarks/experiments/domain_adaptation.py --work_dir=/tmp/domain --steps=300 \
+    --batch_size=16 --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor=1 \
+    --eval_steps=50 --classifier_epochs=1 --classifier_seq_length=32  (docs/domain.md)
   python benchmarks/experiments/domain_adaptation.py --work_dir=/tmp/domain_quick --quick
 """
 
 import json
+import math
 import os
 import random
 import sys
@@ -59,6 +70,10 @@ flags.DEFINE_integer("num_new_tokens", 500, "Words added to MiniLM's vocab.")
 flags.DEFINE_enum("extension", "unused", ["unused", "append"], "learn_vocab.py --extension.")
 flags.DEFINE_integer("eval_steps", 100, "Held-out batches of 32 scored.")
 flags.DEFINE_float("classifier_epochs", 2.0, "Fine-tuning epochs of the classification task.")
+flags.DEFINE_integer("classifier_seq_length", 64, "Fine-tuning tokens per line.")
+flags.DEFINE_list("task_books", ["austen-emma", "chesterton-brown"],
+                  "The task's two books (file names without .txt); --quick: the Blake books.")
+flags.DEFINE_integer("task_lines", 1500, "Lines drawn from each task book.")
 flags.DEFINE_integer("seed", 1, "Seed of weights, data order and dropout.")
 flags.DEFINE_bool("quick", False, "A check of the flow in minutes: the two Blake books, "
                   "64-token records, 20 steps, 50 new tokens.")
@@ -81,25 +96,28 @@ def write_config(path, vocab_file):
   return path
 
 
-def classification_task(files, directory, seed):
-  """SST-2-layout train.tsv / dev.tsv: a line's label is which of two books it is from."""
-  by_author = {}
-  for f in files:
-    by_author.setdefault(os.path.basename(f).split("-")[0], f)
-  pair = list(by_author.values())[:2] if len(by_author) >= 2 else files[:2]
+def classification_task(files, names, per_book, directory, seed):
+  """SST-2-layout train.tsv / dev.tsv: a line's label is which of two books it is from
+  (`names`: file names without .txt, else the first two files); (directory, books, train
+  rows, dev rows)."""
+  by_name = {os.path.basename(f)[:-len(".txt")]: f for f in files}
+  pair = [by_name[n] for n in names if n in by_name]
+  if len(pair) != 2:
+    pair = files[:2]
   rng = random.Random(seed)
   rows = []
   for label, path in enumerate(pair):
     with open(path, encoding="utf-8", errors="ignore") as f:
       lines = [" ".join(line.split()) for line in f if len(line.split()) >= 6]
-    rows += [(line.replace("\t", " "), label) for line in rng.sample(lines, min(1500, len(lines)))]
+    rows += [(line.replace("\t", " "), label)
+             for line in rng.sample(lines, min(per_book, len(lines)))]
   rng.shuffle(rows)
   os.makedirs(directory, exist_ok=True)
   cut = int(len(rows) * 0.8)
   for name, part in (("train", rows[:cut]), ("dev", rows[cut:])):
     with open(os.path.join(directory, f"{name}.tsv"), "w", encoding="utf-8") as f:
       f.write("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in part))
-  return directory, [os.path.basename(p) for p in pair], cut
+  return directory, [os.path.basename(p) for p in pair], cut, len(rows) - cut
 
 
 def pretrain(name, work, config, vocab, records, heldout, init, extra, train=True):
@@ -132,7 +150,8 @@ def fine_tune(name, work, task_dir, init, vocab):
   if not os.path.exists(os.path.join(out, "eval_results.txt")):
     run("run_classifier.py", "--task_name=SST-2", f"--data_dir={task_dir}",
         f"--init_checkpoint={init}", f"--vocab_file={vocab}", f"--output_dir={out}",
-        "--do_train", "--do_eval", "--max_seq_length=64", "--train_batch_size=32",
+        "--do_train", "--do_eval", f"--max_seq_length={FLAGS.classifier_seq_length}",
+        "--train_batch_size=32",
         "--learning_rate=5e-5", f"--num_train_epochs={FLAGS.classifier_epochs}",
         f"--seed={FLAGS.seed}")
   return float(read_results(os.path.join(out, "eval_results.txt"))["eval_accuracy"])
@@ -144,7 +163,8 @@ def main(_):
   if FLAGS.quick:
     for name, value in (("steps", 20), ("batch_size", 8), ("max_seq_length", 64),
                         ("max_predictions_per_seq", 10), ("dupe_factor", 1),
-                        ("num_new_tokens", 50), ("eval_steps", 5), ("classifier_epochs", 0.5)):
+                        ("num_new_tokens", 50), ("eval_steps", 5), ("classifier_epochs", 0.5),
+                        ("task_books", ["blake-poems", "blake-songs"])):
       if not FLAGS[name].present:
         FLAGS[name].value = value
   work = FLAGS.work_dir
@@ -174,9 +194,11 @@ def main(_):
   results = {"pieces_per_word": {"before": report["pieces_per_word_before"],
                                  "after": report["pieces_per_word_after"]},
              "new_tokens": len(report["new_tokens"]), "runs": {}}
-  task_dir, task_books, train_rows = classification_task(found, os.path.join(work, "task"),
-                                                         FLAGS.seed)
-  results["task"] = {"books": task_books, "train_rows": train_rows}
+  task_dir, task_books, train_rows, dev_rows = classification_task(
+      found, FLAGS.task_books, FLAGS.task_lines, os.path.join(work, "task"), FLAGS.seed)
+  results["task"] = {"books": task_books, "train_rows": train_rows, "dev_rows": dev_rows}
+  results["base_classifier_accuracy"] = fine_tune("minilm", work, task_dir, minilm(),
+                                                  base_vocab)
   for name in RUNS:
     key, init, extra = plans[name]
     d = data[key]
@@ -189,20 +211,33 @@ def main(_):
     results["runs"][name] = {"step0": step0, "final": final,
                              "classifier_accuracy": fine_tune(name, work, task_dir, out,
                                                               d["vocab"])}
-  results["base_classifier_accuracy"] = fine_tune("minilm", work, task_dir, minilm(),
-                                                  base_vocab)
+    if name == "continued":  # new rows beside a trained head, at step 0
+      d = data["extended"]
+      results["trained_head_step0"] = {
+          mode: pretrain(f"continued_grown_{mode}_step0", work, d["config"], d["vocab"],
+                         d["train"], d["heldout"], out, [f"--new_token_embeddings={mode}"],
+                         train=False)[0]
+          for mode in ("mean_of_pieces", "random")}
   with open(os.path.join(work, "results.json"), "w") as f:
     json.dump(results, f, indent=2)
   print(f"pieces per word on the held-out book: {results['pieces_per_word']['before']:.3f} "
         f"with MiniLM's vocab, {results['pieces_per_word']['after']:.3f} with "
         f"{results['new_tokens']} words added")
+  def task(accuracy):  # with its binomial standard error on the dev lines
+    return f"{accuracy:.3f} ± {math.sqrt(accuracy * (1 - accuracy) / dev_rows):.3f}"
+
+  print(f"task: {' vs '.join(task_books)}, {train_rows} train and {dev_rows} dev lines")
   print("| run | step-0 MLM loss | MLM loss | MLM accuracy | task accuracy |")
   print("|---|---|---|---|---|")
   for name, r in results["runs"].items():
     step0 = f"{r['step0']['masked_lm_loss']:.3f}" if r["step0"] else "-"
     print(f"| {name} | {step0} | {r['final']['masked_lm_loss']:.3f} "
-          f"| {r['final']['masked_lm_accuracy']:.3f} | {r['classifier_accuracy']:.3f} |")
-  print(f"| MiniLM, no pretraining | | | | {results['base_classifier_accuracy']:.3f} |")
+          f"| {r['final']['masked_lm_accuracy']:.3f} | {task(r['classifier_accuracy'])} |")
+  print(f"| MiniLM, no pretraining | | | | {task(results['base_classifier_accuracy'])} |")
+  print("Step 0 from the continued run (head trained), grown to the extended vocab:")
+  for mode, r in results["trained_head_step0"].items():
+    print(f"  new rows {mode}: masked-LM loss {r['masked_lm_loss']:.4f}, "
+          f"accuracy {r['masked_lm_accuracy']:.4f}")
 
 
 if __name__ == "__main__":
