@@ -29,11 +29,14 @@ from benchmarks.common.launch import script as run  # noqa: E402
 flags.DEFINE_string("squad_file", None, "A SQuAD v2.0 file, split by articles into train "
                     "and held-out parts.")
 flags.DEFINE_string("work_dir", None, "Everything is written here.")
-flags.DEFINE_integer("train_questions", 2000, "Questions of the first articles to train on.")
-flags.DEFINE_integer("eval_questions", 1000, "Held-out questions (the next articles').")
-flags.DEFINE_integer("max_seq_length", 256, "run_squad.py --max_seq_length.")
-flags.DEFINE_integer("doc_stride", 128, "run_squad.py --doc_stride.")
-flags.DEFINE_float("num_train_epochs", 1.0, "run_squad.py --num_train_epochs.")
+flags.DEFINE_integer("train_questions", 2000, "Questions of the first articles to train on.",
+                     lower_bound=1)
+flags.DEFINE_integer("eval_questions", 1000, "Held-out questions (the next articles').",
+                     lower_bound=1)
+flags.DEFINE_integer("max_seq_length", 256, "run_squad.py --max_seq_length.", lower_bound=16)
+flags.DEFINE_integer("doc_stride", 128, "run_squad.py --doc_stride.", lower_bound=1)
+flags.DEFINE_float("num_train_epochs", 1.0, "run_squad.py --num_train_epochs.",
+                   lower_bound=0.0)
 flags.DEFINE_bool("version_2_with_negative", False, "Keep the unanswerable questions and "
                   "run v2.0 (default: v1.1 on the answerable ones).")
 flags.DEFINE_bool("quick", False, "A check of the flow: 64 training and 64 held-out "
@@ -46,8 +49,13 @@ def split(path, first, second, v2):
   questions (each answerable one keeping its first answer: training takes exactly one), the
   second the next articles' questions, cut to `second`; without `v2`, answerable questions
   only, as v1.1."""
-  with open(path, encoding="utf-8") as f:
-    dataset = json.load(f)
+  try:
+    with open(path, encoding="utf-8") as f:
+      dataset = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise ValueError(f"--squad_file={path}: {getattr(e, 'strerror', None) or e}") from None
+  if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
+    raise ValueError(f"--squad_file={path}: not a SQuAD file (no \"data\" list).")
   train, held_out, trained, held = [], [], 0, 0
   for article in dataset["data"]:
     if not v2:
@@ -76,10 +84,13 @@ def main(_):
   from data import squad_evaluation
   quick = FLAGS.quick
   work = FLAGS.work_dir
-  os.makedirs(work, exist_ok=True)
   v2 = FLAGS.version_2_with_negative
   train, held_out = split(FLAGS.squad_file, 64 if quick else FLAGS.train_questions,
                           64 if quick else FLAGS.eval_questions, v2)
+  if not held_out["data"]:
+    raise ValueError(f"--squad_file={FLAGS.squad_file}: no article is left to hold out after "
+                     f"the first {FLAGS.train_questions} questions.")
+  os.makedirs(work, exist_ok=True)
   for name, data in (("train.json", train), ("held_out.json", held_out)):
     with open(os.path.join(work, name), "w", encoding="utf-8") as f:
       json.dump(data, f)
