@@ -157,9 +157,8 @@ def main(_):
   if not FLAGS.work_dir:
     raise ValueError("--work_dir is required.")
   if FLAGS.quick:
-    FLAGS.size, FLAGS.steps, FLAGS.batch_size, FLAGS.max_seq_length = "2/64/2", 20, 16, 64
-    FLAGS.max_predictions_per_seq, FLAGS.vocab_size, FLAGS.dupe_factor = 10, 1000, 1
-    FLAGS.eval_batches, FLAGS.learning_rate = 5, 1e-3
+    corpus.apply_quick()
+    FLAGS.size, FLAGS.eval_batches = "2/64/2", 5
   start = time.time()
   work = FLAGS.work_dir
   os.makedirs(work, exist_ok=True)

@@ -203,9 +203,8 @@ def main(_):
   if not FLAGS.work_dir:
     raise ValueError("--work_dir is required.")
   if FLAGS.quick:
-    FLAGS.size, FLAGS.steps, FLAGS.batch_size, FLAGS.max_seq_length = "2/64/2", 20, 16, 64
-    FLAGS.max_predictions_per_seq, FLAGS.vocab_size, FLAGS.dupe_factor = 10, 1000, 1
-    FLAGS.max_examples, FLAGS.finetune_epochs, FLAGS.learning_rate = 200, 1.0, 1e-3
+    corpus.apply_quick()
+    FLAGS.size, FLAGS.max_examples, FLAGS.finetune_epochs = "2/64/2", 200, 1.0
     FLAGS.finetune_max_seq_length, FLAGS.squad_max_seq_length = 64, 128
   start = time.time()
   os.makedirs(FLAGS.work_dir, exist_ok=True)
