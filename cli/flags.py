@@ -102,7 +102,7 @@ def define_runtime_flags():
   flags.DEFINE_enum("new_token_embeddings", "mean_of_pieces", ["mean_of_pieces", "random"],
                     "Rows of --vocab_file that --init_checkpoint lacks (a larger vocab, or "
                     "[unusedN] slots now words): the mean of the base model's embeddings of "
-                    "the word's pieces (output bias: their lowest), or random values.")
+                    "the word's pieces (and of their output biases), or random values.")
   flags.DEFINE_integer("worker_timeout_seconds", 900,
                        "With --strategy=multi_worker: seconds to wait for the other tasks of "
                        "TF_CONFIG's cluster to come up before giving up; 0 waits for ever.",

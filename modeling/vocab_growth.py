@@ -6,13 +6,8 @@ checkpoint's last (an appended vocab, config vocab_size larger than the
 checkpoint's) and [unusedN] rows that now hold words. `grow` gives each such
 row, before the weights are assigned to the model:
   mean_of_pieces: the mean of the base model's embeddings of the pieces the
-    base vocab splits the token into; its masked-LM output bias is the lowest
-    of those pieces' biases. The embedding carries the word's meaning into
-    the encoder. The bias is the output's prior: a word is never more
-    frequent than its rarest piece, and a prior as high as the pieces' (their
-    mean) lets the new row take probability from its own pieces wherever the
-    context predicts one of them, which raised the masked-LM loss at the
-    first step in an earlier measurement (docs/domain.md).
+    base vocab splits the token into, and the mean of their masked-LM output
+    biases. The embedding carries the word's meaning into the encoder.
   random: a truncated normal of the config's initializer_range and bias 0,
     as a fresh model's rows.
 A token the base vocab can only read as [UNK] gets a random row either way.
@@ -105,7 +100,7 @@ def grow(weights, growth):
     if pieces:
       grown[row] = table[pieces].mean(axis=0)
       if grown_bias is not None:
-        grown_bias[row] = bias[pieces].min()
+        grown_bias[row] = bias[pieces].mean()
       from_pieces.append(row)
     else:  # as BERT's initializer: a normal truncated at two standard deviations
       values = rng.normal(0.0, growth.initializer_range, table.shape[1])
@@ -115,8 +110,8 @@ def grow(weights, growth):
   appended = growth.vocab_size - base_rows
   logging.info(
       "New vocabulary rows (%d appended to the checkpoint's %d, %d [unusedN] rows now words): "
-      "%d initialised as the mean of their base pieces' embeddings (output bias: their "
-      "lowest), %d at random%s.", appended, base_rows, len(rows) - appended, len(from_pieces),
+      "%d initialised as the mean of their base pieces' embeddings and output biases, %d at "
+      "random%s.", appended, base_rows, len(rows) - appended, len(from_pieces),
       len(rows) - len(from_pieces),
       "" if growth.mode == "random" else " (no pieces in the base vocab)")
   out = dict(weights)
