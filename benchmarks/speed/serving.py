@@ -8,6 +8,11 @@ wrapped in transformers' pipeline for that task. Both take raw strings.
 Measured: latency of one request of one sentence (median and p99), and
 throughput of large batches (sentences/s). float32, plus bfloat16 where the
 CPU has bfloat16 instructions (avx512_bf16 or amx_bf16 in /proc/cpuinfo).
+Two kinds of input: the embedded sentences below (four sentences of 14-16
+pieces, one short SQuAD-like context: every batch nearly one length) and,
+with --data_dir, real text of mixed lengths in file order (RTE's premises,
+CoNLL-2003's validation sentences, SQuAD's questions with their contexts),
+each request and each batch different, the same on both sides.
 
 The Hugging Face side runs in another interpreter (--hf_python, a venv with
 torch and transformers), a subprocess of this script that times one round
@@ -18,6 +23,7 @@ a shared machine's speed during the run falls on both.
   python benchmarks/speed/serving.py --quick --threads=2
 """
 
+import csv
 import json
 import os
 import subprocess
@@ -33,6 +39,11 @@ from absl import app, flags  # noqa: E402
 flags.DEFINE_bool("quick", False, "Fewer repetitions (a busy machine).")
 flags.DEFINE_integer("threads", 0, "Intra-op threads on both sides (0: the library's choice).")
 flags.DEFINE_integer("batch_size", 64, "Sentences per batch for throughput.")
+flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                             "shared", "data"),
+                    "Directory with glue/RTE/dev.tsv, conll2003/valid.txt and "
+                    "squad/dev-v2.0-half.json for the real-text rows; '' for the embedded "
+                    "inputs alone.")
 flags.DEFINE_string("hf_python", "/work/hfvenv/bin/python",
                     "Interpreter with torch and transformers for the Hugging Face side.")
 flags.DEFINE_string("hf_side", None, "Internal: run the Hugging Face side for this "
@@ -67,28 +78,62 @@ def stats(latencies, batch_seconds, batch_size):
           "sentences_per_s": batch_size / float(np.median(batch_seconds))}
 
 
-def measure(call, one, many, warm):
-  """Times of call(one) and of call(many) for one round: {"one": [s], "many": [s]}; a
-  warm-up call of each first when `warm`."""
+def measure(call, task, source, round_, warm):
+  """Times of one round of call: {"one": [s] of single requests, "many": [s] of batches};
+  each request and batch of the round its own rows of `source`, and a warm-up call of
+  each kind first when `warm`."""
   _, requests, batches = counts()
+  size = FLAGS.batch_size
+  ones = [inputs(task, source, round_ * requests + i, 1) for i in range(requests)]
+  manys = [inputs(task, source, (round_ * batches + j) * size, size) for j in range(batches)]
   if warm:
-    call(one)
-    call(many)
+    call(ones[0])
+    call(manys[0])
   times = {"one": [], "many": []}
-  for key, batch, repeat in (("one", one, requests), ("many", many, batches)):
-    for _ in range(repeat):
+  for key, group in (("one", ones), ("many", manys)):
+    for batch in group:
       start = time.perf_counter()
       call(batch)
       times[key].append(time.perf_counter() - start)
   return times
 
 
-def inputs(task, n):
-  """The task's raw-text inputs for n sentences, as {input name: list}."""
+def real_rows(task):
+  """The real-text rows of a task from --data_dir, in file order: [{input name: text}]."""
+  if task == "classifier":
+    with open(os.path.join(FLAGS.data_dir, "glue", "RTE", "dev.tsv"), encoding="utf-8") as f:
+      rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+    return [{"text_a": r[1]} for r in rows]
+  if task == "tagger":
+    sentences, words = [], []
+    with open(os.path.join(FLAGS.data_dir, "conll2003", "valid.txt"), encoding="utf-8") as f:
+      for line in list(f) + [""]:
+        if line.strip() and not line.startswith("-DOCSTART-"):
+          words.append(line.split()[0])
+        elif words:
+          sentences.append({"text": " ".join(words)})
+          words = []
+    return sentences
+  with open(os.path.join(FLAGS.data_dir, "squad", "dev-v2.0-half.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  return [{"question": qa["question"], "context": p["context"]}
+          for a in articles for p in a["paragraphs"] for qa in p["qas"]]
+
+
+_REAL = {}
+
+
+def inputs(task, source, first, n):
+  """n rows of a task's inputs from `source` ("embedded" or "real"), from row `first` on
+  (cycling), as {input name: list}."""
+  if source == "real":
+    rows = _REAL.setdefault(task, real_rows(task))
+    picked = [rows[(first + i) % len(rows)] for i in range(n)]
+    return {k: [r[k] for r in picked] for k in picked[0]}
   if task == "squad":
     return {"question": [QUESTION] * n, "context": [CONTEXT] * n}
   key = "text_a" if task == "classifier" else "text"
-  return {key: [SENTENCES[i % len(SENTENCES)] for i in range(n)]}
+  return {key: [SENTENCES[(first + i) % len(SENTENCES)] for i in range(n)]}
 
 
 def ours(checkpoint, dtype, tmp):
@@ -140,10 +185,14 @@ def hugging_face(checkpoint, dtype):
     model = auto.from_pretrained(checkpoint, dtype=torch_dtype).eval()
     pipe = transformers.pipeline(name, model=model, tokenizer=tokenizer, device="cpu")
 
-    def call(batch, pipe=pipe):
+    # Texts cut at 128 pieces as our classifier export cuts them; the tagger's export reads
+    # a longer sentence in several windows, the pipeline at once (up to 512 pieces).
+    options = {"truncation": True, "max_length": 128} if task == "classifier" else {}
+
+    def call(batch, pipe=pipe, options=options):
       with torch.inference_mode():
         texts = next(iter(batch.values()))
-        return pipe(texts, batch_size=len(texts))
+        return pipe(texts, batch_size=len(texts), **options)
     calls[task] = call
   # transformers 5 has no question-answering pipeline: what it did, written out.
   model = transformers.AutoModelForQuestionAnswering.from_pretrained(
@@ -175,12 +224,12 @@ def hugging_face(checkpoint, dtype):
 
 
 def serve_rounds(calls):
-  """The Hugging Face side's loop: each line "<task> <warm>" on stdin is answered with one
-  round's times as a JSON line on stdout."""
+  """The Hugging Face side's loop: each line "<task> <source> <round>" on stdin is
+  answered with that round's times as a JSON line on stdout."""
   print("READY", flush=True)
   for line in sys.stdin:
-    task, warm = line.split()
-    times = measure(calls[task], inputs(task, 1), inputs(task, FLAGS.batch_size), warm == "1")
+    task, source, round_ = line.split()
+    times = measure(calls[task], task, source, int(round_), round_ == "0")
     print(json.dumps(times), flush=True)
 
 
@@ -193,16 +242,26 @@ def main(_):
   flags_cpu = open("/proc/cpuinfo").read()
   dtypes = ["float32"] + (["bfloat16"] if "avx512_bf16" in flags_cpu or "amx_bf16" in flags_cpu
                           else [])
+  sources = ["embedded"]
+  if FLAGS.data_dir:
+    for task in TASKS:  # a missing or unreadable file stops here, before any work
+      try:
+        real_rows(task)
+      except (OSError, ValueError, KeyError, IndexError) as e:
+        sys.exit(f"error: --data_dir={FLAGS.data_dir}: {task} rows unreadable ({e}); "
+                 "--data_dir='' times the embedded inputs alone")
+    sources.append("real")
   rows = []
   for dtype in dtypes:
     hf = subprocess.Popen(
         [FLAGS.hf_python, os.path.abspath(__file__), f"--hf_side={checkpoint}",
-         f"--dtype={dtype}", f"--threads={FLAGS.threads}", f"--batch_size={FLAGS.batch_size}"]
+         f"--dtype={dtype}", f"--threads={FLAGS.threads}", f"--batch_size={FLAGS.batch_size}",
+         f"--data_dir={FLAGS.data_dir}"]
         + (["--quick"] if FLAGS.quick else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True)
 
-    def theirs_round(task, warm, hf=hf):
-      hf.stdin.write(f"{task} {int(warm)}\n")
+    def theirs_round(task, source, round_, hf=hf):
+      hf.stdin.write(f"{task} {source} {round_}\n")
       hf.stdin.flush()
       line = hf.stdout.readline()
       while line and not line.startswith("{"):
@@ -212,25 +271,27 @@ def main(_):
       return json.loads(line)
     with tempfile.TemporaryDirectory() as tmp:
       mine = ours(checkpoint, dtype, tmp)
-      times = {(side, task): {"one": [], "many": []} for side in ("ours", "hf")
-               for task in TASKS}
+      times = {(side, task, source): {"one": [], "many": []} for side in ("ours", "hf")
+               for task in TASKS for source in sources}
       for round_ in range(counts()[0]):
         for task in TASKS:
-          for side in ("ours", "hf")[::1 - 2 * (round_ % 2)]:  # turns: both see one machine
-            got = (measure(mine[task], inputs(task, 1), inputs(task, FLAGS.batch_size),
-                           round_ == 0) if side == "ours" else theirs_round(task, round_ == 0))
-            for key in ("one", "many"):
-              times[side, task][key] += got[key]
+          for source in sources:
+            for side in ("ours", "hf")[::1 - 2 * (round_ % 2)]:  # turns: one machine for both
+              got = (measure(mine[task], task, source, round_, round_ == 0) if side == "ours"
+                     else theirs_round(task, source, round_))
+              for key in ("one", "many"):
+                times[side, task, source][key] += got[key]
     hf.stdin.close()
     hf.wait()
     for task in TASKS:
-      rows.append((task, dtype) + tuple(
-          stats(times[side, task]["one"], times[side, task]["many"], FLAGS.batch_size)
-          for side in ("ours", "hf")))
-  print(f"{'task':<11}{'dtype':<10}{'ours p50/p99 ms':>18}{'HF p50/p99 ms':>17}"
+      for source in sources:
+        rows.append((task, source, dtype) + tuple(
+            stats(times[side, task, source]["one"], times[side, task, source]["many"],
+                  FLAGS.batch_size) for side in ("ours", "hf")))
+  print(f"{'task':<11}{'input':<10}{'dtype':<10}{'ours p50/p99 ms':>18}{'HF p50/p99 ms':>17}"
         f"{'ours sent/s':>13}{'HF sent/s':>11}{'ratio':>7}")
-  for task, dtype, a, b in rows:
-    print(f"{task:<11}{dtype:<10}{a['median_ms']:>9.1f}/{a['p99_ms']:<8.1f}"
+  for task, source, dtype, a, b in rows:
+    print(f"{task:<11}{source:<10}{dtype:<10}{a['median_ms']:>9.1f}/{a['p99_ms']:<8.1f}"
           f"{b['median_ms']:>8.1f}/{b['p99_ms']:<8.1f}{a['sentences_per_s']:>13.1f}"
           f"{b['sentences_per_s']:>11.1f}{a['sentences_per_s'] / b['sentences_per_s']:>7.2f}")
 
