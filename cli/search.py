@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -158,7 +159,16 @@ class Search:
     command = [self.python, self.script, *run_args(run, self.args, directory)]
     logging.info("[%d/%d] %s: started", number, len(self.runs), run.name)
     start = time.time()
-    with open(os.path.join(directory, "log.txt"), "ab") as log:
+    log_path = os.path.join(directory, "log.txt")
+    # A child writes to a local file: the run's own log.txt while it runs, or, for a bucket
+    # (gs://), a temporary file appended to log.txt there when the child ends.
+    remote = files.is_remote(log_path)
+    if remote:
+      handle, local = tempfile.mkstemp(prefix="search_log_")
+      os.close(handle)
+    else:
+      local = files.local_path(log_path)
+    with open(local, "ab") as log:
       child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                preexec_fn=_end_with_parent if sys.platform == "linux" else None)
       with self.lock:
@@ -166,6 +176,13 @@ class Search:
       code = child.wait()
       with self.lock:
         self.children.discard(child)
+    if remote:
+      with open(local, "rb") as f:
+        new = f.read()
+      os.remove(local)
+      old = files.read_bytes(log_path) if files.exists(log_path) else b""
+      with files.atomic_output(log_path, "wb") as f:
+        f.write(old + new)
     seconds = time.time() - start
     record = {"status": "done" if code == 0 else "failed", "returncode": code,
               "seconds": round(seconds, 1), "command": command}

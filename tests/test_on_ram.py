@@ -151,6 +151,27 @@ def test_csv_log_appends_on_ram_as_on_disk(tmp_path):
                                       b"20,1.25,0.25\r\n20,1,0.5\r\n")
 
 
+def test_search_run_logs_and_records_on_ram_as_on_disk(tmp_path):
+  """finetune_search's runs write log.txt and their record through the bucket path: a child
+  process cannot write to a bucket with Python's open, so its output reaches log.txt when it
+  ends, appended to what an earlier attempt wrote."""
+  from cli import search
+  child = tmp_path / "child.py"
+  child.write_text("import sys\nprint('reading flags', flush=True)\n"
+                   "sys.exit('error: --learning_rate=' + sys.argv[-4].split('=')[1] + ' no')\n")
+  run = search.Run(5e-5, 16, 2.0, 1)
+  logs = []
+  for output_dir in (str(tmp_path / "local"), _ram(tmp_path, "search")):
+    job = search.Search(str(child), [], output_dir, [run])
+    first, second = job._one(run, 1), job._one(run, 1)  # a failed run, run again
+    assert first["status"] == second["status"] == "failed" and second["returncode"] == 1
+    assert second["error"] == "error: --learning_rate=5e-05 no"
+    assert search.read_record(job.directory(run))["error"] == second["error"]
+    logs.append(files.read_bytes(os.path.join(job.directory(run), "log.txt")))
+    assert files.listdir(job.directory(run)) == ["log.txt", search.RECORD]
+  assert logs[0] == logs[1] == b"reading flags\nerror: --learning_rate=5e-05 no\n" * 2
+
+
 def test_checkpoint_formats_and_config_round_trip_on_ram(tmp_path):
   config = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                       intermediate_size=16, max_position_embeddings=16)
