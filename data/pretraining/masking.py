@@ -73,6 +73,15 @@ def _num_to_predict(n, config):
 
 
 @numba.njit(cache=True)
+def _uncovered(candidates, lo, hi, covered):
+  """Whether none of the positions candidates[lo:hi] is masked yet."""
+  for k in range(lo, hi):
+    if covered[candidates[k]]:
+      return False
+  return True
+
+
+@numba.njit(cache=True)
 def create_masked_lm_predictions(tokens, config, vocab, state):
   """Chooses masked positions and their replacements, as the original does
   (or with the additions above when configured).
@@ -100,12 +109,7 @@ def create_masked_lm_predictions(tokens, config, vocab, state):
     lo, hi = group_starts[g], group_starts[g + 1]
     if masked >= num_to_predict:
       break
-    if masked + hi - lo > num_to_predict:
-      continue
-    already = False
-    for k in range(lo, hi):
-      already = already or covered[candidates[k]]
-    if already:
+    if masked + hi - lo > num_to_predict or not _uncovered(candidates, lo, hi, covered):
       continue
     for k in range(lo, hi):
       index = candidates[k]
@@ -164,12 +168,7 @@ def mask_word_spans(tokens, config, vocab, state):
     while words > 1 and masked + group_starts[g + words] - group_starts[g] > num_to_predict:
       words -= 1
     lo, hi = group_starts[g], group_starts[g + words]
-    if masked + hi - lo > num_to_predict:
-      continue
-    already = False
-    for k in range(lo, hi):
-      already = already or covered[candidates[k]]
-    if already:
+    if masked + hi - lo > num_to_predict or not _uncovered(candidates, lo, hi, covered):
       continue
     for w in range(g, g + words):
       decision = _draw(config, vocab, state) if config.per_word_decision else 0
