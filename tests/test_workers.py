@@ -248,7 +248,8 @@ def test_classifier_two_workers_write_once_what_one_worker_writes(tmp_path, proc
   args = ["--task_name=SST-2", f"--data_dir={data}", f"--init_checkpoint={init}", "--do_train",
           "--do_eval", "--do_predict", "--max_seq_length=16", "--train_batch_size=8",
           "--eval_batch_size=4", "--predict_batch_size=4", "--num_train_epochs=2",
-          "--learning_rate=1e-2", "--log_steps=1", "--seed=3"]
+          "--learning_rate=1e-2", "--log_steps=1", "--seed=3", "--eval_every_steps=2",
+          "--use_best_checkpoint"]
   single, multi = tmp_path / "single", tmp_path / "multi"
   watches = {out: _Writes(out) for out in (single, multi)}
   started = [processes.start("run_classifier.py", [f"--output_dir={out}",
@@ -264,7 +265,14 @@ def test_classifier_two_workers_write_once_what_one_worker_writes(tmp_path, proc
   for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "run.json", "SST-2.tsv"):
     assert (multi / name).read_bytes() == (single / name).read_bytes(), name
   results = _eval_results(single / "eval_results.txt")
-  assert results["global_step"] == 4
+  # --use_best_checkpoint: the results are those of best/, one of the evaluations at steps 2
+  # and 4, which the chief alone copied (_assert_written_once_by_the_chief covers best/).
+  best = json.loads((single / "best" / "best.json").read_text())
+  assert [step for step, _ in best["evaluations"]] == [2, 4]
+  assert results["global_step"] == best["step"]
+  assert_same_numbers(json.loads((multi / "best" / "best.json").read_text()), best, tol=1e-5)
+  assert_same_numbers(_last_rows(multi / "eval_log.csv"), _last_rows(single / "eval_log.csv"),
+                      tol=1e-4)  # 6 significant digits, as train_log.csv below
   # After training (see _assert_same_weights): measured within 4e-7 (AVX2).
   assert_same_numbers(_eval_results(multi / "eval_results.txt"), results, tol=1e-5)
   # Probabilities after training, likewise: measured within 1.5e-8.
