@@ -25,7 +25,8 @@ project's scripts, as a user would run them:
      tell the two initialisations apart. The continued run's output (head
      trained, MiniLM's vocab) is grown to the extended vocab with each
      --new_token_embeddings and scored at step 0 on the extended held-out
-     records.
+     records; also split by answer (a new word or not) and with the rows
+     untied (benchmarks/common/new_rows.py).
   5. A classification task from the corpus: which of two books a line comes
      from (--task_books; --quick: the two Blake books), lines of at least six
      words, --task_lines of each book, split 80/20 into train/dev, fine-tuned
@@ -53,6 +54,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import flags, logging  # noqa: E402
 
+from benchmarks.common import new_rows  # noqa: E402
 from benchmarks.common.corpus import GUTENBERG, books, make_records, prepare_text  # noqa: E402
 from benchmarks.common.launch import main_guarded, read_results  # noqa: E402
 from benchmarks.common.launch import script as run  # noqa: E402
@@ -218,6 +220,9 @@ def main(_):
                          d["train"], d["heldout"], out, [f"--new_token_embeddings={mode}"],
                          train=False)[0]
           for mode in ("mean_of_pieces", "random")}
+      # The same, split by answer (a new word or not) and by the rows' role (untied).
+      results["trained_head_step0_split"] = new_rows.split_losses(
+          out, d["config"], d["vocab"], d["heldout"], FLAGS.eval_steps * 32, FLAGS.seed)
   with open(os.path.join(work, "results.json"), "w") as f:
     json.dump(results, f, indent=2)
   print(f"pieces per word on the held-out book: {results['pieces_per_word']['before']:.3f} "
@@ -238,6 +243,9 @@ def main(_):
   for mode, r in results["trained_head_step0"].items():
     print(f"  new rows {mode}: masked-LM loss {r['masked_lm_loss']:.4f}, "
           f"accuracy {r['masked_lm_accuracy']:.4f}")
+  print("The same, split by answer, and with the rows untied (encoder and output "
+        "started differently):")
+  new_rows.print_table(results["trained_head_step0_split"])
 
 
 if __name__ == "__main__":
