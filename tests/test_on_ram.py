@@ -158,7 +158,8 @@ def test_search_run_logs_and_records_on_ram_as_on_disk(tmp_path):
   from cli import search
   child = tmp_path / "child.py"
   child.write_text("import sys\nprint('reading flags', flush=True)\n"
-                   "sys.exit('error: --learning_rate=' + sys.argv[-4].split('=')[1] + ' no')\n")
+                   "rate = [a for a in sys.argv if a.startswith('--learning_rate=')][0]\n"
+                   "sys.exit('error: ' + rate + ' no')\n")
   run = search.Run(5e-5, 16, 2.0, 1)
   logs = []
   for output_dir in (str(tmp_path / "local"), _ram(tmp_path, "search")):

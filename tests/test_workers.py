@@ -270,9 +270,11 @@ def test_classifier_two_workers_write_once_what_one_worker_writes(tmp_path, proc
   best = json.loads((single / "best" / "best.json").read_text())
   assert [step for step, _ in best["evaluations"]] == [2, 4]
   assert results["global_step"] == best["step"]
+  # best.json holds an evaluation's results after training: the tolerance of eval_results.txt
+  # below. eval_log.csv prints them with 6 significant digits, as train_log.csv (below).
   assert_same_numbers(json.loads((multi / "best" / "best.json").read_text()), best, tol=1e-5)
   assert_same_numbers(_last_rows(multi / "eval_log.csv"), _last_rows(single / "eval_log.csv"),
-                      tol=1e-4)  # 6 significant digits, as train_log.csv below
+                      tol=1e-4)
   # After training (see _assert_same_weights): measured within 4e-7 (AVX2).
   assert_same_numbers(_eval_results(multi / "eval_results.txt"), results, tol=1e-5)
   # Probabilities after training, likewise: measured within 1.5e-8.

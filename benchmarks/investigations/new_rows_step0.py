@@ -36,6 +36,8 @@ def main(_):
     sys.exit(f"error: --work_dir={work} has no finished continued run of "
              "domain_adaptation.py")
   records = FLAGS.records or os.path.join(work, "extended_heldout.tfrecord")
+  if not os.path.isfile(records):
+    sys.exit(f"error: --records={records}: no such file")
   print(f"{records}, {FLAGS.max_records} records at most")
   new_rows.print_table(new_rows.split_losses(
       os.path.join(work, "continued"), os.path.join(work, "extended_config.json"),

@@ -37,8 +37,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags  # noqa: E402
 
 flags.DEFINE_bool("quick", False, "Fewer repetitions (a busy machine).")
-flags.DEFINE_integer("threads", 0, "Intra-op threads on both sides (0: the library's choice).")
-flags.DEFINE_integer("batch_size", 64, "Sentences per batch for throughput.")
+flags.DEFINE_integer("threads", 0, "Intra-op threads on both sides (0: the library's choice).",
+                     lower_bound=0)
+flags.DEFINE_integer("batch_size", 64, "Sentences per batch for throughput.", lower_bound=1)
 flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                              "shared", "data"),
                     "Directory with glue/RTE/dev.tsv, conll2003/valid.txt and "
@@ -242,6 +243,9 @@ def main(_):
   flags_cpu = open("/proc/cpuinfo").read()
   dtypes = ["float32"] + (["bfloat16"] if "avx512_bf16" in flags_cpu or "amx_bf16" in flags_cpu
                           else [])
+  if not os.access(FLAGS.hf_python, os.X_OK):
+    sys.exit(f"error: --hf_python={FLAGS.hf_python}: no such interpreter (one with torch and "
+             "transformers)")
   sources = ["embedded"]
   if FLAGS.data_dir:
     for task in TASKS:  # a missing or unreadable file stops here, before any work
