@@ -60,6 +60,9 @@ class BertEncoder(ConfiguredModel):
   zeros at padded positions, and dropout draws different masks. Shapes then
   depend on the input_mask's values, which XLA and TPUs cannot compile
   without padding them back, so the Trainer sets it only outside XLA.
+  With blocked_attention set, inference attends in cache-sized blocks
+  (layers.blocked_attention; the exports and extract_features.py set it):
+  the same outputs up to float rounding, not for XLA.
   """
 
   def __init__(self, config, **kwargs):
@@ -67,6 +70,7 @@ class BertEncoder(ConfiguredModel):
     super().__init__(config, **kwargs)
     config = self.config
     self.pack_tokens = False
+    self.blocked_attention = False
     # Embeddings stay float32: the sum of three tables feeds LayerNorm.
     self.embeddings = layers.BertEmbeddings(
         config.vocab_size, config.hidden_size, config.max_position_embeddings,
@@ -127,10 +131,11 @@ class BertEncoder(ConfiguredModel):
     for i, block in enumerate(self.blocks):
       if pooled_only and i == len(self.blocks) - 1:  # the representation row only
         row_bias = ops.take_along_axis(bias, rows[:, None, :, None], axis=2) if causal else bias
-        x = block(x, row_bias, training=training, query_positions=rows, packed=packed)
+        x = block(x, row_bias, training=training, query_positions=rows, packed=packed,
+                  blocked=self.blocked_attention)
         outputs.append(x)  # [B, 1, H]
       else:
-        x = block(x, bias, training=training, packed=packed)
+        x = block(x, bias, training=training, packed=packed, blocked=self.blocked_attention)
         outputs.append(x if packed is None else packed.pad(x))
     if packed is not None:
       outputs[0] = packed.pad(outputs[0])

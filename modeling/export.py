@@ -30,13 +30,17 @@ def served_outputs(model, features):
   """model(features) in inference mode, the encoder running on the real tokens alone
   (BertEncoder.pack_tokens) when the batch has padding: rows of different lengths then
   cost their own length, not the longest's. A batch without padding runs as is (packing
-  would only add gathers). Both paths give the same outputs up to float rounding."""
+  would only add gathers). Attention runs in cache-sized blocks
+  (BertEncoder.blocked_attention). All paths give the same outputs up to float rounding."""
+  encoder = model.encoder
+
   def run(packed):
-    before, model.encoder.pack_tokens = model.encoder.pack_tokens, packed
+    before = encoder.pack_tokens, encoder.blocked_attention
+    encoder.pack_tokens, encoder.blocked_attention = packed, True
     try:
       return model(features, training=False)
     finally:
-      model.encoder.pack_tokens = before
+      encoder.pack_tokens, encoder.blocked_attention = before
   padded = tf.reduce_any(tf.equal(features["input_mask"], 0))
   return tf.cond(padded, lambda: run(True), lambda: run(False))
 

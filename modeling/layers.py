@@ -20,6 +20,12 @@ from modeling.config import LAYER_NORM_EPSILON
 # The original's additive attention bias for padded positions.
 _MASK_BIAS = -10000.0
 
+# Inference attention in blocks (blocked_attention): scores of one head for this many
+# query-key pairs at most per block (4 MB in float32, within a CPU core's share of cache),
+# and below this many in all (every head, the whole batch) one batched product is faster.
+BLOCK_SCORES = 1 << 20
+SMALL_SCORES = 1 << 17
+
 
 def get_activation(name):
   """Maps a config activation name to a function of a tensor.
@@ -141,7 +147,7 @@ class SelfAttention(keras.layers.Layer):
     for layer in (self.query, self.key, self.value, self.output_dense):
       layer.build(input_shape)
 
-  def call(self, x, attention_bias, training=False, queries=None, packed=None):
+  def call(self, x, attention_bias, training=False, queries=None, packed=None, blocked=False):
     """x [B, S, H], float32 bias [B, 1, 1 or Q, S] -> [B, Q, H] in compute dtype.
 
     queries: the rows [B, Q, H] whose outputs are wanted (default x itself,
@@ -150,6 +156,7 @@ class SelfAttention(keras.layers.Layer):
       Keys and values are projected from those rows and put back in place for
       the attention (zeros at padding, which the bias masks); without
       `queries` the output is [T, H] too.
+    blocked: at inference, attend in cache-sized blocks (blocked_attention).
     """
     packed_queries = packed is not None and queries is None
     heads = lambda t: _split_last(t, self.num_attention_heads, self.head_size)
@@ -158,11 +165,14 @@ class SelfAttention(keras.layers.Layer):
     if packed is not None:
       k, v = packed.pad(k), packed.pad(v)  # [B, S, N, D]
       q = packed.pad(q) if packed_queries else q
-    scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, Q, S]
-    scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
-    probs = ops.softmax(scores + attention_bias, axis=-1)
-    probs = ops.cast(self.dropout(probs, training=training), self.compute_dtype)
-    context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, Q, N, D]
+    scale = 1.0 / math.sqrt(self.head_size)
+    if blocked and not training:
+      context = blocked_attention(q, k, v, attention_bias, scale)
+    else:
+      scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, Q, S]
+      probs = ops.softmax(ops.cast(scores, "float32") * scale + attention_bias, axis=-1)
+      probs = ops.cast(self.dropout(probs, training=training), self.compute_dtype)
+      context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, Q, N, D]
     if packed_queries:
       context = packed.pack(context)  # [T, N, D]
     return self.output_dense(_join_last(context, self.hidden_size))
@@ -172,6 +182,65 @@ class SelfAttention(keras.layers.Layer):
             "num_attention_heads": self.num_attention_heads,
             "initializer_range": self.initializer_range,
             "attention_dropout_rate": self.attention_dropout_rate}
+
+
+def _attend(q, k, v, bias, scale):
+  """softmax(q k^T * scale + bias) v of q [B, Q, N, D], k and v [B, S, N, D] and float32 bias
+  [B, 1, 1 or Q, S]: [B, Q, N, D], scores in float32 as SelfAttention computes them."""
+  scores = tf.einsum("bsnd,btnd->bnst", q, k)
+  probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + bias, axis=-1)
+  return tf.einsum("bnst,btnd->bsnd", tf.cast(probs, q.dtype), v)
+
+
+def _attend_per_head(q, k, v, bias, scale):
+  """_attend, one head at a time: each head's scores [B, Q, S] are a twelfth the size of all
+  heads' (for 12 heads) and stay in cache from the product to the softmax to the second."""
+  q = tf.transpose(q, [2, 0, 1, 3])  # [N, B, Q, D]
+  k = tf.transpose(k, [2, 0, 3, 1])  # [N, B, D, S]
+  v = tf.transpose(v, [2, 0, 1, 3])  # [N, B, S, D]
+  bias = bias[:, 0]  # [B, 1 or Q, S]
+  out = []
+  for n in range(q.shape[0]):
+    scores = tf.cast(tf.matmul(q[n], k[n]), tf.float32) * scale + bias
+    out.append(tf.matmul(tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype), v[n]))
+  return tf.stack(out, axis=2)  # [B, Q, N, D]
+
+
+def blocked_attention(q, k, v, bias, scale, block_scores=None, small_scores=None):
+  """_attend at inference, computed in blocks that fit a CPU's cache.
+
+  Without XLA each op of attention makes a full pass over the scores [B, N, Q, S]: on 16
+  windows of 384 tokens, 113 MB, five times per layer. Here each head of a block of
+  examples is attended alone, with at most block_scores query-key pairs per head, so its
+  scores stay in cache from one op to the next (benchmarks/investigations/attention_blocks.py;
+  docs/serving.md). Small inputs (fewer than small_scores pairs over all heads) take one
+  batched product: there the many small ops would cost more than they save. The outputs are
+  _attend's up to float rounding. Dynamic shapes and a while loop: not for XLA or training.
+  block_scores and small_scores default to BLOCK_SCORES and SMALL_SCORES.
+  """
+  block_scores = BLOCK_SCORES if block_scores is None else block_scores
+  small_scores = SMALL_SCORES if small_scores is None else small_scores
+  shape = q.shape[:3].concatenate(k.shape[1:2])  # B, Q, N, S
+  pairs = shape.num_elements()  # None unless every size is known
+  if pairs is not None and pairs <= small_scores:  # decided here, not by a cond on constants,
+    return _attend(q, k, v, bias, scale)  # which would leave grappler a loop it cannot sort
+  rows = tf.maximum(block_scores // (tf.shape(q)[1] * tf.shape(k)[1]), 1)  # examples per block
+  blocks = (tf.shape(q)[0] + rows - 1) // rows
+
+  def in_blocks():
+    def body(i, out):
+      at = slice(i * rows, (i + 1) * rows)
+      return i + 1, out.write(i, _attend_per_head(q[at], k[at], v[at], bias[at], scale))
+    empty = tf.TensorArray(q.dtype, size=blocks, infer_shape=False,
+                           element_shape=tf.TensorShape([None]).concatenate(q.shape[1:]))
+    _, out = tf.while_loop(lambda i, _: i < blocks, body, [tf.constant(0), empty],
+                           parallel_iterations=2)
+    return out.concat()
+
+  if pairs is not None:
+    return in_blocks()
+  pairs = tf.reduce_prod(tf.cast(tf.concat([tf.shape(q)[:3], tf.shape(k)[1:2]], 0), tf.int64))
+  return tf.cond(pairs <= small_scores, lambda: _attend(q, k, v, bias, scale), in_blocks)
 
 
 def _split_last(t, *dims):
@@ -227,7 +296,8 @@ class TransformerBlock(keras.layers.Layer):
     self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
     self.output_layer_norm.build(input_shape)
 
-  def call(self, x, attention_bias, training=False, query_positions=None, packed=None):
+  def call(self, x, attention_bias, training=False, query_positions=None, packed=None,
+           blocked=False):
     """float32 [B, S, H] and bias [B, 1, 1 or S, S] -> float32 [B, S, H].
 
     query_positions: int [B, Q]: compute only the outputs at these positions
@@ -236,6 +306,7 @@ class TransformerBlock(keras.layers.Layer):
     full layer gives them.
     packed: a PackedTokens when x holds only the real tokens' rows [T, H]; the
     output is then [T, H] (or [B, Q, H] with query_positions).
+    blocked: at inference, attention in cache-sized blocks (blocked_attention).
     """
     if query_positions is None:
       queries = None
@@ -243,7 +314,7 @@ class TransformerBlock(keras.layers.Layer):
       padded = x if packed is None else packed.pad(x)
       queries = ops.take_along_axis(padded, query_positions[:, :, None], axis=1)  # [B, Q, H]
     attended = self.attention(x, attention_bias, training=training, queries=queries,
-                              packed=packed)
+                              packed=packed, blocked=blocked)
     queries = x if queries is None else queries
     attended = self.dropout(ops.cast(attended, "float32"), training=training)
     x = self.attention_layer_norm(attended + queries)

@@ -247,11 +247,12 @@ def _minilm_batch(tokenizer):
 
 @pytest.mark.parametrize("policy", ["float32",
                                     pytest.param("mixed_bfloat16", marks=pytest.mark.bfloat16)])
-def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy):
-  """Layers on the real tokens only: every output at real positions as the padded
-  computation gives it, zeros at padding, in float32 and bfloat16. Both bfloat16
-  layouts are compared with float32's padded outputs: two bfloat16 computations round
-  apart wherever a float32 sum lands on the other side of a bfloat16 rounding boundary."""
+def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkeypatch):
+  """Layers on the real tokens only, and attention in blocks (as the exports run them):
+  every output at real positions as the padded computation gives it, zeros at padding,
+  in float32 and bfloat16. The bfloat16 layouts are compared with float32's padded
+  outputs: two bfloat16 computations round apart wherever a float32 sum lands on the
+  other side of a bfloat16 rounding boundary."""
   from data.tokenization import FullTokenizer
   config = checkpoints.find_config(minilm_dir)
   encoder = BertEncoder(config, dtype=policy)
@@ -271,7 +272,14 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy):
     outputs = {"padded": encoder(f, pooled_only=pooled_only)} if policy != "float32" else {}
     encoder.pack_tokens = True
     outputs["packed"] = encoder(f, pooled_only=pooled_only)
+    # Attention in blocks of one example (4 blocks; pooled_only's last block: 1 query row).
+    monkeypatch.setattr(layers, "SMALL_SCORES", 0)
+    monkeypatch.setattr(layers, "BLOCK_SCORES", 40 * 40)
+    encoder.blocked_attention = True
+    outputs["packed, blocked"] = encoder(f, pooled_only=pooled_only)
     encoder.pack_tokens = False
+    outputs["blocked"] = encoder(f, pooled_only=pooled_only)
+    encoder.blocked_attention = False
     for layout, got in outputs.items():
       close = lambda a, b, ops, name: assert_close(
           np.where(real[:, :a.shape[1]], a, 0), np.where(real[:, :b.shape[1]], b, 0),
@@ -291,6 +299,28 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy):
       if not (pooled_only and name == "sequence_output"):  # that one is [CLS] rows only
         # Exact: padded positions are zeros put in place, never computed.
         np.testing.assert_array_equal(np.where(real, 0, packed[name]), 0, err_msg=name)
+
+
+@pytest.mark.parametrize("block_scores, small_scores", [
+    (2 * 7 * 9, 0), (10 ** 6, 0), (10 ** 6, 10 ** 6)])  # blocks of 2 rows; one block; batched
+def test_blocked_attention_equals_attention_in_float64(block_scores, small_scores):
+  """Attention in cache-sized blocks (any number of them, the last one short) against
+  attention written out in float64 NumPy, with padded keys and fewer queries than keys, at unknown
+  sizes as the exports trace it and at known ones."""
+  rng = np.random.default_rng(5)
+  q, k, v = (rng.normal(size=(5, n, 4, 8)) for n in (7, 9, 9))  # B, Q or S, N, D
+  bias = np.where(np.arange(9) < rng.integers(1, 10, size=5)[:, None], 0.0, -10000.0)
+  bias = bias[:, None, None, :]  # [B, 1, 1, S]
+  scores = np.einsum("bsnd,btnd->bnst", q, k) * 0.35 + bias
+  probs = np.exp(scores - scores.max(-1, keepdims=True))
+  want = np.einsum("bnst,btnd->bsnd", probs / probs.sum(-1, keepdims=True), v)
+  args = [tf.constant(t, tf.float32) for t in (q, k, v, bias)]
+  blocked = lambda *a: layers.blocked_attention(*a, 0.35, block_scores, small_scores)
+  unknown = [tf.TensorSpec([None, None, 4, 8], tf.float32)] * 3 + [
+      tf.TensorSpec([None, 1, 1, None], tf.float32)]  # heads and head size are the model's
+  for got in (tf.function(blocked, input_signature=unknown)(*args), tf.function(blocked)(*args)):
+    # float32 roundings of one output: scores (D terms), softmax and context (S each).
+    assert_close(got, want, "float32", 8 + 9 + 9)
 
 
 def test_packed_tokens_give_the_same_gradients():
