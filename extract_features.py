@@ -97,7 +97,6 @@ def main(_):
 
   encoder = BertEncoder(config)
   encoder.pack_tokens = True  # layers run on real tokens only (no XLA here)
-  encoder.blocked_attention = True  # attention in cache-sized blocks (no XLA, no training)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint, growth=vocab_growth.growth_for(
       FLAGS.init_checkpoint, vocab_file, config))  # new word rows: from their pieces
 

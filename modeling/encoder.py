@@ -61,8 +61,8 @@ class BertEncoder(ConfiguredModel):
   depend on the input_mask's values, which XLA and TPUs cannot compile
   without padding them back, so the Trainer sets it only outside XLA.
   With blocked_attention set, inference attends in cache-sized blocks
-  (layers.blocked_attention; the exports and extract_features.py set it):
-  the same outputs up to float rounding, not for XLA.
+  (layers.blocked_attention; the exports set it for long inputs): the same
+  outputs up to float rounding, not for XLA.
   """
 
   def __init__(self, config, **kwargs):

@@ -26,23 +26,35 @@ def served_variables(model):
        for name, v in checkpoints.variable_map(model).items()})
 
 
+# From this many tokens on, the exports attend in cache-sized blocks
+# (layers.blocked_attention): faster there, a little slower on shorter inputs
+# (benchmarks/investigations/attention_blocks.py; docs/serving.md).
+BLOCKED_FROM_LENGTH = 128
+
+
 def served_outputs(model, features):
   """model(features) in inference mode, the encoder running on the real tokens alone
   (BertEncoder.pack_tokens) when the batch has padding: rows of different lengths then
   cost their own length, not the longest's. A batch without padding runs as is (packing
-  would only add gathers). Attention runs in cache-sized blocks
-  (BertEncoder.blocked_attention). All paths give the same outputs up to float rounding."""
+  would only add gathers), and one of BLOCKED_FROM_LENGTH tokens or more packed and with
+  attention in blocks (BertEncoder.blocked_attention). One branch per call, picked at run
+  time; all give the same outputs up to float rounding."""
   encoder = model.encoder
 
-  def run(packed):
-    before = encoder.pack_tokens, encoder.blocked_attention
-    encoder.pack_tokens, encoder.blocked_attention = packed, True
-    try:
-      return model(features, training=False)
-    finally:
-      encoder.pack_tokens, encoder.blocked_attention = before
-  padded = tf.reduce_any(tf.equal(features["input_mask"], 0))
-  return tf.cond(padded, lambda: run(True), lambda: run(False))
+  def run(packed, blocked):
+    def branch():
+      before = encoder.pack_tokens, encoder.blocked_attention
+      encoder.pack_tokens, encoder.blocked_attention = packed, blocked
+      try:
+        return model(features, training=False)
+      finally:
+        encoder.pack_tokens, encoder.blocked_attention = before
+    return branch
+  mask = features["input_mask"]
+  padded = tf.reduce_any(tf.equal(mask, 0))
+  long = tf.shape(mask)[1] >= BLOCKED_FROM_LENGTH
+  branch = tf.where(long, 2, tf.where(padded, 1, 0))
+  return tf.switch_case(branch, [run(False, False), run(True, False), run(True, True)])
 
 
 class TextClassifier(tf.Module):

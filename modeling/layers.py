@@ -21,10 +21,8 @@ from modeling.config import LAYER_NORM_EPSILON
 _MASK_BIAS = -10000.0
 
 # Inference attention in blocks (blocked_attention): scores of one head for this many
-# query-key pairs at most per block (4 MB in float32, within a CPU core's share of cache),
-# and below this many in all (every head, the whole batch) one batched product is faster.
+# query-key pairs at most per block (4 MB in float32, within a CPU core's share of cache).
 BLOCK_SCORES = 1 << 20
-SMALL_SCORES = 1 << 17
 
 
 def get_activation(name):
@@ -206,41 +204,28 @@ def _attend_per_head(q, k, v, bias, scale):
   return tf.stack(out, axis=2)  # [B, Q, N, D]
 
 
-def blocked_attention(q, k, v, bias, scale, block_scores=None, small_scores=None):
+def blocked_attention(q, k, v, bias, scale, block_scores=None):
   """_attend at inference, computed in blocks that fit a CPU's cache.
 
   Without XLA each op of attention makes a full pass over the scores [B, N, Q, S]: on 16
   windows of 384 tokens, 113 MB, five times per layer. Here each head of a block of
-  examples is attended alone, with at most block_scores query-key pairs per head, so its
-  scores stay in cache from one op to the next (benchmarks/investigations/attention_blocks.py;
-  docs/serving.md). Small inputs (fewer than small_scores pairs over all heads) take one
-  batched product: there the many small ops would cost more than they save. The outputs are
+  examples is attended alone, with at most block_scores (default BLOCK_SCORES) query-key
+  pairs per head, so its scores stay in cache from one op to the next
+  (benchmarks/investigations/attention_blocks.py; docs/serving.md). The outputs are
   _attend's up to float rounding. Dynamic shapes and a while loop: not for XLA or training.
-  block_scores and small_scores default to BLOCK_SCORES and SMALL_SCORES.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
-  small_scores = SMALL_SCORES if small_scores is None else small_scores
-  shape = q.shape[:3].concatenate(k.shape[1:2])  # B, Q, N, S
-  pairs = shape.num_elements()  # None unless every size is known
-  if pairs is not None and pairs <= small_scores:  # decided here, not by a cond on constants,
-    return _attend(q, k, v, bias, scale)  # which would leave grappler a loop it cannot sort
   rows = tf.maximum(block_scores // (tf.shape(q)[1] * tf.shape(k)[1]), 1)  # examples per block
   blocks = (tf.shape(q)[0] + rows - 1) // rows
 
-  def in_blocks():
-    def body(i, out):
-      at = slice(i * rows, (i + 1) * rows)
-      return i + 1, out.write(i, _attend_per_head(q[at], k[at], v[at], bias[at], scale))
-    empty = tf.TensorArray(q.dtype, size=blocks, infer_shape=False,
-                           element_shape=tf.TensorShape([None]).concatenate(q.shape[1:]))
-    _, out = tf.while_loop(lambda i, _: i < blocks, body, [tf.constant(0), empty],
-                           parallel_iterations=2)
-    return out.concat()
-
-  if pairs is not None:
-    return in_blocks()
-  pairs = tf.reduce_prod(tf.cast(tf.concat([tf.shape(q)[:3], tf.shape(k)[1:2]], 0), tf.int64))
-  return tf.cond(pairs <= small_scores, lambda: _attend(q, k, v, bias, scale), in_blocks)
+  def body(i, out):
+    at = slice(i * rows, (i + 1) * rows)
+    return i + 1, out.write(i, _attend_per_head(q[at], k[at], v[at], bias[at], scale))
+  empty = tf.TensorArray(q.dtype, size=blocks, infer_shape=False,
+                         element_shape=tf.TensorShape([None]).concatenate(q.shape[1:]))
+  _, out = tf.while_loop(lambda i, _: i < blocks, body, [tf.constant(0), empty],
+                         parallel_iterations=2)
+  return out.concat()
 
 
 def _split_last(t, *dims):

@@ -7,8 +7,8 @@ MODE: single | mirrored (2 logical CPUs) | multi_worker (TF_CONFIG set by the ca
 STEPS=0: for each k in ACCUMULATION (comma-separated), writes the first global
 batch's summed gradients to gradients_k.npz, then trains one step on it and
 writes Adam's first moments to adam_m_k.npz; keys are the original variable
-names ("/" written as "|"). WORKER_DTYPE=float16 in the environment trains in
-mixed float16 with dynamic loss scaling.
+names ("/" written as "|"). An item "k:float16" does the same in mixed float16
+with dynamic loss scaling, into OUT_DIR/float16/ (after the float32 items).
 """
 
 import os
@@ -33,9 +33,6 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
               "mirrored": lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]),
               "multi_worker": tf.distribute.MultiWorkerMirroredStrategy}[mode]()
   config = BertConfig.from_json_file(config_file)
-  float16 = os.environ.get("WORKER_DTYPE") == "float16"  # mixed float16 with loss scaling
-  if float16:
-    keras.mixed_precision.set_global_policy("mixed_float16")
   spec = features.pretraining_feature_spec(32, 5)
 
   def dataset_fn(ctx):
@@ -49,18 +46,23 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
       return ds.map(lambda b: {k: v[i * per:(i + 1) * per] for k, v in b.items()})
     return ds.unbatch().batch(per)
 
-  def make_trainer(accumulation, out_dir=out_dir, steps=steps):
+  def make_trainer(accumulation, out_dir=out_dir, steps=steps, loss_scaling=False):
     return training.Trainer(
         strategy, pretraining.PretrainingTask(config),
         lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
         training.TrainConfig(output_dir=out_dir, num_train_steps=steps, global_batch_size=batch,
                              steps_per_loop=steps, log_steps=steps, save_checkpoints_steps=steps,
-                             gradient_accumulation_steps=accumulation, loss_scaling=float16))
+                             gradient_accumulation_steps=accumulation, loss_scaling=loss_scaling))
 
   if steps == 0:
-    os.makedirs(out_dir, exist_ok=True)
-    for k in accumulation.split(","):
-      trainer = make_trainer(int(k), os.path.join(out_dir, f"k{k}"), 1)
+    for item in accumulation.split(","):
+      k, _, dtype = item.partition(":")
+      half = dtype == "float16"
+      if half:  # models built from here on compute in float16
+        keras.mixed_precision.set_global_policy("mixed_float16")
+      run_dir = os.path.join(out_dir, "float16") if half else out_dir
+      os.makedirs(run_dir, exist_ok=True)
+      trainer = make_trainer(int(k), os.path.join(run_dir, f"k{k}"), 1, loss_scaling=half)
       trainer.restore(init)
       names = {v.path: n for n, v in checkpoints.variable_map(trainer.model).items()}
       grads = trainer.summed_gradients(dataset_fn)
@@ -68,7 +70,7 @@ def main(mode, records, config_file, init, out_dir, steps, batch, accumulation):
       first_moments = {v.path: trainer.optimizer.slots(v)[0].numpy()
                        for v in trainer.model.trainable_variables}
       for what, values in (("gradients", grads), ("adam_m", first_moments)):
-        np.savez(os.path.join(out_dir, f"{what}_{k}.npz"),
+        np.savez(os.path.join(run_dir, f"{what}_{k}.npz"),
                  **{names[path].replace("/", "|"): g for path, g in values.items()})
     return
   trainer = make_trainer(int(accumulation))

@@ -273,7 +273,6 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkey
     encoder.pack_tokens = True
     outputs["packed"] = encoder(f, pooled_only=pooled_only)
     # Attention in blocks of one example (4 blocks; pooled_only's last block: 1 query row).
-    monkeypatch.setattr(layers, "SMALL_SCORES", 0)
     monkeypatch.setattr(layers, "BLOCK_SCORES", 40 * 40)
     encoder.blocked_attention = True
     outputs["packed, blocked"] = encoder(f, pooled_only=pooled_only)
@@ -301,9 +300,8 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkey
         np.testing.assert_array_equal(np.where(real, 0, packed[name]), 0, err_msg=name)
 
 
-@pytest.mark.parametrize("block_scores, small_scores", [
-    (2 * 7 * 9, 0), (10 ** 6, 0), (10 ** 6, 10 ** 6)])  # blocks of 2 rows; one block; batched
-def test_blocked_attention_equals_attention_in_float64(block_scores, small_scores):
+@pytest.mark.parametrize("block_scores", [2 * 7 * 9, 10 ** 6])  # blocks of 2 rows; one block
+def test_blocked_attention_equals_attention_in_float64(block_scores):
   """Attention in cache-sized blocks (any number of them, the last one short) against
   attention written out in float64 NumPy, with padded keys and fewer queries than keys, at unknown
   sizes as the exports trace it and at known ones."""
@@ -315,7 +313,7 @@ def test_blocked_attention_equals_attention_in_float64(block_scores, small_score
   probs = np.exp(scores - scores.max(-1, keepdims=True))
   want = np.einsum("bnst,btnd->bsnd", probs / probs.sum(-1, keepdims=True), v)
   args = [tf.constant(t, tf.float32) for t in (q, k, v, bias)]
-  blocked = lambda *a: layers.blocked_attention(*a, 0.35, block_scores, small_scores)
+  blocked = lambda *a: layers.blocked_attention(*a, 0.35, block_scores)
   unknown = [tf.TensorSpec([None, None, 4, 8], tf.float32)] * 3 + [
       tf.TensorSpec([None, 1, 1, None], tf.float32)]  # heads and head size are the model's
   for got in (tf.function(blocked, input_signature=unknown)(*args), tf.function(blocked)(*args)):

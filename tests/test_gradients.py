@@ -113,7 +113,7 @@ def test_two_replicas_with_and_without_accumulation_equal_the_full_batch(setup, 
   float32, and float16 with loss scaling."""
   config = setup[3]
   out = tmp_path / "mirrored"
-  _finish(_worker("mirrored", setup, out, batch=BATCH, steps=0, accumulation="1,2"))
+  _finish(_worker("mirrored", setup, out, batch=BATCH, steps=0, accumulation="1,2,2:float16"))
   load = lambda name: {key.replace("|", "/"): g for key, g in np.load(out / name).items()}
   for k in (1, 2):
     _assert_equal_gradients(load(f"gradients_{k}.npz"), reference, f"2 replicas x accumulation {k}",
@@ -122,9 +122,7 @@ def test_two_replicas_with_and_without_accumulation_equal_the_full_batch(setup, 
     _assert_equal_gradients(load(f"adam_m_{k}.npz"), _first_moments(reference),
                             f"Adam m, 2 replicas x accumulation {k}", config, clipped=True)
   # float16 through Keras' LossScaleOptimizer under the strategy: unscaled, and applied.
-  out = tmp_path / "float16"
-  _finish(_worker("mirrored", setup, out, batch=BATCH, steps=0, accumulation="2",
-                  env={"WORKER_DTYPE": "float16"}))
+  out = out / "float16"
   for name, want in (("gradients_2.npz", reference), ("adam_m_2.npz", _first_moments(reference))):
     got = {key.replace("|", "/"): g for key, g in np.load(out / name).items()}
     diff = {key: got[key] - want[key] for key in want}

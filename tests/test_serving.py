@@ -367,3 +367,40 @@ def test_rows_from_lines_tsv_and_json_lines(tmp_path):
   text_rows.write_rows(str(out), ["k1"], [{"label": "b", "probabilities": [0.25, 0.75]}], "key")
   assert out.read_text() == "key\tlabel\tprobabilities\nk1\tb\t0.25 0.75\n"
   assert text_rows.input_format("x.JSONL") == "jsonl" and text_rows.input_format("x.txt") == "lines"
+
+
+def test_served_outputs_pick_a_branch_by_padding_and_length(monkeypatch):
+  """Each batch runs one of three branches at run time (as is; packed; from
+  BLOCKED_FROM_LENGTH tokens on, packed with attention in blocks) and every branch gives
+  the model's own outputs at real positions."""
+  from modeling import export, layers
+  config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=160)
+  model = BertSpanLabeler(config)
+  randomize(model, 3)
+  monkeypatch.setattr(layers, "BLOCK_SCORES", 2 * 130 * 130)  # blocks of 2 examples
+  ran = tf.Variable(0)  # layers that ran blocked_attention, counted at run time
+  blocked_attention = layers.blocked_attention
+
+  def counted(*args, **kwargs):
+    with tf.control_dependencies([ran.assign_add(1)]):
+      return tf.identity(blocked_attention(*args, **kwargs))
+  monkeypatch.setattr(layers, "blocked_attention", counted)
+  spec = {k: tf.TensorSpec([None, None], tf.int32)
+          for k in ("input_ids", "input_mask", "segment_ids")}
+  served = tf.function(lambda f: export.served_outputs(model, f)["start_logits"],
+                       input_signature=[spec])
+  rng = np.random.default_rng(4)
+  for length, padded, blocked in ((20, False, 0), (20, True, 0), (130, False, 2),
+                                  (130, True, 2)):
+    lengths = rng.integers(1, length, size=5) if padded else np.full(5, length)
+    mask = (np.arange(length) < lengths[:, None]).astype(np.int32)
+    f = {"input_ids": rng.integers(1, 60, size=mask.shape).astype(np.int32) * mask,
+         "input_mask": mask, "segment_ids": np.zeros_like(mask)}
+    ran.assign(0)
+    got = served(f).numpy()
+    assert ran.numpy() == blocked, (length, padded)
+    want = model(f, training=False)["start_logits"].numpy()
+    # float32, other summation orders through 2 blocks and the span head (H terms).
+    assert_close(got * mask, want * mask, "float32",
+                 2 * block_ops(config, length) + config.hidden_size, what=(length, padded))
