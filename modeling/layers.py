@@ -182,17 +182,11 @@ class SelfAttention(keras.layers.Layer):
             "attention_dropout_rate": self.attention_dropout_rate}
 
 
-def _attend(q, k, v, bias, scale):
-  """softmax(q k^T * scale + bias) v of q [B, Q, N, D], k and v [B, S, N, D] and float32 bias
-  [B, 1, 1 or Q, S]: [B, Q, N, D], scores in float32 as SelfAttention computes them."""
-  scores = tf.einsum("bsnd,btnd->bnst", q, k)
-  probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + bias, axis=-1)
-  return tf.einsum("bnst,btnd->bsnd", tf.cast(probs, q.dtype), v)
-
-
 def _attend_per_head(q, k, v, bias, scale):
-  """_attend, one head at a time: each head's scores [B, Q, S] are a twelfth the size of all
-  heads' (for 12 heads) and stay in cache from the product to the softmax to the second."""
+  """softmax(q k^T * scale + bias) v of q [B, Q, N, D], k and v [B, S, N, D] and float32 bias
+  [B, 1, 1 or Q, S], as SelfAttention computes it (scores in float32), one head at a time:
+  each head's scores [B, Q, S] are 1/N of all heads' and stay in cache from the product to
+  the softmax to the second product. Returns [B, Q, N, D]."""
   q = tf.transpose(q, [2, 0, 1, 3])  # [N, B, Q, D]
   k = tf.transpose(k, [2, 0, 3, 1])  # [N, B, D, S]
   v = tf.transpose(v, [2, 0, 1, 3])  # [N, B, S, D]
@@ -205,14 +199,14 @@ def _attend_per_head(q, k, v, bias, scale):
 
 
 def blocked_attention(q, k, v, bias, scale, block_scores=None):
-  """_attend at inference, computed in blocks that fit a CPU's cache.
+  """SelfAttention's attention at inference, computed in blocks that fit a CPU's cache.
 
   Without XLA each op of attention makes a full pass over the scores [B, N, Q, S]: on 16
   windows of 384 tokens, 113 MB, five times per layer. Here each head of a block of
   examples is attended alone, with at most block_scores (default BLOCK_SCORES) query-key
   pairs per head, so its scores stay in cache from one op to the next
-  (benchmarks/investigations/attention_blocks.py; docs/serving.md). The outputs are
-  _attend's up to float rounding. Dynamic shapes and a while loop: not for XLA or training.
+  (benchmarks/investigations/attention_blocks.py; docs/serving.md). The outputs are the
+  batched product's up to float rounding. Dynamic shapes and a while loop: not for XLA or training.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
   rows = tf.maximum(block_scores // (tf.shape(q)[1] * tf.shape(k)[1]), 1)  # examples per block
