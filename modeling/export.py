@@ -52,7 +52,7 @@ def served_outputs(model, features):
     return branch
   mask = features["input_mask"]
   padded = tf.reduce_any(tf.equal(mask, 0))
-  long = tf.shape(mask)[1] >= BLOCKED_FROM_LENGTH
+  long = tf.shape(mask)[-1] >= BLOCKED_FROM_LENGTH  # tokens per row (last axis)
   branch = tf.where(long, 2, tf.where(padded, 1, 0))
   return tf.switch_case(branch, [run(False, False), run(True, False), run(True, True)])
 
