@@ -1,10 +1,85 @@
-"""BertEncoder: the BERT transformer, from a feature dict to an output dict."""
+"""BertEncoder, the BERT transformer from a feature dict to an output dict, and its
+TransformerBlock.
+
+Shape letters: B batch, S sequence length, H hidden size, I intermediate size,
+T real tokens of a packed batch.
+"""
 
 import keras
 from keras import ops
 
-from modeling import layers
+from modeling import attention, layers
 from modeling.config import BertConfig
+
+
+class TransformerBlock(keras.layers.Layer):
+  """A post-LayerNorm transformer layer: attention, add & norm, MLP, add & norm."""
+
+  def __init__(self, hidden_size, num_attention_heads, intermediate_size,
+               hidden_act="gelu", initializer_range=0.02, dropout_rate=0.1,
+               attention_dropout_rate=0.1, **kwargs):
+    kwargs["autocast"] = False  # keep the float32 residual stream float32
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.attention = attention.SelfAttention(
+        hidden_size, num_attention_heads, initializer_range,
+        attention_dropout_rate, name="attention", dtype=self.dtype_policy)
+    self.attention_layer_norm = layers.layer_norm("attention_LayerNorm")
+    self.activation = layers.get_activation(hidden_act)
+    self.intermediate = layers.dense(intermediate_size, initializer_range, "intermediate",
+                                     dtype=self.dtype_policy)
+    self.output_dense = layers.dense(hidden_size, initializer_range, "output",
+                                     dtype=self.dtype_policy)
+    self.output_layer_norm = layers.layer_norm("output_LayerNorm")
+    self.dropout = layers.float32_dropout(dropout_rate)
+
+  def build(self, input_shape):
+    self.attention.build(input_shape)
+    self.attention_layer_norm.build(input_shape)
+    self.intermediate.build(input_shape)
+    self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
+    self.output_layer_norm.build(input_shape)
+
+  def call(self, x, attention_bias, training=False, query_positions=None, packed=None,
+           blocked=False):
+    """float32 [B, S, H] and bias [B, 1, 1 or S, S] -> float32 [B, S, H].
+
+    query_positions: int [B, Q]: compute only the outputs at these positions
+    ([B, Q, H]), with the bias rows of those queries ([B, 1, 1 or Q, S]);
+    every position still serves as key and value, so those rows are what the
+    full layer gives them.
+    packed: a PackedTokens when x holds only the real tokens' rows [T, H]; the
+    output is then [T, H] (or [B, Q, H] with query_positions).
+    blocked: at inference, attention in cache-sized blocks (blocked_attention).
+    """
+    if query_positions is None:
+      queries = None
+    else:
+      padded = x if packed is None else packed.pad(x)
+      queries = ops.take_along_axis(padded, query_positions[:, :, None], axis=1)  # [B, Q, H]
+    attended = self.attention(x, attention_bias, training=training, queries=queries,
+                              packed=packed, blocked=blocked)
+    queries = x if queries is None else queries
+    attended = self.dropout(ops.cast(attended, "float32"), training=training)
+    x = self.attention_layer_norm(attended + queries)
+    y = self.activation(self.intermediate(x))  # [B, S, I]
+    y = self.dropout(ops.cast(self.output_dense(y), "float32"), training=training)  # [B, S, H]
+    return self.output_layer_norm(y + x)
+
+  def get_config(self):
+    return {**super().get_config(), "hidden_size": self.hidden_size,
+            "num_attention_heads": self.num_attention_heads,
+            "intermediate_size": self.intermediate_size,
+            "hidden_act": self.hidden_act,
+            "initializer_range": self.initializer_range,
+            "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.attention_dropout_rate}
 
 
 class ConfiguredModel(keras.Model):
@@ -61,7 +136,7 @@ class BertEncoder(ConfiguredModel):
   depend on the input_mask's values, which XLA and TPUs cannot compile
   without padding them back, so the Trainer sets it only outside XLA.
   With blocked_attention set, inference attends in cache-sized blocks
-  (layers.blocked_attention; the exports set it for long inputs): the same
+  (attention.blocked_attention; the exports set it for long inputs): the same
   outputs up to float rounding, not for XLA.
   """
 
@@ -77,7 +152,7 @@ class BertEncoder(ConfiguredModel):
         config.type_vocab_size, config.initializer_range,
         config.hidden_dropout_prob, name="embeddings", dtype="float32")
     self.blocks = [
-        layers.TransformerBlock(
+        TransformerBlock(
             config.hidden_size, config.num_attention_heads, config.intermediate_size,
             config.hidden_act, config.initializer_range, config.hidden_dropout_prob,
             config.attention_probs_dropout_prob, name=f"layer_{i}",
@@ -118,7 +193,7 @@ class BertEncoder(ConfiguredModel):
     if segment_ids is None:
       segment_ids = ops.zeros_like(input_ids)
     causal = self.config.causal_attention
-    bias = layers.attention_bias_from_mask(input_mask, causal)  # [B, 1, 1 or S, S]
+    bias = attention.attention_bias_from_mask(input_mask, causal)  # [B, 1, 1 or S, S]
     rows = self.representation_positions(input_mask)[:, None]  # [B, 1]
     if self.pack_tokens:
       packed = layers.PackedTokens(input_mask)

@@ -27,7 +27,7 @@ def served_variables(model):
 
 
 # From this many tokens on, the exports attend in cache-sized blocks
-# (layers.blocked_attention): faster there, a little slower on shorter inputs
+# (attention.blocked_attention): faster there, a little slower on shorter inputs
 # (benchmarks/investigations/attention_blocks.py; docs/serving.md).
 BLOCKED_FROM_LENGTH = 128
 

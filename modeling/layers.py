@@ -1,7 +1,9 @@
-"""Keras layers of the BERT encoder: embeddings, self-attention, transformer block.
+"""The encoder's building blocks: activations, initializer, LayerNorm, dropout and dense
+layers as the original sets them up, the embeddings, the bidirectional LSTM helpers,
+and the packing of a batch's real tokens. Attention is in modeling/attention.py, the
+transformer block and encoder in modeling/encoder.py.
 
-Shape letters: B batch, S sequence length, H hidden size, N attention heads,
-D = H / N head size, I intermediate size.
+Shape letters: B batch, S sequence length, H hidden size, T real tokens.
 
 Mixed precision: matrix products run in the layer's compute dtype; softmax,
 dropout, LayerNorm and the residual sums that feed LayerNorm run in float32,
@@ -17,12 +19,12 @@ from keras import ops
 from modeling import lstm
 from modeling.config import LAYER_NORM_EPSILON
 
-# The original's additive attention bias for padded positions.
-_MASK_BIAS = -10000.0
 
-# Inference attention in blocks (blocked_attention): scores of one head for this many
-# query-key pairs at most per block (4 MB in float32, within a CPU core's share of cache).
-BLOCK_SCORES = 1 << 20
+def _gelu(x):
+  """The exact GELU, x * Phi(x), written as the original's first release wrote it:
+  x * 0.5 * (1 + erf(x / sqrt(2))). Keras' gelu computes the same through erfc, which
+  takes twice as long on CPUs (one GELU of [4096, 1536]: 19 ms against 10)."""
+  return x * (0.5 * (1.0 + tf.math.erf(x / math.sqrt(2.0))))
 
 
 def get_activation(name):
@@ -32,7 +34,7 @@ def get_activation(name):
   transcendental functions are slow on CPUs and less accurate everywhere.
   """
   activations = {
-      "gelu": lambda x: keras.activations.gelu(x, approximate=False),
+      "gelu": _gelu,
       "gelu_tanh": lambda x: keras.activations.gelu(x, approximate=True),
       "relu": keras.activations.relu,
       "tanh": keras.activations.tanh,
@@ -118,200 +120,6 @@ class BertEmbeddings(keras.layers.Layer):
             "dropout_rate": self.dropout_rate}
 
 
-class SelfAttention(keras.layers.Layer):
-  """Multi-head scaled dot-product self-attention with an output projection.
-
-  Only padded *key* positions are masked, by adding -10000 to their scores,
-  exactly as the original does; padded query rows are computed as usual.
-  """
-
-  def __init__(self, hidden_size, num_attention_heads, initializer_range=0.02,
-               attention_dropout_rate=0.1, **kwargs):
-    kwargs["autocast"] = False  # the float32 bias must reach the softmax as is
-    super().__init__(**kwargs)
-    self.hidden_size = hidden_size
-    self.num_attention_heads = num_attention_heads
-    self.initializer_range = initializer_range
-    self.attention_dropout_rate = attention_dropout_rate
-    self.head_size = hidden_size // num_attention_heads
-    make = lambda name: dense(hidden_size, initializer_range, name, dtype=self.dtype_policy)
-    self.query = make("query")
-    self.key = make("key")
-    self.value = make("value")
-    self.output_dense = make("dense")
-    self.dropout = float32_dropout(attention_dropout_rate)
-
-  def build(self, input_shape):
-    for layer in (self.query, self.key, self.value, self.output_dense):
-      layer.build(input_shape)
-
-  def call(self, x, attention_bias, training=False, queries=None, packed=None, blocked=False):
-    """x [B, S, H], float32 bias [B, 1, 1 or Q, S] -> [B, Q, H] in compute dtype.
-
-    queries: the rows [B, Q, H] whose outputs are wanted (default x itself,
-    Q = S); keys and values always come from all of x.
-    packed: a PackedTokens when x holds only the real tokens' rows [T, H].
-      Keys and values are projected from those rows and put back in place for
-      the attention (zeros at padding, which the bias masks); without
-      `queries` the output is [T, H] too.
-    blocked: at inference, attend in cache-sized blocks (blocked_attention).
-    """
-    packed_queries = packed is not None and queries is None
-    heads = lambda t: _split_last(t, self.num_attention_heads, self.head_size)
-    q = heads(self.query(x if queries is None else queries))  # [T or B, (Q,) N, D]
-    k, v = heads(self.key(x)), heads(self.value(x))  # [T or B, (S,) N, D]
-    if packed is not None:
-      k, v = packed.pad(k), packed.pad(v)  # [B, S, N, D]
-      q = packed.pad(q) if packed_queries else q
-    scale = 1.0 / math.sqrt(self.head_size)
-    if blocked and not training:
-      context = blocked_attention(q, k, v, attention_bias, scale)
-    else:
-      scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, Q, S]
-      probs = ops.softmax(ops.cast(scores, "float32") * scale + attention_bias, axis=-1)
-      probs = ops.cast(self.dropout(probs, training=training), self.compute_dtype)
-      context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, Q, N, D]
-    if packed_queries:
-      context = packed.pack(context)  # [T, N, D]
-    return self.output_dense(_join_last(context, self.hidden_size))
-
-  def get_config(self):
-    return {**super().get_config(), "hidden_size": self.hidden_size,
-            "num_attention_heads": self.num_attention_heads,
-            "initializer_range": self.initializer_range,
-            "attention_dropout_rate": self.attention_dropout_rate}
-
-
-def _attend_per_head(q, k, v, bias, scale):
-  """softmax(q k^T * scale + bias) v of q [B, Q, N, D], k and v [B, S, N, D] and float32 bias
-  [B, 1, 1 or Q, S], as SelfAttention computes it (scores in float32), one head at a time:
-  each head's scores [B, Q, S] are 1/N of all heads' and stay in cache from the product to
-  the softmax to the second product. Returns [B, Q, N, D]."""
-  q = tf.transpose(q, [2, 0, 1, 3])  # [N, B, Q, D]
-  k = tf.transpose(k, [2, 0, 3, 1])  # [N, B, D, S]
-  v = tf.transpose(v, [2, 0, 1, 3])  # [N, B, S, D]
-  bias = bias[:, 0]  # [B, 1 or Q, S]
-  out = []
-  for n in range(q.shape[0]):
-    scores = tf.cast(tf.matmul(q[n], k[n]), tf.float32) * scale + bias
-    out.append(tf.matmul(tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype), v[n]))
-  return tf.stack(out, axis=2)  # [B, Q, N, D]
-
-
-def blocked_attention(q, k, v, bias, scale, block_scores=None):
-  """SelfAttention's attention at inference, computed in blocks that fit a CPU's cache.
-
-  Without XLA each op of attention makes a full pass over the scores [B, N, Q, S]: on 16
-  windows of 384 tokens, 113 MB, five times per layer. Here each head of a block of
-  examples is attended alone, with at most block_scores (default BLOCK_SCORES) query-key
-  pairs per head, so its scores stay in cache from one op to the next
-  (benchmarks/investigations/attention_blocks.py; docs/serving.md). The outputs are the
-  batched product's up to float rounding. Dynamic shapes and a while loop: not for XLA or
-  training.
-  """
-  block_scores = BLOCK_SCORES if block_scores is None else block_scores
-  rows = tf.maximum(block_scores // (tf.shape(q)[1] * tf.shape(k)[1]), 1)  # examples per block
-  blocks = (tf.shape(q)[0] + rows - 1) // rows
-
-  def body(i, out):
-    at = slice(i * rows, (i + 1) * rows)
-    return i + 1, out.write(i, _attend_per_head(q[at], k[at], v[at], bias[at], scale))
-  empty = tf.TensorArray(q.dtype, size=blocks, infer_shape=False,
-                         element_shape=tf.TensorShape([None]).concatenate(q.shape[1:]))
-  _, out = tf.while_loop(lambda i, _: i < blocks, body, [tf.constant(0), empty],
-                         parallel_iterations=2)
-  return out.concat()
-
-
-def _split_last(t, *dims):
-  """t [..., prod(dims)] -> [..., *dims]. Written with -1 for an unknown leading size where
-  there is one, so the graph holds no shape arithmetic (the packed layout's [T, H])."""
-  return ops.reshape(t, _leading(t, 1) + dims)
-
-
-def _join_last(t, size):
-  """t [..., a, b] -> [..., size] (size = a * b)."""
-  return ops.reshape(t, _leading(t, 2) + (size,))
-
-
-def _leading(t, trailing):
-  """The shape of t without its last `trailing` axes, for a reshape: static sizes, with -1
-  in place of at most one unknown one (several unknown: read at run time)."""
-  shape = tuple(t.shape[:-trailing])
-  if sum(d is None for d in shape) <= 1:
-    return tuple(-1 if d is None else d for d in shape)
-  return tuple(ops.shape(t)[:-trailing])
-
-
-class TransformerBlock(keras.layers.Layer):
-  """A post-LayerNorm transformer layer: attention, add & norm, MLP, add & norm."""
-
-  def __init__(self, hidden_size, num_attention_heads, intermediate_size,
-               hidden_act="gelu", initializer_range=0.02, dropout_rate=0.1,
-               attention_dropout_rate=0.1, **kwargs):
-    kwargs["autocast"] = False  # keep the float32 residual stream float32
-    super().__init__(**kwargs)
-    self.hidden_size = hidden_size
-    self.num_attention_heads = num_attention_heads
-    self.intermediate_size = intermediate_size
-    self.hidden_act = hidden_act
-    self.initializer_range = initializer_range
-    self.dropout_rate = dropout_rate
-    self.attention_dropout_rate = attention_dropout_rate
-    self.attention = SelfAttention(
-        hidden_size, num_attention_heads, initializer_range,
-        attention_dropout_rate, name="attention", dtype=self.dtype_policy)
-    self.attention_layer_norm = layer_norm("attention_LayerNorm")
-    self.activation = get_activation(hidden_act)
-    self.intermediate = dense(intermediate_size, initializer_range, "intermediate",
-                              dtype=self.dtype_policy)
-    self.output_dense = dense(hidden_size, initializer_range, "output", dtype=self.dtype_policy)
-    self.output_layer_norm = layer_norm("output_LayerNorm")
-    self.dropout = float32_dropout(dropout_rate)
-
-  def build(self, input_shape):
-    self.attention.build(input_shape)
-    self.attention_layer_norm.build(input_shape)
-    self.intermediate.build(input_shape)
-    self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
-    self.output_layer_norm.build(input_shape)
-
-  def call(self, x, attention_bias, training=False, query_positions=None, packed=None,
-           blocked=False):
-    """float32 [B, S, H] and bias [B, 1, 1 or S, S] -> float32 [B, S, H].
-
-    query_positions: int [B, Q]: compute only the outputs at these positions
-    ([B, Q, H]), with the bias rows of those queries ([B, 1, 1 or Q, S]);
-    every position still serves as key and value, so those rows are what the
-    full layer gives them.
-    packed: a PackedTokens when x holds only the real tokens' rows [T, H]; the
-    output is then [T, H] (or [B, Q, H] with query_positions).
-    blocked: at inference, attention in cache-sized blocks (blocked_attention).
-    """
-    if query_positions is None:
-      queries = None
-    else:
-      padded = x if packed is None else packed.pad(x)
-      queries = ops.take_along_axis(padded, query_positions[:, :, None], axis=1)  # [B, Q, H]
-    attended = self.attention(x, attention_bias, training=training, queries=queries,
-                              packed=packed, blocked=blocked)
-    queries = x if queries is None else queries
-    attended = self.dropout(ops.cast(attended, "float32"), training=training)
-    x = self.attention_layer_norm(attended + queries)
-    y = self.activation(self.intermediate(x))  # [B, S, I]
-    y = self.dropout(ops.cast(self.output_dense(y), "float32"), training=training)  # [B, S, H]
-    return self.output_layer_norm(y + x)
-
-  def get_config(self):
-    return {**super().get_config(), "hidden_size": self.hidden_size,
-            "num_attention_heads": self.num_attention_heads,
-            "intermediate_size": self.intermediate_size,
-            "hidden_act": self.hidden_act,
-            "initializer_range": self.initializer_range,
-            "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.attention_dropout_rate}
-
-
 def bidirectional_lstm(units, name):
   """A bidirectional LSTM computing in float32: [B, S, D] and a bool mask [B, S] ->
   float32 [B, S, 2 * units], the forward and backward outputs side by side.
@@ -376,20 +184,6 @@ class PackedTokens:
       self._padded_shapes[trailing] = tf.concat(
           [self.shape, tf.constant(trailing, tf.int64)], 0)
     return tf.scatter_nd(self.positions, rows, self._padded_shapes[trailing])
-
-
-def attention_bias_from_mask(input_mask, causal=False):
-  """int/bool [B, S] mask (1 = real token) -> float32 additive bias [B, 1, 1, S].
-
-  causal: query i also may not see keys after i; the bias is then [B, 1, S, S]
-  (row i: the padding mask times "key <= i").
-  """
-  mask = ops.cast(input_mask, "float32")[:, None, None, :]  # [B, 1, 1, S]
-  if causal:
-    positions = tf.range(tf.shape(input_mask)[1])
-    earlier = tf.cast(positions[None, :] <= positions[:, None], "float32")  # [S, S]: key <= query
-    mask = mask * earlier[None, None]  # [B, 1, S, S]
-  return (1.0 - mask) * _MASK_BIAS
 
 
 def last_real_positions(input_mask):

@@ -1,13 +1,14 @@
 """BertEncoder against tf-models-official and the real MiniLM checkpoint, plus its contracts."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from benchmarks.common import model_garden
-from modeling import checkpoints, layers
+from modeling import attention, checkpoints, layers
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from helpers import assert_close, block_ops, randomize, random_features, rounding_tolerance
@@ -225,8 +226,21 @@ def test_embedding_output_and_layer_outputs():
   assert_close(out["embedding_output"], x, "float32", 3 + 2 * 32)
 
 
+def test_gelu_is_the_exact_erf_form():
+  """x * Phi(x) against float64, on both sides of 0 and in the tails; the tanh form
+  misses it by far more than the rounding bound."""
+  x = np.linspace(-8, 8, 4001).astype(np.float32)
+  want = np.array([float(v) * 0.5 * math.erfc(-float(v) / math.sqrt(2.0)) for v in x])
+  got = np.asarray(layers.get_activation("gelu")(tf.constant(x)))
+  # x / sqrt(2), erf (a few ulps), 1 + erf, the two products: each error is a few ulps of
+  # 1 times x, so each value is bounded at its own scale max(|x|, 1).
+  assert_close(got, want, "float32", 8, np.maximum(np.abs(x), 1.0), what="gelu")
+  tanh = np.asarray(layers.get_activation("gelu_tanh")(tf.constant(x)))
+  assert np.abs(tanh - want).max() > 1e-4
+
+
 def test_attention_bias_masks_only_keys():
-  bias = layers.attention_bias_from_mask(np.array([[1, 1, 0]]))
+  bias = attention.attention_bias_from_mask(np.array([[1, 1, 0]]))
   assert bias.shape == (1, 1, 1, 3)
   # Exact: (1 - mask) * -10000 with a 0/1 mask is exact in float32.
   np.testing.assert_array_equal(np.asarray(bias)[0, 0, 0], [0.0, 0.0, -10000.0])
@@ -273,7 +287,7 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkey
     encoder.pack_tokens = True
     outputs["packed"] = encoder(f, pooled_only=pooled_only)
     # Attention in blocks of one example (4 blocks; pooled_only's last block: 1 query row).
-    monkeypatch.setattr(layers, "BLOCK_SCORES", 40 * 40)
+    monkeypatch.setattr(attention, "BLOCK_SCORES", 40 * 40)
     encoder.blocked_attention = True
     outputs["packed, blocked"] = encoder(f, pooled_only=pooled_only)
     encoder.pack_tokens = False
@@ -317,7 +331,7 @@ def test_blocked_attention_equals_attention_in_float64(block_scores, causal):
   probs = np.exp(scores - scores.max(-1, keepdims=True))
   want = np.einsum("bnst,btnd->bsnd", probs / probs.sum(-1, keepdims=True), v)
   args = [tf.constant(t, tf.float32) for t in (q, k, v, bias)]
-  blocked = lambda *a: layers.blocked_attention(*a, 0.35, block_scores)
+  blocked = lambda *a: attention.blocked_attention(*a, 0.35, block_scores)
   unknown = [tf.TensorSpec([None, None, 4, 8], tf.float32)] * 3 + [
       tf.TensorSpec([None, 1, None, None], tf.float32)]  # heads and head size are the model's
   for got in (tf.function(blocked, input_signature=unknown)(*args), tf.function(blocked)(*args)):

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from helpers import (assert_close, block_ops, randomize, random_features, read_eval_results,
                      rounding_tolerance)
-from modeling import (checkpoints, classification, heads, language_model, layers, pretraining,
-                      span_labeling, tagging)
+from modeling import (attention, checkpoints, classification, heads, language_model, layers,
+                      pretraining, span_labeling, tagging)
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 
@@ -82,7 +82,7 @@ def test_a_later_token_changes_no_earlier_position(minilm_dir, make, packed):
 
 
 def test_causal_bias_combines_the_padding_mask():
-  bias = np.asarray(layers.attention_bias_from_mask(np.array([[1, 1, 1, 0]]), causal=True))
+  bias = np.asarray(attention.attention_bias_from_mask(np.array([[1, 1, 1, 0]]), causal=True))
   allowed = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0]])
   assert bias.shape == (1, 1, 4, 4)
   np.testing.assert_array_equal(bias[0, 0], (1 - allowed) * -10000.0)  # exact: 0/1 times -10000

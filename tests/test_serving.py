@@ -373,19 +373,19 @@ def test_served_outputs_pick_a_branch_by_padding_and_length(monkeypatch):
   """Each batch runs one of three branches at run time (as is; packed; from
   BLOCKED_FROM_LENGTH tokens on, packed with attention in blocks) and every branch gives
   the model's own outputs at real positions."""
-  from modeling import export, layers
+  from modeling import attention, export
   config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=160)
   model = BertSpanLabeler(config)
   randomize(model, 3)
-  monkeypatch.setattr(layers, "BLOCK_SCORES", 2 * 130 * 130)  # blocks of 2 examples
+  monkeypatch.setattr(attention, "BLOCK_SCORES", 2 * 130 * 130)  # blocks of 2 examples
   ran = tf.Variable(0)  # layers that ran blocked_attention, counted at run time
-  blocked_attention = layers.blocked_attention
+  blocked_attention = attention.blocked_attention
 
   def counted(*args, **kwargs):
     with tf.control_dependencies([ran.assign_add(1)]):
       return tf.identity(blocked_attention(*args, **kwargs))
-  monkeypatch.setattr(layers, "blocked_attention", counted)
+  monkeypatch.setattr(attention, "blocked_attention", counted)
   spec = {k: tf.TensorSpec([None, None], tf.int32)
           for k in ("input_ids", "input_mask", "segment_ids")}
   served = tf.function(lambda f: export.served_outputs(model, f)["start_logits"],

@@ -1,4 +1,4 @@
-"""Attention in cache-sized blocks (layers.blocked_attention) against one batched product.
+"""Attention in cache-sized blocks (attention.blocked_attention) against one batched product.
 
 all-MiniLM-L6-v2's encoder (6 layers, hidden 384, 12 heads of 32) traced as the exports
 trace it (a tf.function of unknown batch and length), run on batches of real-length
