@@ -82,7 +82,9 @@ class SelfAttention(keras.layers.Layer):
       q = packed.pad(q) if packed_queries else q
     scale = 1.0 / math.sqrt(self.head_size)
     if blocked and not training:
-      context = blocked_attention(q, k, v, attention_bias, scale)
+      context = blocked_attention(q, k, v, attention_bias, scale,
+                                  lengths=None if packed is None else packed.lengths,
+                                  trim_queries=packed_queries)
     else:
       scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, Q, S]
       probs = ops.softmax(ops.cast(scores, "float32") * scale + attention_bias, axis=-1)
@@ -115,29 +117,58 @@ def _attend_per_head(q, k, v, bias, scale):
   return tf.stack(out, axis=2)  # [B, Q, N, D]
 
 
-def blocked_attention(q, k, v, bias, scale, block_scores=None):
+def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
+                      trim_queries=False):
   """SelfAttention's attention at inference, computed in blocks that fit a CPU's cache.
 
   Without XLA each op of attention makes a full pass over the scores [B, N, Q, S]: on 16
   windows of 384 tokens, 113 MB, five times per layer. Here each head of a block of
   examples is attended alone, with at most block_scores (default BLOCK_SCORES) query-key
   pairs per head, so its scores stay in cache from one op to the next
-  (benchmarks/investigations/attention_blocks.py; docs/serving.md). The outputs are the
-  batched product's up to float rounding. Dynamic shapes and a while loop: not for XLA or
-  training.
+  (benchmarks/investigations/attention_blocks.py; docs/serving.md).
+
+  lengths: optional int [B], each row's length: its keys past it are padding (which the
+  bias masks). Rows are then grouped by length and each block attends over its longest
+  row's keys alone, so a short row in a long batch costs its own length, not the batch's
+  (the windows of SQuAD contexts vary from a few dozen tokens to 384). trim_queries: the
+  queries are the key positions themselves (Q = S, a packed batch's layout); queries past
+  a block's longest row are then padding too, skipped (their outputs are zeros).
+
+  The outputs are the batched product's up to float rounding, except, with trim_queries,
+  at padded queries, which packed callers drop. Dynamic shapes and a while loop: not for
+  XLA or training.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
-  rows = tf.maximum(block_scores // (tf.shape(q)[1] * tf.shape(k)[1]), 1)  # examples per block
-  blocks = (tf.shape(q)[0] + rows - 1) // rows
+  batch, num_queries, num_keys = tf.shape(q)[0], tf.shape(q)[1], tf.shape(k)[1]
+  if lengths is None:
+    order, longest = None, tf.fill([batch], num_keys)
+  else:  # shortest first; a block's longest row is its last
+    longest = tf.clip_by_value(tf.cast(lengths, tf.int32), 1, num_keys)
+    order = tf.argsort(longest, stable=True)
+    longest = tf.gather(longest, order)
 
-  def body(i, out):
-    at = slice(i * rows, (i + 1) * rows)
-    return i + 1, out.write(i, _attend_per_head(q[at], k[at], v[at], bias[at], scale))
-  empty = tf.TensorArray(q.dtype, size=blocks, infer_shape=False,
+  def body(first, i, out):
+    # As many rows as fit: a block ending at row e costs (rows) x (queries) x (keys) of e.
+    keys = longest[first:]
+    queries = keys if trim_queries else num_queries
+    cost = tf.cast(tf.range(1, batch - first + 1) * queries, tf.int64) * tf.cast(keys, tf.int64)
+    rows = tf.maximum(tf.reduce_sum(tf.cast(cost <= block_scores, tf.int32)), 1)
+    n = keys[rows - 1]
+    m = n if trim_queries else num_queries
+    if order is None:
+      take = lambda t: t[first:first + rows]
+    else:
+      take = lambda t: tf.gather(t, order[first:first + rows])
+    block = _attend_per_head(take(q)[:, :m], take(k)[:, :n], take(v)[:, :n],
+                             take(bias)[:, :, :m, :n], scale)  # [rows, m, N, D]
+    block = tf.pad(block, [[0, 0], [0, num_queries - m], [0, 0], [0, 0]])
+    return first + rows, i + 1, out.write(i, block)
+  empty = tf.TensorArray(q.dtype, size=0, dynamic_size=True, infer_shape=False,
                          element_shape=tf.TensorShape([None]).concatenate(q.shape[1:]))
-  _, out = tf.while_loop(lambda i, _: i < blocks, body, [tf.constant(0), empty],
-                         parallel_iterations=2)
-  return out.concat()
+  _, _, out = tf.while_loop(lambda first, *_: first < batch, body,
+                            [tf.constant(0), tf.constant(0), empty], parallel_iterations=2)
+  out = out.concat()
+  return out if order is None else tf.gather(out, tf.math.invert_permutation(order))
 
 
 def _split_last(t, *dims):

@@ -166,8 +166,11 @@ class PackedTokens:
   """
 
   def __init__(self, input_mask):
-    self.positions = tf.where(tf.not_equal(input_mask, 0))  # int64 [T, 2]: (row, position)
+    real = tf.not_equal(input_mask, 0)
+    self.positions = tf.where(real)  # int64 [T, 2]: (row, position)
     self.shape = tf.shape(input_mask, out_type=tf.int64)  # [B, S]
+    self.lengths = tf.reduce_max(  # int32 [B]: past a row's last real position, only padding
+        tf.where(real, tf.range(1, tf.shape(input_mask)[1] + 1)[None, :], 0), axis=1)
     self._padded_shapes = {}  # trailing sizes -> [B, S, ...], made once per call
 
   def pack(self, padded):
