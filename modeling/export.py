@@ -26,25 +26,26 @@ def served_variables(model):
        for name, v in checkpoints.variable_map(model).items()})
 
 
-# From this many tokens on, the exports attend in cache-sized blocks
+# From this many tokens on, a batch without padding also runs packed with attention in blocks
 # (attention.blocked_attention): faster there, a little slower on shorter inputs
 # (benchmarks/investigations/attention_blocks.py; docs/serving.md).
 BLOCKED_FROM_LENGTH = 128
 
 
 def served_outputs(model, features):
-  """model(features) in inference mode, the encoder running on the real tokens alone
-  (BertEncoder.pack_tokens) when the batch has padding: rows of different lengths then
-  cost their own length, not the longest's. A batch without padding runs as is (packing
-  would only add gathers), and one of BLOCKED_FROM_LENGTH tokens or more packed and with
-  attention in blocks (BertEncoder.blocked_attention). One branch per call, picked at run
-  time; all give the same outputs up to float rounding."""
+  """model(features) in inference mode. A batch with padding runs packed
+  (BertEncoder.pack_tokens: the dense layers on the real tokens alone) with attention in
+  blocks cut to each row's length (BertEncoder.blocked_attention), so that rows of
+  different lengths cost their own length, not the longest's; so does a batch of
+  BLOCKED_FROM_LENGTH tokens or more. A shorter batch without padding runs as is (packing
+  and blocks would only add ops). One branch per call, picked at run time; both give the
+  same outputs up to float rounding."""
   encoder = model.encoder
 
-  def run(packed, blocked):
+  def run(packed_and_blocked):
     def branch():
       before = encoder.pack_tokens, encoder.blocked_attention
-      encoder.pack_tokens, encoder.blocked_attention = packed, blocked
+      encoder.pack_tokens = encoder.blocked_attention = packed_and_blocked
       try:
         return model(features, training=False)
       finally:
@@ -53,8 +54,7 @@ def served_outputs(model, features):
   mask = features["input_mask"]
   padded = tf.reduce_any(tf.equal(mask, 0))
   long = tf.shape(mask)[-1] >= BLOCKED_FROM_LENGTH  # tokens per row (last axis)
-  branch = tf.where(long, 2, tf.where(padded, 1, 0))
-  return tf.switch_case(branch, [run(False, False), run(True, False), run(True, True)])
+  return tf.switch_case(tf.cast(padded | long, tf.int32), [run(False), run(True)])
 
 
 class TextClassifier(tf.Module):
