@@ -162,7 +162,8 @@ class PackedTokens:
   after batch, in position order) and put them back in place ([B, S, H],
   zeros at padding) where attention needs the batch layout. On short
   sentences in long batches that skips most of the work; real positions get
-  what computing the padding gives them, up to float rounding.
+  what computing the padding gives them, up to float rounding. `lengths` gives
+  each row's last real position + 1, where attention in blocks stops.
   """
 
   def __init__(self, input_mask):
