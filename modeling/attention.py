@@ -135,8 +135,10 @@ def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
   a block's longest row are then padding too, skipped (their outputs are zeros).
 
   The outputs are the batched product's up to float rounding, except, with trim_queries,
-  at padded queries, which packed callers drop. Dynamic shapes and a while loop: not for
-  XLA or training.
+  at padded queries, which packed callers drop, and, with lengths, in rows of length 0
+  (every key masked), which attend to key 0 alone where the batched product averages all
+  values: the same only when the padded values are zeros, as in a packed batch. Dynamic
+  shapes and a while loop: not for XLA or training.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
   batch, num_queries, num_keys = tf.shape(q)[0], tf.shape(q)[1], tf.shape(k)[1]
@@ -151,7 +153,8 @@ def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
     # As many rows as fit: a block ending at row e costs (rows) x (queries) x (keys) of e.
     keys = longest[first:]
     queries = keys if trim_queries else num_queries
-    cost = tf.cast(tf.range(1, batch - first + 1) * queries, tf.int64) * tf.cast(keys, tf.int64)
+    cost = (tf.range(1, batch - first + 1, dtype=tf.int64) * tf.cast(queries, tf.int64)
+            * tf.cast(keys, tf.int64))
     rows = tf.maximum(tf.reduce_sum(tf.cast(cost <= block_scores, tf.int32)), 1)
     n = keys[rows - 1]
     m = n if trim_queries else num_queries

@@ -136,8 +136,8 @@ class BertEncoder(ConfiguredModel):
   depend on the input_mask's values, which XLA and TPUs cannot compile
   without padding them back, so the Trainer sets it only outside XLA.
   With blocked_attention set, inference attends in cache-sized blocks
-  (attention.blocked_attention; the exports set it for long inputs): the same
-  outputs up to float rounding, not for XLA.
+  (attention.blocked_attention; the exports set it for padded batches and for
+  inputs of 128 tokens or more): the same outputs up to float rounding, not for XLA.
   """
 
   def __init__(self, config, **kwargs):

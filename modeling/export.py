@@ -35,7 +35,7 @@ BLOCKED_FROM_LENGTH = 128
 def served_outputs(model, features):
   """model(features) in inference mode. A batch with padding runs packed
   (BertEncoder.pack_tokens: the dense layers on the real tokens alone) with attention in
-  blocks cut to each row's length (BertEncoder.blocked_attention), so that rows of
+  blocks cut to each block's longest row (BertEncoder.blocked_attention), so that rows of
   different lengths cost their own length, not the longest's; so does a batch of
   BLOCKED_FROM_LENGTH tokens or more. A shorter batch without padding runs as is (packing
   and blocks would only add ops). One branch per call, picked at run time; both give the

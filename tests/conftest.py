@@ -3,10 +3,11 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# XLA's CPU code generated without LLVM's optimisations: the same arithmetic (no fast-math
-# either way), compiled in less than half the time, which is most of what the XLA tests
-# spend (tests/test_xla.py: 137 s -> 59 s; docs/testing.md). Inherited by the scripts the
-# tests run; a flag set in $XLA_FLAGS wins.
+# XLA's CPU code generated without LLVM's optimisations: the same operations, compiled in
+# less than half the time, which is most of what the XLA tests spend (tests/test_xla.py:
+# 137 s -> 59 s; docs/testing.md). Results differ in the last bits (level 0 does not fuse
+# multiply-adds); the tests' tolerances cover both. Inherited by the scripts the tests run;
+# a flag set in $XLA_FLAGS wins.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                              + " --xla_backend_optimization_level=0").strip()

@@ -286,7 +286,9 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkey
     outputs = {"padded": encoder(f, pooled_only=pooled_only)} if policy != "float32" else {}
     encoder.pack_tokens = True
     outputs["packed"] = encoder(f, pooled_only=pooled_only)
-    # Attention in blocks of one example (4 blocks; pooled_only's last block: 1 query row).
+    # Attention in blocks of at most 40 x 40 pairs: unpacked, 4 blocks of one example;
+    # packed (cut to lengths), the 3 shorter rows in one block, the longest alone;
+    # pooled_only's last layer (1 query row) in one block.
     monkeypatch.setattr(attention, "BLOCK_SCORES", 40 * 40)
     encoder.blocked_attention = True
     outputs["packed, blocked"] = encoder(f, pooled_only=pooled_only)
