@@ -2,7 +2,6 @@
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # XLA's CPU code generated without LLVM's optimisations: the same operations, compiled in
 # less than half the time, which is most of what the XLA tests spend (tests/test_xla.py:
 # 137 s -> 59 s; docs/testing.md). Results differ in the last bits (level 0 does not fuse
@@ -13,6 +12,10 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
                              + " --xla_backend_optimization_level=0").strip()
 
 import pytest  # noqa: E402
+
+from cli.app import use_tensorflow_defaults  # noqa: E402
+
+use_tensorflow_defaults()  # TensorFlow as the scripts run it, before any test imports it
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from cli.app import use_tensorflow_defaults  # noqa: E402
+
+use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 
 from absl import app, flags  # noqa: E402
 
