@@ -203,8 +203,10 @@ def test_xla_steps_equal_the_plain_steps(name, tmp_path):
   assert xla._compiled_step.experimental_get_tracing_count() == 1
   for a, b in zip(xla.model.variables, plain.model.variables):
     if not a.path.endswith(SHIFT_ONLY):  # Adam moves a weight up to 1e-2 per step
-      # Training, likewise: measured within 1.8e-6 (AVX2); one update is up to 3e-2.
-      np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=2e-5, err_msg=a.path)
+      # Training, likewise: measured up to 1.8e-6 with TensorFlow's own kernels on AVX2, and
+      # with oneDNN's (the scripts' default) from run to run 2e-6 to 3.1e-5 in a word
+      # embedding of the BiLSTM task (2026-11-29, 6 runs); one update is up to 3e-2.
+      np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-4, err_msg=a.path)
 
   # Prediction as the scripts run it (whole global batches of fixed length, a padding
   # record last), from the same weights.
