@@ -1,4 +1,5 @@
-"""The process of an entry script: one-line errors, flag parsing, logging the flags, clean-up.
+"""The process of an entry script: TensorFlow's environment defaults, one-line errors, flag
+parsing, logging the flags, clean-up.
 
 An entry script ends with `app.run(main)`. Bad input anywhere (a ValueError,
 or a flag absl refuses), a cluster that does not come together or loses a
