@@ -20,8 +20,9 @@ def use_tensorflow_defaults():
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   # TensorFlow turns its oneDNN kernels (dense layers fused with their bias and GELU,
   # faster batched products for attention) on by default only on CPUs with AVX512-VNNI,
-  # AVX512-BF16 or AMX. On an AVX2-only CPU they were faster too: pretraining steps 20%,
-  # served batches 15-50% (docs/performance.md). TF_ENABLE_ONEDNN_OPTS=0 turns them off.
+  # AVX512-BF16 or AMX. On an AVX2-only CPU they were faster too: training steps by up to
+  # 20%, served batches of real text by 10-40% (docs/performance.md, docs/serving.md); single
+  # requests not. TF_ENABLE_ONEDNN_OPTS=0 turns them off.
   os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
