@@ -137,8 +137,8 @@ def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
   The outputs are the batched product's up to float rounding, except, with trim_queries,
   at padded queries, which packed callers drop, and, with lengths, in rows of length 0
   (every key masked), which attend to key 0 alone where the batched product averages all
-  values: the same only when the padded values are zeros, as in a packed batch. Dynamic
-  shapes and a while loop: not for XLA or training.
+  values: the same only when the padded values are zeros, as in a packed batch. A batch of
+  no rows gives no rows. Dynamic shapes and a while loop: not for XLA or training.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
   batch, num_queries, num_keys = tf.shape(q)[0], tf.shape(q)[1], tf.shape(k)[1]
@@ -170,7 +170,8 @@ def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
                          element_shape=tf.TensorShape([None]).concatenate(q.shape[1:]))
   _, _, out = tf.while_loop(lambda first, *_: first < batch, body,
                             [tf.constant(0), tf.constant(0), empty], parallel_iterations=2)
-  out = out.concat()
+  # An empty batch writes no block, and an empty TensorArray cannot be concatenated.
+  out = tf.cond(batch > 0, out.concat, lambda: tf.zeros_like(q))
   return out if order is None else tf.gather(out, tf.math.invert_permutation(order))
 
 

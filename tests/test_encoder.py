@@ -349,6 +349,11 @@ def test_blocked_attention_equals_attention_in_float64(block_scores, causal, len
     # float32 roundings of one output: q, k and v's own (3), scores (D terms), softmax and
     # context (S each).
     assert_close(np.where(real, got, 0), np.where(real, want, 0), "float32", 3 + 8 + 9 + 9)
+  # A batch of no rows (unknown sizes, as the exports trace it) gives no rows.
+  if lengths is not None:
+    options["lengths"] = options["lengths"][:0]
+  got = tf.function(blocked, input_signature=unknown)(*(a[:0] for a in args))
+  assert got.shape == (0, queries, 4, 8)
 
 
 def test_packed_tokens_give_the_same_gradients():
