@@ -9,6 +9,7 @@ directory it made and left empty) is removed whatever the outcome.
 """
 
 import os
+import platform
 import shutil
 import sys
 import tempfile
@@ -22,8 +23,10 @@ def use_tensorflow_defaults():
   # faster batched products for attention) on by default only on CPUs with AVX512-VNNI,
   # AVX512-BF16 or AMX. On an AVX2-only CPU they were faster too: training steps by up to
   # 20%, served batches of real text by 10-40% (docs/performance.md, docs/serving.md); single
-  # requests not. TF_ENABLE_ONEDNN_OPTS=0 turns them off.
-  os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+  # requests not. TF_ENABLE_ONEDNN_OPTS=0 turns them off. Other processors (ARM) keep
+  # TensorFlow's own choice: nothing was measured there.
+  if platform.machine().lower() in ("x86_64", "amd64"):
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
 use_tensorflow_defaults()

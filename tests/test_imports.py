@@ -112,3 +112,21 @@ def test_pyflakes_finds_nothing():
   out = io.StringIO()
   found = api.checkRecursive(paths, reporter.Reporter(out, out))
   assert found == 0, out.getvalue()
+
+
+def test_scripts_turn_onednn_on_unless_told_otherwise():
+  """cli/app.py, imported first by every entry script, turns oneDNN's kernels on for x86
+  (TensorFlow leaves them off on CPUs without AVX512-VNNI, AVX512-BF16 or AMX), and a value
+  in the environment wins."""
+  import os
+  import platform
+  import subprocess
+  import sys
+  code = "import cli.app, os; print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))"
+  env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+  env["PYTHONPATH"] = str(ROOT)
+  run = lambda env: subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
+                                   capture_output=True, text=True, check=True).stdout.strip()
+  x86 = platform.machine().lower() in ("x86_64", "amd64")
+  assert run(env) == ("1" if x86 else "None")
+  assert run({**env, "TF_ENABLE_ONEDNN_OPTS": "0"}) == "0"
