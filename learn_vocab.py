@@ -43,14 +43,24 @@ flags.DEFINE_string("held_out_file", None,
 FLAGS = flags.FLAGS
 
 
-def extend_vocab(counts, log):
+def held_out_counts():
+  """The words of --held_out_file (None without it), counted before the input: a file
+  without words stops the run first."""
+  from data import path_checks, wordpiece_vocab
+  if not FLAGS.held_out_file:
+    return None
+  counts = wordpiece_vocab.count_words(
+      path_checks.expand_file_patterns(FLAGS.held_out_file, "--held_out_file"),
+      FLAGS.do_lower_case)
+  if not counts:
+    raise ValueError(f"--held_out_file={FLAGS.held_out_file}: no words to measure pieces per "
+                     "word on.")
+  return counts
+
+
+def extend_vocab(counts, held_out, log):
   """--base_vocab_file: writes the extended vocab and its report; logs pieces per word."""
-  from data import path_checks, vocab_extension, wordpiece_vocab
-  held_out = None
-  if FLAGS.held_out_file:
-    held_out = wordpiece_vocab.count_words(
-        path_checks.expand_file_patterns(FLAGS.held_out_file, "--held_out_file"),
-        FLAGS.do_lower_case)
+  from data import vocab_extension
   report = vocab_extension.extend_vocab_file(
       counts, FLAGS.base_vocab_file, FLAGS.vocab_file, FLAGS.num_new_tokens, FLAGS.extension,
       held_out, FLAGS.min_count)
@@ -59,6 +69,11 @@ def extend_vocab(counts, log):
       f"{FLAGS.base_vocab_file}: {report['vocab_size']:,} tokens in {FLAGS.vocab_file}; "
       f"WordPieces per word on {text}: {report['pieces_per_word_before']:.3f} before, "
       f"{report['pieces_per_word_after']:.3f} after")
+  if len(report["new_tokens"]) < FLAGS.num_new_tokens:
+    log(f"only {len(report['new_tokens'])} of --num_new_tokens={FLAGS.num_new_tokens}: the "
+        f"input has no more words seen --min_count={FLAGS.min_count} times or more that the "
+        "base vocab splits into several pieces (none of them [UNK]; check --do_lower_case "
+        "against the base vocab's case)")
 
 
 def main(_):
@@ -72,6 +87,7 @@ def main(_):
                                   held_out_file=FLAGS.held_out_file)
     if not files.exists(FLAGS.base_vocab_file):
       raise ValueError(f"--base_vocab_file={FLAGS.base_vocab_file} does not exist.")
+    held_out = held_out_counts()
   else:
     wordpiece_vocab.reserved_tokens(FLAGS.vocab_size, FLAGS.num_unused_tokens)  # room left?
   start = time.time()
@@ -85,7 +101,7 @@ def main(_):
     raise ValueError(f"--input_file: no words in {', '.join(paths)}.")
   print(f"counted {sum(counts.values()):,} words, {len(counts):,} distinct", file=sys.stderr)
   if FLAGS.base_vocab_file:
-    return extend_vocab(counts, lambda line: print(line, file=sys.stderr))
+    return extend_vocab(counts, held_out, lambda line: print(line, file=sys.stderr))
   vocab = wordpiece_vocab.learn(counts, FLAGS.vocab_size, FLAGS.num_unused_tokens,
                                 FLAGS.min_count, FLAGS.max_unique_chars)
   with files.atomic_output(FLAGS.vocab_file) as f:

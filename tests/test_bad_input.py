@@ -125,7 +125,9 @@ CASES = [
     ("extract vocab larger than the model",
      lambda d, out: _extract(d, f"--output_file={out}", f"--vocab_file={d}/too_big.txt"),
      f"error: --vocab_file={{d}}/too_big.txt has {len(WORDS) + 1} entries but the model's "
-     f"vocab_size is {len(WORDS)}; pass the vocab the model was made with."),
+     f"vocab_size is {len(WORDS)}; pass the vocab the model was made with, or raise "
+     "vocab_size in the config to match (a vocab extended with learn_vocab.py "
+     "--extension=append)."),
     ("extract missing checkpoint",
      lambda d, out: ("extract_features.py", f"--input_file={d}/pairs.txt",
                      f"--output_file={out}", f"--init_checkpoint={d}/nowhere/bert_model.ckpt"),

@@ -51,3 +51,23 @@ def test_extended_vocab_file_and_its_report(tmp_path):
   assert [t["token"] for t in report["new_tokens"]] == ["cardiomyopathy", "cats"]
   assert vocab_extension.extend_vocab_file(counts, base, out, 2, "append")["vocab_size"] == \
       len(BASE) + 2
+
+
+def test_the_script_stops_on_a_held_out_file_without_words_and_says_when_words_run_short(
+    tmp_path):
+  from scripts import last_error_line, run_script
+  base = write_vocab(tmp_path / "base.txt", BASE)
+  (tmp_path / "domain.txt").write_text(DOMAIN + "\n")
+  (tmp_path / "empty.txt").write_text("\n \n")
+  out = tmp_path / "vocab.txt"
+  args = [f"--input_file={tmp_path}/domain.txt", f"--base_vocab_file={base}",
+          f"--vocab_file={out}"]
+  proc = run_script("learn_vocab.py", *args, f"--held_out_file={tmp_path}/empty.txt",
+                    expect_ok=False)
+  assert last_error_line(proc) == (f"error: --held_out_file={tmp_path}/empty.txt: no words to "
+                                   "measure pieces per word on.")
+  assert not out.exists()
+  proc = run_script("learn_vocab.py", *args, "--num_new_tokens=5")
+  assert "only 3 of --num_new_tokens=5: the input has no more words seen --min_count=2" in \
+      proc.stderr
+  assert tokenization.load_vocab(str(out))["cats"] == 6
