@@ -60,6 +60,12 @@ flags.DEFINE_bool("dynamic_masking", False,
                   "anew) from the records' text with their masks put back; needs --vocab_file.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: fraction of tokens masked.",
                    lower_bound=0.0, upper_bound=1.0)
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "With --dynamic_masking: mask whole words, as create_pretraining_data.py's "
+                  "flag of that name (the mix drawn per WordPiece).")
+flags.DEFINE_bool("per_word_decision", False,
+                  "With --dynamic_masking: whole words, the mix drawn once per word, as "
+                  "create_pretraining_data.py's flag of that name.")
 must_be_positive("learning_rate")
 FLAGS = flags.FLAGS
 
@@ -83,6 +89,10 @@ class Pretraining(TaskAdapter):
         FLAGS.do_train, FLAGS.num_train_steps, FLAGS.objective, FLAGS.next_sentence_weight,
         FLAGS["next_sentence_weight"].present, FLAGS.dynamic_masking, FLAGS.vocab_file,
         FLAGS.max_predictions_per_seq)
+    if (FLAGS.do_whole_word_mask or FLAGS.per_word_decision) and not FLAGS.dynamic_masking:
+      raise ValueError("--do_whole_word_mask and --per_word_decision choose how "
+                       "--dynamic_masking masks; without it training reads the records' own "
+                       "masks (give these flags to create_pretraining_data.py).")
     self.compression = "" if FLAGS.input_compression == "none" else "GZIP"
     self.eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     self.spec = features.pretraining_feature_spec(FLAGS.max_seq_length,
@@ -115,7 +125,8 @@ class Pretraining(TaskAdapter):
     otherwise it counts every record."""
     return dynamic_masking.pretraining_input(
         pattern, self.spec, batch_size, training, FLAGS.seed, self.compression,
-        training or run.static_shapes, vocab, FLAGS.masked_lm_prob)
+        training or run.static_shapes, vocab, FLAGS.masked_lm_prob, FLAGS.do_whole_word_mask,
+        FLAGS.per_word_decision)
 
   def train_input(self, run):
     records = self._records(run, FLAGS.input_file, FLAGS.train_batch_size, True,

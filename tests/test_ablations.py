@@ -206,7 +206,8 @@ def test_run_json_names_the_trained_objectives(model_setup, tmp_path):
              f"--max_seq_length={L}", f"--max_predictions_per_seq={P}", "--train_batch_size=8",
              "--num_train_steps=3", "--num_warmup_steps=1", "--iterations_per_loop=3",
              "--max_eval_steps=2", "--next_sentence_weight=0", f"--vocab_file={vocab_file}",
-             "--dynamic_masking")  # the flag's wiring, at no extra run (see test_dynamic_masking)
+             "--dynamic_masking", "--per_word_decision")  # the flags' wiring, at no extra run
+  # (the masks themselves: test_dynamic_masking)
   results = read_eval_results(out / "eval_results.txt")  # numbers only, as the original's
   assert list(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
   assert json.loads((out / "run.json").read_text())["objectives"] == ["masked_lm"]
@@ -214,3 +215,10 @@ def test_run_json_names_the_trained_objectives(model_setup, tmp_path):
                     f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train",
                     "--next_sentence_weight=-1", expect_ok=False)
   assert last_error_line(proc).startswith("error: --next_sentence_weight=-1")
+  proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
+                    f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train",
+                    "--do_whole_word_mask", expect_ok=False)
+  assert last_error_line(proc) == (
+      "error: --do_whole_word_mask and --per_word_decision choose how --dynamic_masking "
+      "masks; without it training reads the records' own masks (give these flags to "
+      "create_pretraining_data.py).")

@@ -6,6 +6,7 @@ standard deviations; seeded, so the same on every machine.
 """
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from data import dynamic_masking, features, pipeline
@@ -108,3 +109,85 @@ def test_masked_anew_on_generator_records(tmp_path):
     real = b["masked_lm_weights"].numpy() > 0
     assert real.any(1).all()
     assert not np.array_equal(a["masked_lm_positions"].numpy(), b["masked_lm_positions"].numpy())
+
+
+# Whole words: ids of 50 and up are "##" pieces, so a word has about two pieces.
+CONTINUATION = np.arange(VOCAB_SIZE) >= 50
+
+
+def python_words(ids, length):
+  """Each position's word number (-1 for [CLS]/[SEP]/padding), grouped as the generator's
+  _candidate_groups groups them: a "##" piece joins the last word before it."""
+  words, count = np.full(S, -1), 0
+  for j in range(length):
+    if ids[j] in (CLS, SEP):
+      continue
+    if not (count > 0 and CONTINUATION[ids[j]]):
+      count += 1
+    words[j] = count - 1
+  return words
+
+
+def test_words_are_numbered_and_taken_by_the_generators_rules():
+  old, text, lengths = batch_of(200, seed=5)
+  candidate = (old["input_mask"] > 0) & (text != CLS) & (text != SEP)
+  got = dynamic_masking.word_numbers(tf.constant(text), tf.constant(candidate),
+                                     tf.constant(CONTINUATION)).numpy()
+  for row in range(200):
+    np.testing.assert_array_equal(got[row], python_words(text[row], lengths[row]))
+  rng = np.random.default_rng(6)
+  sizes = rng.integers(0, 5, (300, 12))  # pieces per word in the order tried; 0: no word
+  budget = rng.integers(1, 12, 300)
+  taken = dynamic_masking.take_words(tf.constant(sizes, tf.int32),
+                                     tf.constant(budget, tf.int32)).numpy()
+  for row in range(300):  # the generator's loop: skip a word that would pass the budget
+    total, want = 0, []
+    for size in sizes[row]:
+      want.append(bool(size) and total + size <= budget[row])
+      total += size if want[-1] else 0
+    np.testing.assert_array_equal(taken[row], want)
+
+
+@pytest.mark.parametrize("per_word_decision", [False, True])
+def test_whole_words_are_masked_anew_whole(per_word_decision):
+  old, text, lengths = batch_of(3000, seed=8)
+  b = next(iter(dynamic_masking.dynamic_masking(
+      tf.data.Dataset.from_tensors(old), 9, VOCAB_SIZE, CLS, SEP, MASK, 0.15,
+      continuation=CONTINUATION, per_word_decision=per_word_decision)))
+  b = {k: v.numpy() for k, v in b.items()}
+  kinds, mixed, multi = np.zeros(3), 0, 0  # words all [MASK], all kept, other
+  for row in range(3000):
+    words = python_words(text[row], lengths[row])
+    real = b["masked_lm_weights"][row] > 0
+    positions = b["masked_lm_positions"][row][real]
+    np.testing.assert_array_equal(b["masked_lm_ids"][row][real], text[row, positions])
+    masked = np.zeros(S, bool)
+    masked[positions] = True
+    count = min(P, max(1, round(lengths[row] * 0.15)))
+    size = np.bincount(words[words >= 0])
+    hit = np.bincount(words[masked], minlength=len(size))
+    assert np.all((hit == 0) | (hit == size)), "a word masked in part"
+    # Taken in some order, each word whole and skipped when it would pass the budget:
+    # at most `count` pieces, and no word left out would still have fitted.
+    assert masked.sum() <= count and np.all(size[hit == 0] > count - masked.sum())
+    for word in np.nonzero(hit)[0]:
+      written = b["input_ids"][row, words == word]
+      original = text[row, words == word]
+      kind = 0 if (written == MASK).all() else 1 if (written == original).all() else 2
+      kinds[kind] += 1
+      if len(written) > 1:
+        multi += 1
+        mixed += (written == MASK).any() and not (written == MASK).all()
+  total = kinds.sum()
+  assert total > 9000 and multi > 3000  # five standard deviations of 0.8: about 0.02
+  if per_word_decision:
+    # One draw per word: [MASK] 0.8 and kept 0.1, plus a random word whose every piece
+    # happened to be [MASK] or itself (at most 1 / VOCAB_SIZE); [MASK] mixed with other
+    # ids only where a random piece drew [MASK] (0.1 x 1 / VOCAB_SIZE a piece).
+    for observed, share in zip(kinds[:2] / total, (0.8, 0.1)):
+      assert abs(observed - share) <= five_sigma(share, total) + 1 / VOCAB_SIZE
+    assert mixed / multi <= 0.1 * 4 / VOCAB_SIZE + five_sigma(0.004, multi)
+  else:
+    # One draw per piece, as the generator's --do_whole_word_mask: a word of two pieces
+    # is [MASK] on one and not the other 2 x 0.8 x 0.2 = 0.32 of the time.
+    assert mixed / multi > 0.25
