@@ -87,6 +87,13 @@ def main(_):
                                   held_out_file=FLAGS.held_out_file)
     if not files.exists(FLAGS.base_vocab_file):
       raise ValueError(f"--base_vocab_file={FLAGS.base_vocab_file} does not exist.")
+    from data import vocab_extension
+    words = [t for t in vocab_extension.read_tokens(FLAGS.base_vocab_file)
+             if not (t.startswith("[") and t.endswith("]"))]  # not [CLS], [unused0], ...
+    if not FLAGS.do_lower_case and all(t == t.lower() for t in words):
+      raise ValueError(f"--do_lower_case=false, but --base_vocab_file={FLAGS.base_vocab_file} "
+                       "has no upper-case letter (an uncased vocab): no word with one would "
+                       "match it. Leave --do_lower_case at true.")
     held_out = held_out_counts()
   else:
     wordpiece_vocab.reserved_tokens(FLAGS.vocab_size, FLAGS.num_unused_tokens)  # room left?

@@ -53,7 +53,7 @@ def test_extended_vocab_file_and_its_report(tmp_path):
       len(BASE) + 2
 
 
-def test_the_script_stops_on_a_held_out_file_without_words_and_says_when_words_run_short(
+def test_the_script_stops_on_bad_input_and_says_when_words_run_short(
     tmp_path):
   from scripts import last_error_line, run_script
   base = write_vocab(tmp_path / "base.txt", BASE)
@@ -67,6 +67,10 @@ def test_the_script_stops_on_a_held_out_file_without_words_and_says_when_words_r
   assert last_error_line(proc) == (f"error: --held_out_file={tmp_path}/empty.txt: no words to "
                                    "measure pieces per word on.")
   assert not out.exists()
+  proc = run_script("learn_vocab.py", *args, "--do_lower_case=false", expect_ok=False)
+  assert last_error_line(proc) == (f"error: --do_lower_case=false, but --base_vocab_file={base} "
+                                   "has no upper-case letter (an uncased vocab): no word with "
+                                   "one would match it. Leave --do_lower_case at true.")
   proc = run_script("learn_vocab.py", *args, "--num_new_tokens=5")
   assert "only 3 of --num_new_tokens=5: the input has no more words seen --min_count=2" in \
       proc.stderr
