@@ -1,4 +1,4 @@
-"""Converts a BERT checkpoint between formats.
+r"""Converts a BERT checkpoint between formats.
 
 Reads Google's original TF1 checkpoints, Hugging Face BERT safetensors and our
 own TF2 checkpoints. Writes one of:

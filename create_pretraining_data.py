@@ -1,4 +1,4 @@
-"""Turns raw text into masked-LM / next-sentence pretraining TFRecords.
+r"""Turns raw text into masked-LM / next-sentence pretraining TFRecords.
 
 Input: one sentence per line, a blank line between documents (see
 prepare_corpus.py). By default the output is exactly the original's: the same

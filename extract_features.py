@@ -1,4 +1,4 @@
-"""Writes BERT activations for each token of each input line as JSON lines.
+r"""Writes BERT activations for each token of each input line as JSON lines.
 
 Input: one `text_a` or `text_a ||| text_b` per line. Output: one JSON object per
 input line, in the original's layout:

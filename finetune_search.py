@@ -1,4 +1,4 @@
-"""The paper's fine-tuning protocol as one command: a grid of runs and seeds, chosen on dev.
+r"""The paper's fine-tuning protocol as one command: a grid of runs and seeds, chosen on dev.
 
   python finetune_search.py --script=run_classifier.py --output_dir=out/mrpc_search \
     --num_seeds=5 -- --task_name=MRPC --data_dir=glue/MRPC --do_train --do_eval \

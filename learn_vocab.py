@@ -1,4 +1,4 @@
-"""Learns a WordPiece vocab.txt from raw text, for create_pretraining_data.py and pretraining.
+r"""Learns a WordPiece vocab.txt from raw text, for create_pretraining_data.py and pretraining.
 
   python learn_vocab.py --input_file=corpus.txt --vocab_file=vocab.txt --vocab_size=8000
 

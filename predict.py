@@ -1,4 +1,4 @@
-"""Runs a raw-text export (any script's --export_dir) over a file of text.
+r"""Runs a raw-text export (any script's --export_dir) over a file of text.
 
   python predict.py --export_dir=out/export --input_file=reviews.txt --output_file=labels.jsonl
   python predict.py --export_dir=squad/export --input_file=questions.jsonl \

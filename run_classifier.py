@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on a GLUE task (or XNLI): training, evaluation, prediction and export.
+r"""Fine-tunes BERT on a GLUE task (or XNLI): training, evaluation, prediction and export.
 
   python run_classifier.py --task_name=MRPC --data_dir=glue/MRPC --do_train --do_eval \
     --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=out/mrpc \

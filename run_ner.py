@@ -1,4 +1,4 @@
-"""Named-entity recognition on CoNLL-2003-style files: fine-tuned or feature-based BERT.
+r"""Named-entity recognition on CoNLL-2003-style files: fine-tuned or feature-based BERT.
 
   python run_ner.py --data_dir=conll2003 --do_train --do_eval --do_predict \
     --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=out/ner

@@ -1,4 +1,4 @@
-"""Masked-LM + next-sentence pretraining from create_pretraining_data.py records.
+r"""Masked-LM + next-sentence pretraining from create_pretraining_data.py records.
 
   python run_pretraining.py --input_file='data/*.tfrecord' --output_dir=out \
     --bert_config_file=bert_config.json --do_train --do_eval \

@@ -1,4 +1,4 @@
-"""SQuAD v1.1 / v2.0 span prediction: fine-tuning, prediction and built-in official scoring.
+r"""SQuAD v1.1 / v2.0 span prediction: fine-tuning, prediction and built-in official scoring.
 
   python run_squad.py --vocab_file=$BERT/vocab.txt --bert_config_file=$BERT/bert_config.json \
     --init_checkpoint=$BERT/bert_model.ckpt --do_train --train_file=train-v1.1.json \

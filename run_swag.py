@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on SWAG-style multiple choice: training, evaluation, prediction and export.
+r"""Fine-tunes BERT on SWAG-style multiple choice: training, evaluation, prediction and export.
 
   python run_swag.py --data_dir=swag --do_train --do_eval \
     --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=out/swag \

@@ -130,3 +130,15 @@ def test_scripts_turn_onednn_on_unless_told_otherwise():
   x86 = platform.machine().lower() in ("x86_64", "amd64")
   assert run(env) == ("1" if x86 else "None")
   assert run({**env, "TF_ENABLE_ONEDNN_OPTS": "0"}) == "0"
+
+
+def test_scripts_help_keeps_their_command_lines():
+  """absl's --help prints a script's docstring: a backslash at a line's end there must stay
+  (a raw string), or Python joins the example's lines into one."""
+  for path in sorted(ROOT.glob("*.py")):
+    tree = ast.parse(path.read_text())
+    first = tree.body[0] if tree.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
+      continue
+    source = ast.get_source_segment(path.read_text(), first.value)
+    assert "\\\n" not in source or source.startswith("r"), path.name
