@@ -7,9 +7,11 @@ r"""Runs a raw-text export (any script's --export_dir) over a file of text.
     --output_file=out.tsv
 
 Input: plain lines (one input per line), TSV (columns named by --fields or
---header) or JSON Lines (objects keyed by the export's input names). Output:
-one row per input row with its id and the export's outputs: JSON Lines, or TSV
-when --output_file ends in .tsv.
+--header) or JSON Lines (objects keyed by the export's input names); blank lines
+are skipped. Output: one row per input row with its id and the export's outputs:
+JSON Lines, or TSV when --output_file ends in .tsv (a tab, line break or
+backslash in a cell escaped as 	, 
+, , \).
 """
 
 from absl import flags, logging
@@ -40,11 +42,13 @@ def main(_):
 
   path_checks.check_input_files(input_file=FLAGS.input_file)
   path_checks.check_output_file(FLAGS.output_file, "--output_file", [FLAGS.input_file])
-  model = served_model.ServedModel(FLAGS.export_dir)
+  inputs = served_model.signature_inputs(FLAGS.export_dir)  # rows are checked before loading
   fmt = text_rows.input_format(FLAGS.input_file, FLAGS.input_format)
-  ids, values = text_rows.read_rows(FLAGS.input_file, fmt, model.inputs, FLAGS.fields,
-                                    FLAGS.header, FLAGS.id_field)
-  logging.info("%d rows; inputs %s", len(ids), ", ".join(model.inputs))
+  ids, values, blank = text_rows.read_rows(FLAGS.input_file, fmt, inputs, FLAGS.fields,
+                                           FLAGS.header, FLAGS.id_field)
+  logging.info("%d rows%s; inputs %s", len(ids),
+               f" ({blank} blank lines skipped)" if blank else "", ", ".join(inputs))
+  model = served_model.ServedModel(FLAGS.export_dir)
   report = progress.Progress("predicting", total=len(ids))
   outputs = []
   for first in range(0, len(ids), FLAGS.batch_size):

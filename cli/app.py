@@ -10,6 +10,7 @@ directory it made and left empty) is removed whatever the outcome.
 
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -41,6 +42,11 @@ _CLEAN_UP = []  # callables run when the run ends, whatever the outcome
 _MADE_DIRS = []  # output directories this run made: removed if it fails before filling them
 
 
+def one_line(error):
+  """An error's text on one line (TensorFlow's file errors go on with a line break and a tab)."""
+  return re.sub(r"\s*\n\s*", " ", str(error)).strip()
+
+
 def run(main):
   """absl's app.run with one-line errors and the clean-up (see the module's docstring)."""
   def guarded(argv):
@@ -51,7 +57,7 @@ def run(main):
       failed = False
     except ValueError as e:
       logging.debug("Failure details", exc_info=True)
-      sys.exit(f"error: {e}")
+      sys.exit(f"error: {one_line(e)}")
     except cluster.ClusterError as e:
       logging.debug("Failure details", exc_info=True)
       cluster_failed = str(e)

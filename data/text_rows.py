@@ -2,10 +2,14 @@
 writing the outputs as JSON Lines or TSV.
 
 Every row is checked before anything runs: a bad one raises ValueError naming
-the file and line.
+the file and line. Blank lines are skipped in every format (ids stay line numbers).
+Written TSV escapes what would break its cells: a tab, a line break and a backslash
+become \\t, \\n (\\r) and \\\\. JSON Lines writes a number that is not finite (the score of
+a question-answering row without a valid span) as null, since JSON has no infinity.
 """
 
 import json
+import math
 
 from data import files
 
@@ -25,7 +29,7 @@ def input_format(path, given=None):
 
 
 def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
-  """(ids, {input name: list of values}) of the rows of `path`.
+  """(ids, {input name: list of values}, blank lines skipped) of the rows of `path`.
 
   Args:
     path: the input file.
@@ -70,10 +74,13 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
       raise ValueError(f"{path}: no column named {', '.join(missing)} (columns: "
                        f"{', '.join(columns)}).")
   ids, values = [], {name: [] for name in inputs}
-  width = None
+  width, blank = None, 0
   for number in range(first, len(lines)):
     where = f"{path}:{number + 1}"
     line = lines[number].rstrip("\r")
+    if not line.strip():
+      blank += 1
+      continue
     if fmt == "lines":
       row = {next(iter(inputs)): line}
     elif fmt == "tsv":
@@ -112,20 +119,35 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
       ids.append(number + 1)
   if not ids:
     raise ValueError(f"{path}: no rows.")
-  return ids, values
+  return ids, values, blank
+
+
+def _tsv_cell(value):
+  """A value as one TSV cell: lists joined by spaces; tab, line breaks, backslash escaped."""
+  text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+  return (text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+          .replace("\r", "\\r"))
+
+
+def _json_ready(value):
+  """`value` with every float that is not finite as None (JSON has no infinity or NaN)."""
+  if isinstance(value, float) and not math.isfinite(value):
+    return None
+  if isinstance(value, list):
+    return [_json_ready(v) for v in value]
+  return value
 
 
 def write_rows(path, ids, outputs, id_name="id"):
   """Writes one row per id with its outputs (a list of dicts): TSV when `path` ends in .tsv
-  (lists joined by spaces), else JSON Lines; under a temporary name, then renamed."""
+  (`_tsv_cell`), else JSON Lines; under a temporary name, then renamed."""
   with files.atomic_output(path) as f:
     if path.lower().endswith(".tsv"):
       names = list(outputs[0]) if outputs else []
-      f.write("\t".join([id_name] + names) + "\n")
+      f.write("\t".join(_tsv_cell(n) for n in [id_name] + names) + "\n")
       for row_id, out in zip(ids, outputs):
-        cells = [" ".join(map(str, v)) if isinstance(v, list) else str(v)
-                 for v in (out[n] for n in names)]
-        f.write("\t".join([str(row_id)] + cells) + "\n")
+        f.write("\t".join(_tsv_cell(v) for v in [row_id] + [out[n] for n in names]) + "\n")
     else:
       for row_id, out in zip(ids, outputs):
-        f.write(json.dumps({id_name: row_id, **out}, ensure_ascii=False) + "\n")
+        row = {id_name: row_id, **{k: _json_ready(v) for k, v in out.items()}}
+        f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")

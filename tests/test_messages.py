@@ -91,3 +91,12 @@ def test_a_short_glue_row_names_the_missing_column(tmp_path):
   with pytest.raises(ValueError, match=r"found 4: no second text \(column 5\), label "
                                        r"\(column 6\)\.$"):
     glue.examples(glue.get_task("qqp"), str(tmp_path), "dev")
+
+
+def test_an_error_of_several_lines_is_printed_as_one():
+  """TensorFlow's file errors go on after a line break and a tab; the scripts print one
+  line per error."""
+  from cli import app
+  error = OSError("Could not resolve host: b\n\t when reading metadata of gs://b/x")
+  assert app.one_line(error) == "Could not resolve host: b when reading metadata of gs://b/x"
+  assert app.one_line(ValueError("two  spaces stay")) == "two  spaces stay"

@@ -2,7 +2,9 @@
 predict command, long documents for the classifier, saved_model_cli."""
 
 import json
+import os
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ import tensorflow as tf
 from conftest import write_vocab
 from data import squad, squad_predictions, tokenization
 from helpers import assert_close, block_ops, randomize, read_eval_results
-from scripts import run_script
+from scripts import last_error_line, run_script
 from modeling import squad_export
 from modeling.config import BertConfig
 from modeling.span_labeling import BertSpanLabeler
@@ -147,6 +149,28 @@ def test_squad_export_and_predict_command(trained_squad, tmp_path):
   assert {a["qid"]: a["text"] for a in answers} == {
       k: "" if v == "empty" else v for k, v in predictions.items()}
   assert len(set(predictions.values())) > 3  # a model that answers, not one constant
+  # Rows are checked before the export loads: beside saved_model.pb alone (no variables,
+  # which no load survives) a bad row is still what the one line names.
+  bare = tmp_path / "bare"
+  bare.mkdir()
+  shutil.copy(os.path.join(export, "saved_model.pb"), bare)
+  with open(rows, "a") as f:
+    f.write('{"qid": "q40", "question": "why?"}\n')
+  proc = run_script("predict.py", f"--export_dir={bare}", f"--input_file={rows}",
+                    f"--output_file={tmp_path / 'again.jsonl'}", "--id_field=qid",
+                    expect_ok=False)
+  assert last_error_line(proc) == (f"error: {rows}:41: 'context' must be a string, not "
+                                   "missing.")
+  assert not (tmp_path / "again.jsonl").exists()
+
+
+def test_an_unreadable_export_is_one_line(tmp_path):
+  from modeling import served_model
+  (tmp_path / "saved_model.pb").mkdir()  # a directory where the file should be
+  with pytest.raises(ValueError, match=r"^--export_dir=\S+: cannot read saved_model\.pb \(.+\)\.$"):
+    served_model.signature_inputs(str(tmp_path))
+  with pytest.raises(ValueError, match=r"holds no SavedModel \(saved_model\.pb\)\.$"):
+    served_model.signature_inputs(str(tmp_path / "nowhere"))
 
 
 GOOD, BAD = ["good", "great"], ["bad", "awful"]
@@ -297,7 +321,6 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
                                                              windows_run, tmp_path):
   """Each kind of export: predict.py's rows (TSV, JSON Lines) equal the signature's outputs
   called directly, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it."""
-  import os
   import subprocess
   import sys
   from data import text_rows
@@ -318,7 +341,7 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
       assert set(served.inputs) == set(rows[0])
       path = tmp_path / f"{kind}.jsonl"
       path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-      ids, values = text_rows.read_rows(str(path), "jsonl", served.inputs)
+      ids, values, _ = text_rows.read_rows(str(path), "jsonl", served.inputs)
       want = served(values)
       out = tmp_path / f"{kind}.out.jsonl"
       text_rows.write_rows(str(out), ids, want)
@@ -355,17 +378,31 @@ def test_bad_rows_name_the_file_and_line(tmp_path, content, fmt, extra, message)
 
 def test_rows_from_lines_tsv_and_json_lines(tmp_path):
   from data import text_rows
-  (tmp_path / "a.txt").write_text("one\ntwo words\n")
+  (tmp_path / "a.txt").write_text("one\n\ntwo words\n \n\n")  # blank lines skipped
   assert text_rows.read_rows(str(tmp_path / "a.txt"), "lines", {"text": 1}) == (
-      [1, 2], {"text": ["one", "two words"]})
-  (tmp_path / "b.tsv").write_text("key\tsent1\tendings\tsent2\nk1\tx\ta|||b\t\n")
+      [1, 3], {"text": ["one", "two words"]}, 3)
+  (tmp_path / "b.tsv").write_text("key\tsent1\tendings\tsent2\nk1\tx\ta|||b\t\n\n")
   assert text_rows.read_rows(str(tmp_path / "b.tsv"), "tsv", {"sent1": 1, "sent2": 1,
                                                              "endings": 2},
                              header=True, id_field="key") == (
-      ["k1"], {"sent1": ["x"], "sent2": [""], "endings": [["a", "b"]]})
+      ["k1"], {"sent1": ["x"], "sent2": [""], "endings": [["a", "b"]]}, 1)
+  (tmp_path / "c.jsonl").write_text('{"text": "x"}\n\n{"text": "y"}\n')
+  assert text_rows.read_rows(str(tmp_path / "c.jsonl"), "jsonl", {"text": 1}) == (
+      [1, 3], {"text": ["x", "y"]}, 1)
   out = tmp_path / "o.tsv"
   text_rows.write_rows(str(out), ["k1"], [{"label": "b", "probabilities": [0.25, 0.75]}], "key")
   assert out.read_text() == "key\tlabel\tprobabilities\nk1\tb\t0.25 0.75\n"
+  # A tab, line break or backslash in a cell is escaped, so every row stays one line of
+  # the header's columns.
+  text_rows.write_rows(str(out), ["a\tb\nc"], [{"text": "x\\y\r\nz", "score": 1.5}])
+  assert out.read_text() == "id\ttext\tscore\na\\tb\\nc\tx\\\\y\\r\\nz\t1.5\n"
+  # JSON has no infinity: a question without a valid span scores null.
+  out = tmp_path / "o.jsonl"
+  text_rows.write_rows(str(out), [1], [{"text": "", "score": float("-inf"),
+                                        "scores": [float("nan"), 2.0]}])
+  assert json.loads(out.read_text()) == {"id": 1, "text": "", "score": None,
+                                         "scores": [None, 2.0]}
+  assert "Infinity" not in out.read_text() and "NaN" not in out.read_text()
   assert text_rows.input_format("x.JSONL") == "jsonl" and text_rows.input_format("x.txt") == "lines"
 
 
