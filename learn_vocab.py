@@ -88,9 +88,8 @@ def main(_):
     if not files.exists(FLAGS.base_vocab_file):
       raise ValueError(f"--base_vocab_file={FLAGS.base_vocab_file} does not exist.")
     from data import vocab_extension
-    words = [t for t in vocab_extension.read_tokens(FLAGS.base_vocab_file)
-             if not (t.startswith("[") and t.endswith("]"))]  # not [CLS], [unused0], ...
-    if not FLAGS.do_lower_case and all(t == t.lower() for t in words):
+    if not FLAGS.do_lower_case and vocab_extension.is_uncased(
+        vocab_extension.read_tokens(FLAGS.base_vocab_file)):
       raise ValueError(f"--do_lower_case=false, but --base_vocab_file={FLAGS.base_vocab_file} "
                        "has no upper-case letter (an uncased vocab): no word with one would "
                        "match it. Leave --do_lower_case at true.")

@@ -10,8 +10,7 @@ Input: plain lines (one input per line), TSV (columns named by --fields or
 --header) or JSON Lines (objects keyed by the export's input names); blank lines
 are skipped. Output: one row per input row with its id and the export's outputs:
 JSON Lines, or TSV when --output_file ends in .tsv (a tab, line break or
-backslash in a cell escaped as 	, 
-, , \).
+backslash in a cell escaped as \t, \n, \r, \\).
 """
 
 from absl import flags, logging

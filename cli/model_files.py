@@ -72,7 +72,7 @@ def load_tokenizer(vocab_file, do_lower_case, config, tokens=("[UNK]", "[CLS]", 
   if size > config.vocab_size:
     raise ValueError(f"--vocab_file={vocab_file} has {size} entries but the model's "
                      f"vocab_size is {config.vocab_size}; pass the vocab the model was "
-                     "made with, or raise vocab_size in the config to match (a vocab "
+                     "made with, or raise vocab_size in bert_config.json to match (a vocab "
                      "extended with learn_vocab.py --extension=append).")
   return tokenizer
 

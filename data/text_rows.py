@@ -78,7 +78,7 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
   for number in range(first, len(lines)):
     where = f"{path}:{number + 1}"
     line = lines[number].rstrip("\r")
-    if not line.strip():
+    if not line.strip() and not (fmt == "tsv" and "\t" in line):  # tabs alone: empty cells
       blank += 1
       continue
     if fmt == "lines":

@@ -24,6 +24,14 @@ def is_unused(token):
   return token.startswith("[unused") and token.endswith("]")
 
 
+def is_uncased(tokens):
+  """True when the vocab's words (not [CLS], [unused0], ...) have lower-case letters and no
+  upper-case ones. A vocab of scripts without case (CJK, Devanagari) is not uncased: there
+  --do_lower_case=false keeps the marks that lower-casing strips."""
+  words = [t for t in tokens if not (t.startswith("[") and t.endswith("]"))]
+  return any(t != t.upper() for t in words) and all(t == t.lower() for t in words)
+
+
 def read_tokens(vocab_file):
   """The vocab's entries in id order (one per line, stripped, as load_vocab reads them)."""
   with files.open_file(vocab_file, "r") as f:

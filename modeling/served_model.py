@@ -1,6 +1,7 @@
 """Running any of our raw-text exports (modeling/export.py, squad_export.py) from Python."""
 
 import numpy as np
+from google.protobuf import message
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
@@ -25,7 +26,11 @@ def signature_inputs(export_dir):
     raise ValueError(f"--export_dir={export_dir}: cannot read saved_model.pb ({reason}).") \
         from None
   saved = saved_model_pb2.SavedModel()
-  saved.ParseFromString(data)
+  try:
+    saved.ParseFromString(data)
+  except message.DecodeError as e:
+    raise ValueError(f"--export_dir={export_dir}: saved_model.pb is not a SavedModel ({e}).") \
+        from None
   for meta_graph in saved.meta_graphs:
     if "serving_default" in meta_graph.signature_def:
       inputs = meta_graph.signature_def["serving_default"].inputs

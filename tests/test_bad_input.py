@@ -126,7 +126,7 @@ CASES = [
      lambda d, out: _extract(d, f"--output_file={out}", f"--vocab_file={d}/too_big.txt"),
      f"error: --vocab_file={{d}}/too_big.txt has {len(WORDS) + 1} entries but the model's "
      f"vocab_size is {len(WORDS)}; pass the vocab the model was made with, or raise "
-     "vocab_size in the config to match (a vocab extended with learn_vocab.py "
+     "vocab_size in bert_config.json to match (a vocab extended with learn_vocab.py "
      "--extension=append)."),
     ("extract missing checkpoint",
      lambda d, out: ("extract_features.py", f"--input_file={d}/pairs.txt",

@@ -109,6 +109,20 @@ def test_masked_anew_on_generator_records(tmp_path):
     real = b["masked_lm_weights"].numpy() > 0
     assert real.any(1).all()
     assert not np.array_equal(a["masked_lm_positions"].numpy(), b["masked_lm_positions"].numpy())
+  # Whole words, grouped by the generator's own function: none is masked in part.
+  from data.pretraining import masking
+  words = dynamic_masking.masked_anew(plain, vocab, 0.15, seed=1, per_word_decision=True)
+  for b in words(Context()).take(3):
+    ids = dynamic_masking.original_tokens(b).numpy()
+    for row, n, positions in zip(ids, b["input_mask"].numpy().sum(1),
+                                 b["masked_lm_positions"].numpy()):
+      candidates, starts, groups = masking._candidate_groups(
+          row[:n].astype(np.int64), instances.masking_vocab(vocab), True)
+      masked = np.zeros(n, bool)
+      masked[positions[positions > 0]] = True
+      for g in range(groups):
+        word = masked[candidates[starts[g]:starts[g + 1]]]
+        assert word.all() or not word.any(), row[candidates[starts[g]:starts[g + 1]]]
 
 
 # Whole words: ids of 50 and up are "##" pieces, so a word has about two pieces.
@@ -148,6 +162,25 @@ def test_words_are_numbered_and_taken_by_the_generators_rules():
     np.testing.assert_array_equal(taken[row], want)
 
 
+def test_whole_words_never_pass_the_prediction_slots():
+  """With 3 slots (records of max_predictions_per_seq=3) and words of up to 4 pieces, a word
+  that would not fit is skipped whole, never cut."""
+  old, text, lengths = batch_of(500, seed=10)
+  old = {k: v[:, :3] if k.startswith("masked_lm") else v for k, v in old.items()}
+  b = next(iter(dynamic_masking.dynamic_masking(
+      tf.data.Dataset.from_tensors(old), 11, VOCAB_SIZE, CLS, SEP, MASK, 0.15,
+      continuation=CONTINUATION)))
+  positions, weights = b["masked_lm_positions"].numpy(), b["masked_lm_weights"].numpy()
+  assert positions.shape == (500, 3)
+  for row in range(500):
+    words = python_words(text[row], lengths[row])
+    masked = np.zeros(S, bool)
+    masked[positions[row][weights[row] > 0]] = True
+    size = np.bincount(words[words >= 0])
+    hit = np.bincount(words[masked], minlength=len(size))
+    assert np.all((hit == 0) | (hit == size)) and 0 < masked.sum() <= 3
+
+
 @pytest.mark.parametrize("per_word_decision", [False, True])
 def test_whole_words_are_masked_anew_whole(per_word_decision):
   old, text, lengths = batch_of(3000, seed=8)
@@ -156,6 +189,7 @@ def test_whole_words_are_masked_anew_whole(per_word_decision):
       continuation=CONTINUATION, per_word_decision=per_word_decision)))
   b = {k: v.numpy() for k, v in b.items()}
   kinds, mixed, multi = np.zeros(3), 0, 0  # words all [MASK], all kept, other
+  first_last = np.zeros(2)  # how often each row's first and last word are masked
   for row in range(3000):
     words = python_words(text[row], lengths[row])
     real = b["masked_lm_weights"][row] > 0
@@ -170,6 +204,7 @@ def test_whole_words_are_masked_anew_whole(per_word_decision):
     # Taken in some order, each word whole and skipped when it would pass the budget:
     # at most `count` pieces, and no word left out would still have fitted.
     assert masked.sum() <= count and np.all(size[hit == 0] > count - masked.sum())
+    first_last += hit[0] > 0, hit[-1] > 0
     for word in np.nonzero(hit)[0]:
       written = b["input_ids"][row, words == word]
       original = text[row, words == word]
@@ -180,6 +215,10 @@ def test_whole_words_are_masked_anew_whole(per_word_decision):
         mixed += (written == MASK).any() and not (written == MASK).all()
   total = kinds.sum()
   assert total > 9000 and multi > 3000  # five standard deviations of 0.8: about 0.02
+  # Words are tried in a random order: a row's first word is masked as often as its last
+  # (trying them by position would mask nearly every first word).
+  share = first_last.mean() / 3000
+  assert abs(first_last[0] - first_last[1]) / 3000 <= 2 * five_sigma(share, 3000)
   if per_word_decision:
     # One draw per word: [MASK] 0.8 and kept 0.1, plus a random word whose every piece
     # happened to be [MASK] or itself (at most 1 / VOCAB_SIZE); [MASK] mixed with other

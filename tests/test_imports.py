@@ -142,3 +142,4 @@ def test_scripts_help_keeps_their_command_lines():
       continue
     source = ast.get_source_segment(path.read_text(), first.value)
     assert "\\\n" not in source or source.startswith("r"), path.name
+    assert not any(c in source for c in "\t\r\f\v"), f"{path.name}: a control character"

@@ -100,3 +100,4 @@ def test_an_error_of_several_lines_is_printed_as_one():
   error = OSError("Could not resolve host: b\n\t when reading metadata of gs://b/x")
   assert app.one_line(error) == "Could not resolve host: b when reading metadata of gs://b/x"
   assert app.one_line(ValueError("two  spaces stay")) == "two  spaces stay"
+  assert app.one_line(ValueError("a\n  b\r\nc\n")) == "a b c"

@@ -171,6 +171,10 @@ def test_an_unreadable_export_is_one_line(tmp_path):
     served_model.signature_inputs(str(tmp_path))
   with pytest.raises(ValueError, match=r"holds no SavedModel \(saved_model\.pb\)\.$"):
     served_model.signature_inputs(str(tmp_path / "nowhere"))
+  (tmp_path / "cut").mkdir()
+  (tmp_path / "cut" / "saved_model.pb").write_bytes(b"\x0a\xff\xff")  # a field cut short
+  with pytest.raises(ValueError, match=r"saved_model\.pb is not a SavedModel \(.*\)\.$"):
+    served_model.signature_inputs(str(tmp_path / "cut"))
 
 
 GOOD, BAD = ["good", "great"], ["bad", "awful"]

@@ -25,6 +25,12 @@ def test_domain_words_are_ranked_by_pieces_saved():
   assert vocab_extension.domain_words(counts, BASE, 1) == words[:1]
 
 
+def test_an_uncased_vocab_is_told_from_cased_and_caseless_ones():
+  assert vocab_extension.is_uncased(BASE + ["\u211d"])  # a letter without a lower case
+  assert not vocab_extension.is_uncased(BASE + ["Cat"])
+  assert not vocab_extension.is_uncased(["[PAD]", "[UNK]", "\u0915\u093e", "##\u0916"])
+
+
 def test_unused_slots_keep_every_other_id_and_append_grows():
   new = ["cardiomyopathy", "cats"]
   filled = vocab_extension.extend(BASE, new, "unused")
