@@ -390,6 +390,9 @@ def test_rows_from_lines_tsv_and_json_lines(tmp_path):
                                                              "endings": 2},
                              header=True, id_field="key") == (
       ["k1"], {"sent1": ["x"], "sent2": [""], "endings": [["a", "b"]]}, 1)
+  (tmp_path / "d.tsv").write_text("\t\n")  # tabs alone: a row of empty cells, not blank
+  assert text_rows.read_rows(str(tmp_path / "d.tsv"), "tsv", {"a": 1, "b": 1},
+                             fields=["a", "b"]) == ([1], {"a": [""], "b": [""]}, 0)
   (tmp_path / "c.jsonl").write_text('{"text": "x"}\n\n{"text": "y"}\n')
   assert text_rows.read_rows(str(tmp_path / "c.jsonl"), "jsonl", {"text": 1}) == (
       [1, 3], {"text": ["x", "y"]}, 1)
