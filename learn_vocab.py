@@ -88,8 +88,13 @@ def main(_):
     if not files.exists(FLAGS.base_vocab_file):
       raise ValueError(f"--base_vocab_file={FLAGS.base_vocab_file} does not exist.")
     from data import vocab_extension
-    if not FLAGS.do_lower_case and vocab_extension.is_uncased(
-        vocab_extension.read_tokens(FLAGS.base_vocab_file)):
+    base = vocab_extension.read_tokens(FLAGS.base_vocab_file)
+    slots = sum(map(vocab_extension.is_unused, base))
+    if FLAGS.extension == "unused" and FLAGS.num_new_tokens > slots:
+      raise ValueError(f"--num_new_tokens={FLAGS.num_new_tokens}: --base_vocab_file="
+                       f"{FLAGS.base_vocab_file} has only {slots} [unusedN] slots; ask for "
+                       "fewer or use --extension=append.")
+    if not FLAGS.do_lower_case and vocab_extension.is_uncased(base):
       raise ValueError(f"--do_lower_case=false, but --base_vocab_file={FLAGS.base_vocab_file} "
                        "has no upper-case letter (an uncased vocab): no word with one would "
                        "match it. Leave --do_lower_case at true.")

@@ -92,8 +92,8 @@ class Pretraining(TaskAdapter):
     given = [f"--{n}" for n in ("do_whole_word_mask", "per_word_decision") if FLAGS[n].value]
     if given and not FLAGS.dynamic_masking:
       raise ValueError(f"{' and '.join(given)} without --dynamic_masking: training reads the "
-                       "records' own masks (give it to create_pretraining_data.py), or add "
-                       "--dynamic_masking to mask anew.")
+                       f"records' own masks (give {'them' if len(given) > 1 else 'it'} to "
+                       "create_pretraining_data.py), or add --dynamic_masking to mask anew.")
     self.compression = "" if FLAGS.input_compression == "none" else "GZIP"
     self.eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     self.spec = features.pretraining_feature_spec(FLAGS.max_seq_length,
@@ -108,12 +108,6 @@ class Pretraining(TaskAdapter):
   def read(self, run):
     """Every records file's layout and first ids, before training (after the strategy:
     MultiWorkerMirroredStrategy must configure the runtime before any op runs)."""
-    if FLAGS.dynamic_masking:  # new masks draw ids from the vocab and look its pieces up
-      size = max(run.tokenizer.vocab.values()) + 1
-      if size != run.config.vocab_size:
-        raise ValueError(f"--dynamic_masking: --vocab_file={FLAGS.vocab_file} has {size} "
-                         f"entries but the model's vocab_size is {run.config.vocab_size}; "
-                         "pass the vocab the records were made with.")
     features.check_pretraining_inputs(
         FLAGS.input_file, FLAGS.eval_input_file, FLAGS.max_seq_length,
         FLAGS.max_predictions_per_seq, run.config, self.compression,

@@ -44,7 +44,7 @@ _MADE_DIRS = []  # output directories this run made: removed if it fails before 
 
 def one_line(error):
   """An error's text on one line (TensorFlow's file errors go on with a line break and a tab)."""
-  return re.sub(r"\s*\n\s*", " ", str(error)).strip()
+  return re.sub(r"\s*[\r\n]\s*", " ", str(error)).strip()
 
 
 def run(main):

@@ -50,7 +50,9 @@ def word_numbers(tokens, candidate, continuation):
     tokens: int32 [B, S]; candidate: bool [B, S]; continuation: bool [V], per vocab id.
   """
   earlier = tf.cumsum(tf.cast(candidate, tf.int32), axis=1, exclusive=True) > 0
-  starts = candidate & ~(tf.gather(continuation, tokens) & earlier)
+  size = tf.shape(continuation)[0]  # a config's vocab_size may pad past the vocab's entries
+  piece = tf.gather(continuation, tf.minimum(tokens, size - 1)) & (tokens < size)
+  starts = candidate & ~(piece & earlier)
   return tf.where(candidate, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)
 
 

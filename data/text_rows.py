@@ -91,7 +91,7 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
       row = dict(zip(columns, cells))
     else:
       try:
-        row = json.loads(line)
+        row = json.loads(line, parse_constant=_no_constant)
       except ValueError as e:
         raise ValueError(f"{where}: not JSON ({e}).") from None
       if not isinstance(row, dict):
@@ -120,6 +120,11 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
   if not ids:
     raise ValueError(f"{path}: no rows.")
   return ids, values, blank
+
+
+def _no_constant(name):
+  """json.loads' hook for NaN and Infinity, which Python reads but JSON does not have."""
+  raise ValueError(f"{name} is not JSON")
 
 
 def _tsv_cell(value):

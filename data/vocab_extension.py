@@ -13,6 +13,7 @@ modeling/vocab_growth.py for the rows the model then gains).
 
 import json
 import os
+import unicodedata
 
 from data import files, tokenization, wordpiece_vocab
 
@@ -29,7 +30,9 @@ def is_uncased(tokens):
   upper-case ones. A vocab of scripts without case (CJK, Devanagari) is not uncased: there
   --do_lower_case=false keeps the marks that lower-casing strips."""
   words = [t for t in tokens if not (t.startswith("[") and t.endswith("]"))]
-  return any(t != t.upper() for t in words) and all(t == t.lower() for t in words)
+  marks = any(unicodedata.category(c) == "Mn" for t in words for c in t)  # uncased strips them
+  return (not marks and any(t != t.upper() for t in words)
+          and all(t == t.lower() for t in words))
 
 
 def read_tokens(vocab_file):
@@ -67,7 +70,7 @@ def extend(base_tokens, new_tokens, extension):
     return list(base_tokens) + list(new_tokens)
   slots = [i for i, token in enumerate(base_tokens) if is_unused(token)]
   if len(slots) < len(new_tokens):
-    raise ValueError(f"--num_new_tokens={len(new_tokens)}: the base vocab has only "
+    raise ValueError(f"{len(new_tokens)} new tokens: the base vocab has only "
                      f"{len(slots)} [unusedN] slots; use fewer or --extension=append.")
   tokens = list(base_tokens)
   for slot, token in zip(slots, new_tokens):

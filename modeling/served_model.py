@@ -47,7 +47,11 @@ class ServedModel:
 
   def __init__(self, export_dir):
     self.inputs = signature_inputs(export_dir)
-    self._loaded = tf.saved_model.load(export_dir)  # kept: its variables serve the signature
+    try:
+      self._loaded = tf.saved_model.load(export_dir)  # kept: its variables serve the signature
+    except (OSError, tf.errors.OpError) as e:
+      raise ValueError(f"--export_dir={export_dir}: cannot load the SavedModel ({e}).") \
+          from None
     self._serve = self._loaded.signatures["serving_default"]
 
   def __call__(self, batch):

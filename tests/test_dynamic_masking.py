@@ -149,6 +149,11 @@ def test_words_are_numbered_and_taken_by_the_generators_rules():
                                      tf.constant(CONTINUATION)).numpy()
   for row in range(200):
     np.testing.assert_array_equal(got[row], python_words(text[row], lengths[row]))
+  # A table shorter than the ids (a config padded past its vocab): those ids start words.
+  short = dynamic_masking.word_numbers(tf.constant([[CLS, 60, 70, 99, SEP]]),
+                                       tf.constant([[False, True, True, True, False]]),
+                                       tf.constant(CONTINUATION[:70])).numpy()
+  np.testing.assert_array_equal(short, [[-1, 0, 1, 2, -1]])
   rng = np.random.default_rng(6)
   sizes = rng.integers(0, 5, (300, 12))  # pieces per word in the order tried; 0: no word
   budget = rng.integers(1, 12, 300)

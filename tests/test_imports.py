@@ -135,7 +135,7 @@ def test_scripts_turn_onednn_on_unless_told_otherwise():
 def test_scripts_help_keeps_their_command_lines():
   """absl's --help prints a script's docstring: a backslash at a line's end there must stay
   (a raw string), or Python joins the example's lines into one."""
-  for path in sorted(ROOT.glob("*.py")):
+  for path in sorted(ROOT.glob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py")):
     tree = ast.parse(path.read_text())
     first = tree.body[0] if tree.body else None
     if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):

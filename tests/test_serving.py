@@ -162,6 +162,14 @@ def test_squad_export_and_predict_command(trained_squad, tmp_path):
   assert last_error_line(proc) == (f"error: {rows}:41: 'context' must be a string, not "
                                    "missing.")
   assert not (tmp_path / "again.jsonl").exists()
+  # Good rows, then the load fails: one line too.
+  (tmp_path / "one.jsonl").write_text(rows.read_text().splitlines()[0] + "\n")
+  proc = run_script("predict.py", f"--export_dir={bare}", f"--input_file={tmp_path}/one.jsonl",
+                    f"--output_file={tmp_path / 'again.jsonl'}", "--id_field=qid",
+                    expect_ok=False)
+  assert last_error_line(proc).startswith(f"error: --export_dir={bare}: cannot load the "
+                                          "SavedModel (")
+  assert proc.stderr.count("Traceback") == 0 and not (tmp_path / "again.jsonl").exists()
 
 
 def test_an_unreadable_export_is_one_line(tmp_path):
@@ -369,6 +377,7 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
     ("a\tb\nc\n", "tsv", {"fields": ["text_a", "text_b"]}, r"r\.tsv:2: 1 column\(s\), expected 2"),
     ('{"text_a": "x"}\n{"text_a": 3}\n', "jsonl", {}, r"r\.tsv:2: 'text_a' must be a string"),
     ('{"text_a": "x"}\nnot json\n', "jsonl", {}, r"r\.tsv:2: not JSON"),
+    ('{"text_a": "x", "id": NaN}\n', "jsonl", {}, r"r\.tsv:1: not JSON \(NaN is not JSON\)"),
     ("id\ttext_a\n1\tx\n", "tsv", {"header": True, "id_field": "key"}, r"no column named key"),
     ("x\n", "tsv", {}, r"name the TSV columns with --fields or --header"),
 ])

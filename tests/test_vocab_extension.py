@@ -29,6 +29,7 @@ def test_an_uncased_vocab_is_told_from_cased_and_caseless_ones():
   assert vocab_extension.is_uncased(BASE + ["\u211d"])  # a letter without a lower case
   assert not vocab_extension.is_uncased(BASE + ["Cat"])
   assert not vocab_extension.is_uncased(["[PAD]", "[UNK]", "\u0915\u093e", "##\u0916"])
+  assert not vocab_extension.is_uncased(["\u0915\u0947", "cat"])  # a sign lower-casing strips
 
 
 def test_unused_slots_keep_every_other_id_and_append_grows():
@@ -39,7 +40,7 @@ def test_unused_slots_keep_every_other_id_and_append_grows():
   assert [t for i, t in enumerate(filled) if i not in (5, 6)] == \
       [t for i, t in enumerate(BASE) if i not in (5, 6)]
   assert vocab_extension.extend(BASE, new, "append") == BASE + new
-  with pytest.raises(ValueError, match="--num_new_tokens=4: the base vocab has only 3"):
+  with pytest.raises(ValueError, match="4 new tokens: the base vocab has only 3"):
     vocab_extension.extend(BASE, new * 2, "unused")
 
 
@@ -67,17 +68,21 @@ def test_the_script_stops_on_bad_input_and_says_when_words_run_short(
   (tmp_path / "empty.txt").write_text("\n \n")
   out = tmp_path / "vocab.txt"
   args = [f"--input_file={tmp_path}/domain.txt", f"--base_vocab_file={base}",
-          f"--vocab_file={out}"]
+          f"--vocab_file={out}", "--num_new_tokens=3"]  # later flags win
   proc = run_script("learn_vocab.py", *args, f"--held_out_file={tmp_path}/empty.txt",
                     expect_ok=False)
   assert last_error_line(proc) == (f"error: --held_out_file={tmp_path}/empty.txt: no words to "
                                    "measure pieces per word on.")
   assert not out.exists()
+  proc = run_script("learn_vocab.py", *args, "--num_new_tokens=4", expect_ok=False)
+  assert last_error_line(proc) == (f"error: --num_new_tokens=4: --base_vocab_file={base} has "
+                                   "only 3 [unusedN] slots; ask for fewer or use "
+                                   "--extension=append.")
   proc = run_script("learn_vocab.py", *args, "--do_lower_case=false", expect_ok=False)
   assert last_error_line(proc) == (f"error: --do_lower_case=false, but --base_vocab_file={base} "
                                    "has no upper-case letter (an uncased vocab): no word with "
                                    "one would match it. Leave --do_lower_case at true.")
-  proc = run_script("learn_vocab.py", *args, "--num_new_tokens=5")
+  proc = run_script("learn_vocab.py", *args, "--num_new_tokens=5", "--extension=append")
   assert "only 3 of --num_new_tokens=5: the input has no more words seen --min_count=2" in \
       proc.stderr
-  assert tokenization.load_vocab(str(out))["cats"] == 6
+  assert tokenization.load_vocab(str(out))["cats"] == len(BASE) + 1  # appended second

@@ -1,4 +1,4 @@
-"""Loads a `convert_checkpoint.py --output_format=hf` directory in Hugging Face transformers.
+r"""Loads a `convert_checkpoint.py --output_format=hf` directory in Hugging Face transformers.
 
 Stand-alone: run it with a Python that has torch and transformers (not the project's venv;
 it imports neither TensorFlow nor project code). It checks that the converted directory

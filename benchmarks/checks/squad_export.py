@@ -1,4 +1,4 @@
-"""The question-answering export against run_squad.py's predictions.json, on real SQuAD.
+r"""The question-answering export against run_squad.py's predictions.json, on real SQuAD.
 
 A user's path: fine-tune all-MiniLM-L6-v2 with run_squad.py on the first articles of a
 SQuAD v2.0 file, predict on the articles after them (--do_predict) and export

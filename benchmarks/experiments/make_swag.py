@@ -1,4 +1,4 @@
-"""Makes SWAG-layout questions from plain-text books, for trying run_swag.py on real text.
+r"""Makes SWAG-layout questions from plain-text books, for trying run_swag.py on real text.
 
   python benchmarks/experiments/make_swag.py --input_files='corpus/gutenberg/*.txt' --output_dir=swag_text \
     --heldout=austen-persuasion,chesterton-brown,shakespeare-macbeth

@@ -1,4 +1,4 @@
-"""The paper's Table 6 at small scale: masked-LM accuracy against model size and step.
+r"""The paper's Table 6 at small scale: masked-LM accuracy against model size and step.
 
 Runs the real scripts, as a user would: prepare_corpus.py on the training books
 and on one held-out book, learn_vocab.py on the training text,

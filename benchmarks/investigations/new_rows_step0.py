@@ -1,4 +1,4 @@
-"""Where new vocabulary rows help or hurt at step 0: as inputs, as answers, by kind of answer.
+r"""Where new vocabulary rows help or hurt at step 0: as inputs, as answers, by kind of answer.
 
 Reads a finished benchmarks/experiments/domain_adaptation.py work directory
 (which reports the same split for its held-out records itself) and scores its

@@ -1,4 +1,4 @@
-"""Fine-tuning and prediction speed on real sentence lengths: trimmed against fixed-length batches.
+r"""Fine-tuning and prediction speed on real sentence lengths: trimmed against fixed-length batches.
 
 Runs the classifier's own path: GLUE files read and packed by data/glue.py,
 records written to disk, read back by data/pipeline.py (shuffled training

@@ -1,4 +1,4 @@
-"""Hugging Face's PyTorch fine-tuning loop on the same files: the peer our figures face.
+r"""Hugging Face's PyTorch fine-tuning loop on the same files: the peer our figures face.
 
 Stand-alone: run it with a Python that has torch and transformers (never the project's
 venv; it imports neither TensorFlow nor project code). It fine-tunes the MiniLM checkpoint
