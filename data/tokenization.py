@@ -333,11 +333,14 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
   """Raises ValueError when do_lower_case contradicts a known checkpoint's casing.
 
   Only Google's released checkpoint names are recognised (a path such as
-  `.../uncased_L-12_H-768_A-12/bert_model.ckpt`); any other path passes.
+  `.../uncased_L-12_H-768_A-12/bert_model.ckpt`, or that directory, which our scripts
+  also take and the original did not); any other path passes.
   """
   if not init_checkpoint:
     return
-  m = re.match(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint)
+  pattern = r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt"
+  m = (re.match(pattern, init_checkpoint)
+       or re.match(pattern, init_checkpoint.rstrip("/") + "/bert_model.ckpt"))
   if m is None:
     return
   model_name = m.group(1)

@@ -147,6 +147,12 @@ def test_case_check_against_checkpoint_names():
     T.validate_case_matches_checkpoint(False, "/m/uncased_L-24_H-1024_A-16/bert_model.ckpt")
   with pytest.raises(ValueError, match="--do_lower_case=True .*cased model"):
     T.validate_case_matches_checkpoint(True, "gs://b/multi_cased_L-12_H-768_A-12/bert_model.ckpt")
+  # The release's directory, which the scripts take as --init_checkpoint, is checked too.
+  with pytest.raises(ValueError, match="--do_lower_case=True .*cased model"):
+    T.validate_case_matches_checkpoint(True, "/m/cased_L-12_H-768_A-12/")
+  with pytest.raises(ValueError, match="--do_lower_case=False .*lowercased model"):
+    T.validate_case_matches_checkpoint(False, "gs://b/uncased_L-12_H-768_A-12")
+  T.validate_case_matches_checkpoint(True, "/m/out/pretraining")  # a run's directory: passes
 
 
 def test_character_classes_equal_the_predicates_everywhere():

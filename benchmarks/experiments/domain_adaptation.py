@@ -77,11 +77,13 @@ flags.DEFINE_list("task_books", ["austen-emma", "chesterton-brown"],
                   "The task's two books (file names without .txt); --quick: the Blake books.")
 flags.DEFINE_integer("task_lines", 1500, "Lines drawn from each task book.")
 flags.DEFINE_integer("seed", 1, "Seed of weights, data order and dropout.")
+flags.DEFINE_list("runs", ["scratch", "continued", "extended_mean", "extended_random"],
+                  "Which pretraining runs to make (a subset of the four above).")
+flags.DEFINE_bool("dynamic_masking", False, "Pretrain with run_pretraining.py "
+                  "--dynamic_masking --per_word_decision (new whole-word masks every pass).")
 flags.DEFINE_bool("quick", False, "A check of the flow in minutes: the two Blake books, "
                   "64-token records, 20 steps, 50 new tokens.")
 FLAGS = flags.FLAGS
-
-RUNS = ("scratch", "continued", "extended_mean", "extended_random")
 
 
 def minilm():
@@ -122,6 +124,13 @@ def classification_task(files, names, per_book, directory, seed):
   return directory, [os.path.basename(p) for p in pair], cut, len(rows) - cut
 
 
+def plans_of_runs():
+  """Each run: (vocab key, starting checkpoint, extra run_pretraining.py flags)."""
+  return {"scratch": ("base", None, []), "continued": ("base", minilm(), []),
+          "extended_mean": ("extended", minilm(), ["--new_token_embeddings=mean_of_pieces"]),
+          "extended_random": ("extended", minilm(), ["--new_token_embeddings=random"])}
+
+
 def pretrain(name, work, config, vocab, records, heldout, init, extra, train=True):
   """One run_pretraining.py run (or, train=False, the step-0 evaluation); its results."""
   out = os.path.join(work, name)
@@ -140,6 +149,8 @@ def pretrain(name, work, config, vocab, records, heldout, init, extra, train=Tru
                f"--learning_rate={FLAGS.learning_rate}",
                f"--save_checkpoints_steps={FLAGS.steps}",
                f"--iterations_per_loop={min(FLAGS.steps, 100)}"]
+      if FLAGS.dynamic_masking:
+        args += ["--dynamic_masking", "--per_word_decision"]
     started = time.time()
     run("run_pretraining.py", *args)
     logging.info("%s: %.0f s", name, time.time() - started)
@@ -169,6 +180,10 @@ def main(_):
                         ("task_books", ["blake-poems", "blake-songs"])):
       if not FLAGS[name].present:
         FLAGS[name].value = value
+  unknown = set(FLAGS.runs) - set(plans_of_runs())
+  if unknown:
+    raise ValueError(f"--runs: unknown run(s) {sorted(unknown)}; "
+                     f"choose among {list(plans_of_runs())}.")
   work = FLAGS.work_dir
   os.makedirs(work, exist_ok=True)
   found = books(FLAGS.input_files, FLAGS.quick)
@@ -190,9 +205,7 @@ def main(_):
                               L, P, FLAGS.dupe_factor),
         "heldout": make_records(text["heldout.txt"], vocab,
                                 os.path.join(work, f"{key}_heldout.tfrecord"), L, P, 1)}
-  plans = {"scratch": ("base", None, []), "continued": ("base", minilm(), []),
-           "extended_mean": ("extended", minilm(), ["--new_token_embeddings=mean_of_pieces"]),
-           "extended_random": ("extended", minilm(), ["--new_token_embeddings=random"])}
+  plans = plans_of_runs()
   results = {"pieces_per_word": {"before": report["pieces_per_word_before"],
                                  "after": report["pieces_per_word_after"]},
              "new_tokens": len(report["new_tokens"]), "runs": {}}
@@ -201,7 +214,7 @@ def main(_):
   results["task"] = {"books": task_books, "train_rows": train_rows, "dev_rows": dev_rows}
   results["base_classifier_accuracy"] = fine_tune("minilm", work, task_dir, minilm(),
                                                   base_vocab)
-  for name in RUNS:
+  for name in FLAGS.runs:
     key, init, extra = plans[name]
     d = data[key]
     step0 = None  # run_pretraining evaluates trained weights only: none for scratch
@@ -239,6 +252,8 @@ def main(_):
     print(f"| {name} | {step0} | {r['final']['masked_lm_loss']:.3f} "
           f"| {r['final']['masked_lm_accuracy']:.3f} | {task(r['classifier_accuracy'])} |")
   print(f"| MiniLM, no pretraining | | | | {task(results['base_classifier_accuracy'])} |")
+  if "trained_head_step0" not in results:
+    return
   print("Step 0 from the continued run (head trained), grown to the extended vocab:")
   for mode, r in results["trained_head_step0"].items():
     print(f"  new rows {mode}: masked-LM loss {r['masked_lm_loss']:.4f}, "
