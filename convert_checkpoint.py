@@ -31,7 +31,7 @@ import os
 from absl import flags, logging
 
 from cli import app
-from cli.runner import TRAINED_WITH
+from cli.run_identity import TRAINED_WITH
 
 flags.DEFINE_string("input_checkpoint", None,
                     "TF1 checkpoint prefix, our TF2 checkpoint, a directory holding either, "

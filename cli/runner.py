@@ -29,7 +29,6 @@ whose work it would waste. Only the chief writes the shared outputs.
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 from typing import Callable, Optional
@@ -37,13 +36,12 @@ from typing import Callable, Optional
 import tensorflow as tf
 from absl import logging
 
-from cli import app, model_files, signals
+from cli import app, model_files, run_identity, signals
 from cli.flags import ACTIONS
-from data import files, path_checks, pipeline, tfrecords
+from data import path_checks, pipeline, tfrecords
 from modeling import (checkpoints, cluster, distribution, export, optimization, periodic_eval,
                       reports, selection, training, vocab_growth)
 
-TRAINED_WITH = "run.json"  # what the model in --output_dir was trained with
 
 
 @dataclasses.dataclass
@@ -172,7 +170,7 @@ class Runner:
     app.make_output_dir(v.output_dir)
     path_checks.check_output_dir(self._flag("export_dir"), "--export_dir", "the SavedModel")
     self.identity = self._identity(adapter.trained_with(self.config))
-    check_trained_with(v.output_dir, self.identity)
+    run_identity.check(v.output_dir, self.identity)
 
     self.strategy = strategy_from_flags(v)
     self.outputs = distribution.WorkerOutputs(self.strategy, v.output_dir)
@@ -255,7 +253,7 @@ class Runner:
                  state["metric"], state["value"])
 
   def _identity(self, what):
-    """The run's identity (see check_trained_with): `what`, the length and the start.
+    """The run's identity (see run_identity): `what`, the length and the start.
 
     The starting checkpoint counts only when given from outside --output_dir
     (predicting with --init_checkpoint=<output_dir> is the same run).
@@ -276,7 +274,7 @@ class Runner:
     reads as a checkpoint directory); then every worker trains."""
     v = self.values
     if self.chief:
-      save_trained_with(v.output_dir, {**self.identity, **self.adapter.notes(self)})
+      run_identity.save(v.output_dir, {**self.identity, **self.adapter.notes(self)})
       checkpoints.write_config_and_vocab(v.output_dir, self.config, self.vocab_file)
     with train_input.naming_errors():
       self.trainer.train(train_input.dataset_fn, v.init_checkpoint, load_fn=train_input.load_fn,
@@ -426,36 +424,3 @@ def make_trainer(strategy, task, num_train_steps, num_warmup_steps, batch_size, 
   if values.do_train:
     trainer.load_start(values.init_checkpoint)
   return trainer
-
-
-def check_trained_with(output_dir, identity):
-  """Raises ValueError when output_dir holds checkpoints of a run other than `identity`.
-
-  The training scripts resume (or predict with) the latest checkpoint in
-  --output_dir, so a model trained for another task, label set or length
-  would be reused without a word. `identity` (a dict of what defines the run)
-  is compared with the one save_trained_with wrote there.
-  """
-  path = os.path.join(output_dir, TRAINED_WITH)
-  if not tf.train.latest_checkpoint(output_dir) or not files.exists(path):
-    return
-  try:
-    with files.open_file(path, "r") as f:
-      saved = json.load(f)
-  except (OSError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"Cannot read {path}: {e}") from None
-  for key, value in json.loads(json.dumps(identity)).items():  # tuples compare as JSON lists
-    if key in saved and saved[key] != value:
-      raise ValueError(f"--output_dir={output_dir} holds a model trained with {key} "
-                       f"{_shown(saved[key])}, not {_shown(value)}; it would be reused. "
-                       "Pass a new --output_dir to start afresh.")
-
-
-def _shown(value):
-  return ",".join(map(str, value)) if isinstance(value, list) else repr(value)
-
-
-def save_trained_with(output_dir, identity):
-  """Writes the run's identity (see check_trained_with) to output_dir/run.json, atomically."""
-  with files.atomic_output(os.path.join(output_dir, TRAINED_WITH)) as f:
-    json.dump(identity, f, indent=1)
