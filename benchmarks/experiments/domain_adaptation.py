@@ -39,6 +39,8 @@ Results: <work_dir>/results.json and a table on stdout.
   python benchmarks/experiments/domain_adaptation.py --work_dir=/tmp/domain --steps=300 \
     --batch_size=16 --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor=1 \
     --eval_steps=50 --classifier_epochs=1 --classifier_seq_length=32  (docs/domain.md)
+  python benchmarks/experiments/domain_adaptation.py --work_dir=/tmp/domain_long <as above> \
+    --steps=2000 --runs=continued,extended_mean --dynamic_masking  (docs/domain.md)
   python benchmarks/experiments/domain_adaptation.py --work_dir=/tmp/domain_quick --quick
 """
 
