@@ -2,7 +2,8 @@
 for inference.
 
 Shape letters: B batch, S key positions, Q query positions, H hidden size, N heads,
-D = H / N head size, T real tokens of a packed batch (layers.PackedTokens).
+D = H / N head size, R rows of the dense layers (layers.TokenRows: B * S, or the T real
+tokens of a packed batch).
 """
 
 import math
@@ -40,11 +41,19 @@ class SelfAttention(keras.layers.Layer):
 
   Only padded *key* positions are masked, by adding -10000 to their scores,
   exactly as the original does; padded query rows are computed as usual.
+
+  The query, key and value projections run as one matrix product, with
+  1 / sqrt(D) folded into the query's weights and, in training, dropout's
+  1 / (1 - rate) into the value's (dropout then only zeroes probabilities):
+  softmax(q k^T / sqrt(D)) v, without a pass over the [B, N, Q, S] scores for
+  either factor. Scores, softmax and probabilities are in the compute dtype
+  (the softmax sums in float32 inside its kernel, and TensorFlow's 16-bit sums
+  accumulate in float32); each weight is cast to it once per call.
   """
 
   def __init__(self, hidden_size, num_attention_heads, initializer_range=0.02,
                attention_dropout_rate=0.1, **kwargs):
-    kwargs["autocast"] = False  # the float32 bias must reach the softmax as is
+    kwargs["autocast"] = False  # the weights are cast once, after the folds above
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.num_attention_heads = num_attention_heads
@@ -56,43 +65,61 @@ class SelfAttention(keras.layers.Layer):
     self.key = make("key")
     self.value = make("value")
     self.output_dense = make("dense")
-    self.dropout = layers.float32_dropout(attention_dropout_rate)
+    self.dropout = layers.Dropout(attention_dropout_rate)
 
   def build(self, input_shape):
     for layer in (self.query, self.key, self.value, self.output_dense):
-      layer.build(input_shape)
+      layer.build((None, self.hidden_size))
 
-  def call(self, x, attention_bias, training=False, queries=None, packed=None, blocked=False):
-    """x [B, S, H], float32 bias [B, 1, 1 or Q, S] -> [B, Q, H] in compute dtype.
+  def call(self, x, attention_bias, rows, training=False, queries=None, blocked=False):
+    """Rows x [R, H] (float32 or the compute dtype) and bias [B, 1, 1 or Q, S] in the
+    compute dtype -> rows [R, H] in the compute dtype.
 
-    queries: the rows [B, Q, H] whose outputs are wanted (default x itself,
-    Q = S); keys and values always come from all of x.
-    packed: a PackedTokens when x holds only the real tokens' rows [T, H].
-      Keys and values are projected from those rows and put back in place for
-      the attention (zeros at padding, which the bias masks); without
-      `queries` the output is [T, H] too.
+    rows: the layers.TokenRows that puts x's rows in [B, S] place.
+    queries: [B, Q, H], the rows whose outputs are wanted (default: x itself, Q = S);
+      keys and values always come from all of x. The output is then [B, Q, H].
     blocked: at inference, attend in cache-sized blocks (blocked_attention).
     """
-    packed_queries = packed is not None and queries is None
-    heads = lambda t: _split_last(t, self.num_attention_heads, self.head_size)
-    q = heads(self.query(x if queries is None else queries))  # [T or B, (Q,) N, D]
-    k, v = heads(self.key(x)), heads(self.value(x))  # [T or B, (S,) N, D]
-    if packed is not None:
-      k, v = packed.pad(k), packed.pad(v)  # [B, S, N, D]
-      q = packed.pad(q) if packed_queries else q
-    scale = 1.0 / math.sqrt(self.head_size)
-    if blocked and not training:
-      context = blocked_attention(q, k, v, attention_bias, scale,
-                                  lengths=None if packed is None else packed.lengths,
-                                  trim_queries=packed_queries)
+    n, d = self.num_attention_heads, self.head_size
+    scale = 1.0 / math.sqrt(d)
+    dropout = training and self.attention_dropout_rate > 0
+    own_queries = queries is None
+    projections = [(self.query, scale)] if own_queries else []
+    projections += [(self.key, 1.0),
+                    (self.value, layers.keep_scale(self.attention_dropout_rate) if dropout else 1.0)]
+    count = len(projections)
+    projected = tf.reshape(self._project(x, projections), [-1, count, n, d])  # [R, P, N, D]
+    heads = tf.unstack(tf.transpose(rows.pad(projected), [2, 0, 3, 1, 4]))  # P x [B, N, S, D]
+    if own_queries:
+      q, k, v = heads
     else:
-      scores = ops.einsum("bsnd,btnd->bnst", q, k)  # [B, N, Q, S]
-      probs = ops.softmax(ops.cast(scores, "float32") * scale + attention_bias, axis=-1)
-      probs = ops.cast(self.dropout(probs, training=training), self.compute_dtype)
-      context = ops.einsum("bnst,btnd->bsnd", probs, v)  # [B, Q, N, D]
-    if packed_queries:
-      context = packed.pack(context)  # [T, N, D]
-    return self.output_dense(_join_last(context, self.hidden_size))
+      k, v = heads
+      q = self._project(tf.reshape(queries, [-1, self.hidden_size]), [(self.query, scale)])
+      q = tf.transpose(tf.reshape(q, tf.concat([tf.shape(queries)[:2], [n, d]], 0)),
+                       [0, 2, 1, 3])  # [B, N, Q, D]
+    if blocked and not training:
+      context = blocked_attention(q, k, v, attention_bias, lengths=rows.lengths,
+                                  trim_queries=own_queries and rows.packed)
+    else:
+      scores = tf.matmul(q, k, transpose_b=True)  # [B, N, Q, S]
+      probs = tf.nn.softmax(scores + attention_bias, axis=-1)
+      probs = self.dropout.zero_out(probs, training=training)
+      context = tf.matmul(probs, v)  # [B, N, Q, D]
+    context = tf.transpose(context, [0, 2, 1, 3])  # [B, Q, N, D]
+    if own_queries:
+      return self.output_dense(tf.reshape(rows.pack(context), [-1, self.hidden_size]))  # [R, H]
+    out = self.output_dense(tf.reshape(context, [-1, self.hidden_size]))  # [B * Q, H]
+    return tf.reshape(out, tf.shape(queries))
+
+  def _project(self, x, projections):
+    """x [R, H] times the kernels of `projections` ((Dense, factor) pairs: the kernel and
+    bias times the factor), side by side, as one product: [R, P * H] in the compute dtype."""
+    dtype = self.compute_dtype
+    scaled = lambda w, f: w if f == 1.0 else w * f
+    kernel = tf.concat([scaled(dense.kernel, f) for dense, f in projections], axis=1)
+    bias = tf.concat([scaled(dense.bias, f) for dense, f in projections], axis=0)
+    return tf.nn.bias_add(tf.matmul(tf.cast(x, dtype), tf.cast(kernel, dtype)),
+                          tf.cast(bias, dtype))
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,
@@ -101,25 +128,24 @@ class SelfAttention(keras.layers.Layer):
             "attention_dropout_rate": self.attention_dropout_rate}
 
 
-def _attend_per_head(q, k, v, bias, scale):
-  """softmax(q k^T * scale + bias) v of q [B, Q, N, D], k and v [B, S, N, D] and float32 bias
-  [B, 1, 1 or Q, S], as SelfAttention computes it (scores in float32), one head at a time:
-  each head's scores [B, Q, S] are 1/N of all heads' and stay in cache from the product to
-  the softmax to the second product. Returns [B, Q, N, D]."""
-  q = tf.transpose(q, [2, 0, 1, 3])  # [N, B, Q, D]
-  k = tf.transpose(k, [2, 0, 3, 1])  # [N, B, D, S]
-  v = tf.transpose(v, [2, 0, 1, 3])  # [N, B, S, D]
-  bias = bias[:, 0]  # [B, 1 or Q, S]
+def _attend_per_head(q, k, v, bias):
+  """softmax(q k^T + bias) v of q [B, N, Q, D], k and v [B, N, S, D] and bias
+  [B, 1, 1 or Q, S] (q already scaled), scores in float32, one head at a time: each
+  head's scores [B, Q, S] are 1/N of all heads' and stay in cache from the product to
+  the softmax to the second product. Returns [B, N, Q, D]."""
+  bias = tf.cast(bias[:, 0], tf.float32)  # [B, 1 or Q, S]
   out = []
-  for n in range(q.shape[0]):
-    scores = tf.cast(tf.matmul(q[n], k[n]), tf.float32) * scale + bias
-    out.append(tf.matmul(tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype), v[n]))
-  return tf.stack(out, axis=2)  # [B, Q, N, D]
+  for h in range(q.shape[1]):
+    scores = tf.cast(tf.matmul(q[:, h], k[:, h], transpose_b=True), tf.float32) + bias
+    out.append(tf.matmul(tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype), v[:, h]))
+  return tf.stack(out, axis=1)  # [B, N, Q, D]
 
 
-def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
-                      trim_queries=False):
+def blocked_attention(q, k, v, bias, block_scores=None, lengths=None, trim_queries=False):
   """SelfAttention's attention at inference, computed in blocks that fit a CPU's cache.
+
+  q [B, N, Q, D] (already scaled), k and v [B, N, S, D], bias [B, 1, 1 or Q, S];
+  returns [B, N, Q, D].
 
   Without XLA each op of attention makes a full pass over the scores [B, N, Q, S]: on 16
   windows of 384 tokens, 113 MB, five times per layer. Here each head of a block of
@@ -141,7 +167,7 @@ def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
   no rows gives no rows. Dynamic shapes and a while loop: not for XLA or training.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
-  batch, num_queries, num_keys = tf.shape(q)[0], tf.shape(q)[1], tf.shape(k)[1]
+  batch, num_queries, num_keys = tf.shape(q)[0], tf.shape(q)[2], tf.shape(k)[2]
   if lengths is None:
     order, longest = None, tf.fill([batch], num_keys)
   else:  # shortest first; a block's longest row is its last
@@ -162,9 +188,9 @@ def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
       take = lambda t: t[first:first + rows]
     else:
       take = lambda t: tf.gather(t, order[first:first + rows])
-    block = _attend_per_head(take(q)[:, :m], take(k)[:, :n], take(v)[:, :n],
-                             take(bias)[:, :, :m, :n], scale)  # [rows, m, N, D]
-    block = tf.pad(block, [[0, 0], [0, num_queries - m], [0, 0], [0, 0]])
+    block = _attend_per_head(take(q)[:, :, :m], take(k)[:, :, :n], take(v)[:, :, :n],
+                             take(bias)[:, :, :m, :n])  # [rows, N, m, D]
+    block = tf.pad(block, [[0, 0], [0, 0], [0, num_queries - m], [0, 0]])
     return first + rows, i + 1, out.write(i, block)
   empty = tf.TensorArray(q.dtype, size=0, dynamic_size=True, infer_shape=False,
                          element_shape=tf.TensorShape([None]).concatenate(q.shape[1:]))
@@ -173,23 +199,3 @@ def blocked_attention(q, k, v, bias, scale, block_scores=None, lengths=None,
   # An empty batch writes no block, and an empty TensorArray cannot be concatenated.
   out = tf.cond(batch > 0, out.concat, lambda: tf.zeros_like(q))
   return out if order is None else tf.gather(out, tf.math.invert_permutation(order))
-
-
-def _split_last(t, *dims):
-  """t [..., prod(dims)] -> [..., *dims]. Written with -1 for an unknown leading size where
-  there is one, so the graph holds no shape arithmetic (the packed layout's [T, H])."""
-  return ops.reshape(t, _leading(t, 1) + dims)
-
-
-def _join_last(t, size):
-  """t [..., a, b] -> [..., size] (size = a * b)."""
-  return ops.reshape(t, _leading(t, 2) + (size,))
-
-
-def _leading(t, trailing):
-  """The shape of t without its last `trailing` axes, for a reshape: static sizes, with -1
-  in place of at most one unknown one (several unknown: read at run time)."""
-  shape = tuple(t.shape[:-trailing])
-  if sum(d is None for d in shape) <= 1:
-    return tuple(-1 if d is None else d for d in shape)
-  return tuple(ops.shape(t)[:-trailing])

@@ -2,7 +2,7 @@
 TransformerBlock.
 
 Shape letters: B batch, S sequence length, H hidden size, I intermediate size,
-T real tokens of a packed batch.
+R rows of the dense layers (layers.TokenRows: B * S, or the real tokens of a packed batch).
 """
 
 import keras
@@ -40,37 +40,36 @@ class TransformerBlock(keras.layers.Layer):
     self.dropout = layers.float32_dropout(dropout_rate)
 
   def build(self, input_shape):
-    self.attention.build(input_shape)
-    self.attention_layer_norm.build(input_shape)
-    self.intermediate.build(input_shape)
-    self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
-    self.output_layer_norm.build(input_shape)
+    rows = (None, self.hidden_size)
+    self.attention.build(rows)
+    self.attention_layer_norm.build(rows)
+    self.intermediate.build(rows)
+    self.output_dense.build((None, self.intermediate_size))
+    self.output_layer_norm.build(rows)
 
-  def call(self, x, attention_bias, training=False, query_positions=None, packed=None,
+  def call(self, x, attention_bias, rows, training=False, query_positions=None,
            blocked=False):
-    """float32 [B, S, H] and bias [B, 1, 1 or S, S] -> float32 [B, S, H].
+    """float32 rows [R, H] (layers.TokenRows `rows`) and bias [B, 1, 1 or S, S] in the
+    compute dtype -> float32 rows [R, H].
 
     query_positions: int [B, Q]: compute only the outputs at these positions
     ([B, Q, H]), with the bias rows of those queries ([B, 1, 1 or Q, S]);
     every position still serves as key and value, so those rows are what the
     full layer gives them.
-    packed: a PackedTokens when x holds only the real tokens' rows [T, H]; the
-    output is then [T, H] (or [B, Q, H] with query_positions).
     blocked: at inference, attention in cache-sized blocks (blocked_attention).
     """
     if query_positions is None:
       queries = None
     else:
-      padded = x if packed is None else packed.pad(x)
-      queries = ops.take_along_axis(padded, query_positions[:, :, None], axis=1)  # [B, Q, H]
-    attended = self.attention(x, attention_bias, training=training, queries=queries,
-                              packed=packed, blocked=blocked)
+      queries = rows.gather(x, query_positions)  # [B, Q, H]
+    attended = self.attention(x, attention_bias, rows=rows, training=training, queries=queries,
+                              blocked=blocked)
     queries = x if queries is None else queries
     attended = self.dropout(ops.cast(attended, "float32"), training=training)
-    x = self.attention_layer_norm(attended + queries)
-    y = self.activation(self.intermediate(x))  # [B, S, I]
-    y = self.dropout(ops.cast(self.output_dense(y), "float32"), training=training)  # [B, S, H]
-    return self.output_layer_norm(y + x)
+    x = self.attention_layer_norm(attended + queries, training=training)
+    y = self.activation(self.intermediate(x), training=training)  # [R, I]
+    y = self.dropout(ops.cast(self.output_dense(y), "float32"), training=training)  # [R, H]
+    return self.output_layer_norm(y + x, training=training)
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,
@@ -130,11 +129,11 @@ class BertEncoder(ConfiguredModel):
   unchanged up to float rounding, while sequence_output and the last
   encoder_outputs entry are [B, 1, H] (that row).
 
-  With pack_tokens set, the layers run on the real tokens alone
-  (layers.PackedTokens): the outputs are the same up to float rounding, with
-  zeros at padded positions, and dropout draws different masks. Shapes then
-  depend on the input_mask's values, which XLA and TPUs cannot compile
-  without padding them back, so the Trainer sets it only outside XLA.
+  The layers run on rows [R, H] (layers.TokenRows). With pack_tokens set, the
+  rows are the real tokens alone: the outputs are the same up to float rounding,
+  with zeros at padded positions, and dropout draws different masks. Shapes then
+  depend on the input_mask's values, which XLA and TPUs cannot compile, so the
+  Trainer sets it only outside XLA.
   With blocked_attention set, inference attends in cache-sized blocks
   (attention.blocked_attention; the exports set it for padded batches and for
   inputs of 128 tokens or more): the same outputs up to float rounding, not for XLA.
@@ -193,32 +192,27 @@ class BertEncoder(ConfiguredModel):
     if segment_ids is None:
       segment_ids = ops.zeros_like(input_ids)
     causal = self.config.causal_attention
-    bias = attention.attention_bias_from_mask(input_mask, causal)  # [B, 1, 1 or S, S]
-    rows = self.representation_positions(input_mask)[:, None]  # [B, 1]
-    if self.pack_tokens:
-      packed = layers.PackedTokens(input_mask)
-      x = self.embeddings(packed.pack(input_ids), packed.pack(segment_ids), training=training,
-                          position_ids=packed.positions[:, 1])  # [T, H]
-    else:
-      packed = None
-      x = self.embeddings(input_ids, segment_ids, training=training)  # [B, S, H]
-    outputs = [x]
+    bias = ops.cast(attention.attention_bias_from_mask(input_mask, causal),
+                    self.compute_dtype)  # [B, 1, 1 or S, S]
+    first = self.representation_positions(input_mask)[:, None]  # [B, 1]
+    rows = layers.TokenRows(input_mask, self.pack_tokens)
+    x = self.embeddings(rows.pack(input_ids), rows.pack(segment_ids), rows.position_ids(),
+                        training=training)  # [R, H]
+    outputs = [rows.pad(x)]
     for i, block in enumerate(self.blocks):
       if pooled_only and i == len(self.blocks) - 1:  # the representation row only
-        row_bias = ops.take_along_axis(bias, rows[:, None, :, None], axis=2) if causal else bias
-        x = block(x, row_bias, training=training, query_positions=rows, packed=packed,
+        row_bias = ops.take_along_axis(bias, first[:, None, :, None], axis=2) if causal else bias
+        x = block(x, row_bias, rows=rows, training=training, query_positions=first,
                   blocked=self.blocked_attention)
         outputs.append(x)  # [B, 1, H]
       else:
-        x = block(x, bias, training=training, packed=packed, blocked=self.blocked_attention)
-        outputs.append(x if packed is None else packed.pad(x))
-    if packed is not None:
-      outputs[0] = packed.pad(outputs[0])
+        x = block(x, bias, rows=rows, training=training, blocked=self.blocked_attention)
+        outputs.append(rows.pad(x))
     x = outputs[-1]
     if pooled_only or not causal:
-      first = x[:, 0]
+      row = x[:, 0]
     else:
-      first = ops.take_along_axis(x, rows[:, :, None], axis=1)[:, 0]  # [B, H]
-    pooled = ops.cast(self.pooler(first), "float32")  # [B, H]
+      row = ops.take_along_axis(x, first[:, :, None], axis=1)[:, 0]  # [B, H]
+    pooled = ops.cast(self.pooler(row), "float32")  # [B, H]
     return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": outputs[1:], "embedding_output": outputs[0]}

@@ -83,10 +83,11 @@ class MaskedLMHead(keras.layers.Layer):
         name="output_bias", shape=(self.vocab_size,), initializer="zeros",
         autocast=False)
 
-  def call(self, sequence_output, masked_lm_positions, embedding_table):
+  def call(self, sequence_output, masked_lm_positions, embedding_table, training=False):
     """[B, S, H] output, int [B, P] positions, [V, H] table -> float32 [B, P, V]."""
     x = ops.take_along_axis(sequence_output, masked_lm_positions[:, :, None], axis=1)  # [B, P, H]
-    x = self.layer_norm(self.activation(self.transform(x)))
+    x = self.layer_norm(self.activation(self.transform(x), training=training),
+                        training=training)
     batch, predictions = ops.shape(x)[0], ops.shape(x)[1]
     table = ops.cast(embedding_table, self.compute_dtype)
     # One [B*P, H] x [H, V] product: its gradient for the table is one matmul too.

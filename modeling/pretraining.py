@@ -42,7 +42,7 @@ class BertPretrainer(heads.TaskModel):
     outputs = self.encoder(features, training=training)
     logits = {"masked_lm_logits": self.masked_lm(
         outputs["sequence_output"], features["masked_lm_positions"],
-        self.encoder.embedding_table)}
+        self.encoder.embedding_table, training=training)}
     if self.next_sentence is not None:
       logits["next_sentence_logits"] = self.next_sentence(outputs["pooled_output"])
     return logits

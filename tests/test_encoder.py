@@ -339,21 +339,24 @@ def test_blocked_attention_equals_attention_in_float64(block_scores, causal, len
   # Past a row's length its queries are padding, which packed callers drop: not compared.
   real = (np.arange(queries)[None, :, None, None] < length[:, None, None, None]) | (
       lengths != "keys and queries")
-  args = [tf.constant(t, tf.float32) for t in (q, k, v, bias)]
+  heads_first = lambda t: t.transpose(0, 2, 1, 3)  # [B, N, Q or S, D], as attention calls it
+  args = [tf.constant(t, tf.float32) for t in (heads_first(q * 0.35), heads_first(k),
+                                               heads_first(v), bias)]
   options = {} if lengths is None else {"lengths": tf.constant(length),
                                         "trim_queries": lengths == "keys and queries"}
-  blocked = lambda *a: attention.blocked_attention(*a, 0.35, block_scores, **options)
-  unknown = [tf.TensorSpec([None, None, 4, 8], tf.float32)] * 3 + [
+  blocked = lambda *a: attention.blocked_attention(*a, block_scores, **options)
+  unknown = [tf.TensorSpec([None, 4, None, 8], tf.float32)] * 3 + [
       tf.TensorSpec([None, 1, None, None], tf.float32)]  # heads and head size are the model's
   for got in (tf.function(blocked, input_signature=unknown)(*args), tf.function(blocked)(*args)):
     # float32 roundings of one output: q, k and v's own (3), scores (D terms), softmax and
     # context (S each).
+    got = heads_first(np.asarray(got))
     assert_close(np.where(real, got, 0), np.where(real, want, 0), "float32", 3 + 8 + 9 + 9)
   # A batch of no rows (unknown sizes, as the exports trace it) gives no rows.
   if lengths is not None:
     options["lengths"] = options["lengths"][:0]
   got = tf.function(blocked, input_signature=unknown)(*(a[:0] for a in args))
-  assert got.shape == (0, queries, 4, 8)
+  assert got.shape == (0, 4, queries, 8)
 
 
 def test_packed_tokens_give_the_same_gradients():
@@ -398,18 +401,20 @@ def test_trainer_packs_tokens_only_where_shapes_may_vary():
 
 
 def test_bfloat16_dropout_keeps_the_rate():
-  """Under mixed_bfloat16 every dropout computes in float32, so a rate of 0.1 drops 10%
-  (a 16-bit dropout draws 16-bit uniforms and drops 10.16%)."""
+  """Under mixed_bfloat16 the residual stream's dropouts compute in float32, so kept
+  values are scaled by 1 / (1 - rate) unrounded (16 bits would scale 1 / 0.9 to
+  1.109375, 0.16% short); attention's dropout only zeroes values (the scale is folded
+  into the values' weights)."""
   mixed = _small_encoder(dtype="mixed_bfloat16")
-  dropouts = [mixed.embeddings.dropout] + [d for b in mixed.blocks
-                                           for d in (b.dropout, b.attention.dropout)]
+  dropouts = [mixed.embeddings.dropout] + [b.dropout for b in mixed.blocks]
   assert all(d.compute_dtype == "float32" for d in dropouts)
   kept = mixed.blocks[0].dropout(tf.ones([4000, 1000]), training=True)
   # Sampling: 4e6 unseeded draws, standard deviation sqrt(0.1 * 0.9 / 4e6) = 1.5e-4, so
-  # 8e-4 is 5.3 of them; a 16-bit dropout is 1.6e-3 (10 of them) off.
+  # 8e-4 is 5.3 of them.
   assert abs(float(tf.reduce_mean(tf.cast(kept == 0, tf.float32))) - 0.1) < 8e-4
-  # float32: 1 / (1 - 0.1) in two roundings; in 16 bits it would be 2e-3 off.
-  assert_close(float(tf.reduce_max(kept)), 1 / 0.9, "float32", 2)
+  # float32: 65536 / (65536 - 6554), the scale of the rate applied (6554 / 65536), in one
+  # rounding; 1 / 0.9 differs from it by 6.7e-6 relative, 1.109375 by 1.6e-3.
+  assert_close(float(tf.reduce_max(kept)), 65536 / (65536 - 6554), "float32", 1)
 
 
 def test_packed_layers_add_no_shape_arithmetic_to_the_graph():
