@@ -30,7 +30,7 @@ class BertClassifier(heads.TaskModel):
     self.bilstm = heads.bilstm(self.config) if bilstm_head else None
     self.uses_pooler = not bilstm_head
     self.classifier = heads.OutputLogits(num_labels, self.config.initializer_range,
-                                         name="classifier")
+                                         name="classifier", dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     self.encoder.build()

@@ -29,12 +29,12 @@ class OutputLogits(keras.layers.Layer):
   """logits = x . output_weights^T + output_bias, weights stored [num_outputs, H].
 
   This is the layout of the original's `output_weights` variables (classifier,
-  next sentence, SQuAD), so checkpoints map without transposes. The layer is
-  small and always computes in float32.
+  next sentence, SQuAD), so checkpoints map without transposes. The product runs
+  in the layer's compute dtype (the task model's policy) like every other; the
+  logits are returned in float32, for the losses.
   """
 
   def __init__(self, num_outputs, initializer_range=0.02, **kwargs):
-    kwargs["dtype"] = "float32"
     super().__init__(**kwargs)
     self.num_outputs = num_outputs
     self.initializer_range = initializer_range

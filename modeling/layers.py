@@ -344,7 +344,8 @@ class TokenRows:
     # A padded position reads the zero row appended at index T (rows may be empty).
     index = tf.where(tf.gather(self._real, flat), tf.gather(self._index, flat),
                      tf.shape(rows)[0])
-    return tf.gather(tf.concat([rows, tf.zeros_like(rows[:1])], 0), index)
+    zero = tf.zeros(tf.concat([[1], tf.shape(rows)[1:]], 0), rows.dtype)
+    return tf.gather(tf.concat([rows, zero], 0), index)
 
 
 def last_real_positions(input_mask):

@@ -27,7 +27,8 @@ class BertMultipleChoice(TaskModel):
     kwargs.setdefault("name", "bert_multiple_choice")
     super().__init__(config, **kwargs)
     self.dropout = layers.float32_dropout(0.1)
-    self.choice = heads.OutputLogits(1, self.config.initializer_range, name="multiple_choice")
+    self.choice = heads.OutputLogits(1, self.config.initializer_range, name="multiple_choice",
+                                     dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     self.encoder.build()

@@ -27,7 +27,8 @@ class BertPretrainer(heads.TaskModel):
     self.masked_lm = heads.MaskedLMHead(
         c.vocab_size, c.hidden_size, c.hidden_act, c.initializer_range,
         name="predictions", dtype=self.dtype_policy)
-    self.next_sentence = (heads.OutputLogits(2, c.initializer_range, name="seq_relationship")
+    self.next_sentence = (heads.OutputLogits(2, c.initializer_range, name="seq_relationship",
+                                             dtype=self.dtype_policy)
                           if next_sentence else None)
     self.uses_pooler = next_sentence  # only the next-sentence head reads it
 

@@ -26,7 +26,8 @@ class BertSpanLabeler(heads.TaskModel):
     kwargs.setdefault("name", "bert_span_labeler")
     super().__init__(config, **kwargs)
     self.bilstm = heads.bilstm(self.config) if bilstm_head else None
-    self.span = heads.OutputLogits(2, self.config.initializer_range, name="squad")
+    self.span = heads.OutputLogits(2, self.config.initializer_range, name="squad",
+                                   dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     self.encoder.build()

@@ -55,7 +55,8 @@ class BertTagger(TaskModel):
     super().__init__(config, **kwargs)
     self.num_labels = num_labels
     self.dropout = layers.float32_dropout(0.1)
-    self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner")
+    self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner",
+                                     dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     self.encoder.build()
@@ -110,7 +111,8 @@ class BertFeatureTagger(TaskModel):
     self.encoder.trainable = False
     self.lstms = [layers.bidirectional_lstm(lstm_units, f"lstm_{i}") for i in range(2)]
     self.dropout = layers.float32_dropout(0.1)
-    self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner")
+    self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner",
+                                     dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     self.encoder.build()

@@ -389,6 +389,19 @@ def test_packed_tokens_give_the_same_gradients():
   assert np.abs(padded[0]).max() > 0
 
 
+def test_packed_batch_of_padding_rows_alone():
+  """A batch whose every row is padding (the filler of a last prediction batch, on a
+  replica that gets no real example) has no rows to pack: the classifier's path
+  (pooled_only) gives finite outputs of the batch's shape."""
+  encoder = _encoder_without_dropout(7)
+  encoder.pack_tokens = True
+  f = {k: np.zeros((3, 12), np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+  spec = {k: tf.TensorSpec([None, None], tf.int32) for k in f}
+  pooled = tf.function(lambda b: encoder(b, pooled_only=True)["pooled_output"],
+                       input_signature=[spec])(f)
+  assert pooled.shape == (3, 32) and np.all(np.isfinite(pooled))
+
+
 def test_trainer_packs_tokens_only_where_shapes_may_vary():
   from modeling import training
   config = training.TrainConfig(output_dir="", num_train_steps=1, global_batch_size=8)
