@@ -287,8 +287,10 @@ class TokenRows:
   rows never reach a real one (attention masks them as keys), so real positions get
   what computing the padding gives them, up to float rounding; on short sentences in
   long batches that skips most of the work. Shapes then depend on the mask's values,
-  which XLA and TPUs cannot compile. `lengths` gives each row's last real position
-  + 1, where attention in blocks stops (None unpacked: the whole row).
+  which XLA and TPUs cannot compile. A packed batch without padding takes the
+  reshapes (one branch per call, at run time): gathering and scattering every row
+  would only copy them. `lengths` gives each row's last real position + 1, where
+  attention in blocks stops (None unpacked: the whole row).
   """
 
   def __init__(self, input_mask, packed):
@@ -297,6 +299,7 @@ class TokenRows:
     if packed:
       real = tf.not_equal(input_mask, 0)
       self.positions = tf.where(real)  # int64 [T, 2]: (row, position)
+      self._full = tf.reduce_all(real)  # no padding: rows are all positions
       self.lengths = tf.reduce_max(  # int32 [B]: past a row's last real position, only padding
           tf.where(real, tf.range(1, tf.shape(input_mask)[1] + 1)[None, :], 0), axis=1)
       # Each position's row in the packed layout, in the [B * S] layout.
@@ -309,7 +312,13 @@ class TokenRows:
   def pack(self, padded):
     """[B, S, ...] -> the rows [R, ...]."""
     if self.packed:
-      return tf.gather_nd(padded, self.positions)
+      rows = tf.cond(self._full, lambda: self._reshaped(padded),
+                     lambda: tf.gather_nd(padded, self.positions))
+      rows.set_shape(tf.TensorShape([None]).concatenate(padded.shape[2:]))
+      return rows
+    return self._reshaped(padded)
+
+  def _reshaped(self, padded):
     trailing = padded.shape[2:]
     if trailing.is_fully_defined():  # no shape arithmetic in the graph
       return tf.reshape(padded, [-1] + trailing.as_list())
@@ -326,7 +335,10 @@ class TokenRows:
             [self.shape, tf.constant(trailing, tf.int64)], 0)
       shape = self._padded_shapes[trailing]
     if self.packed:
-      return tf.scatter_nd(self.positions, rows, shape)
+      padded = tf.cond(self._full, lambda: tf.reshape(rows, shape),
+                       lambda: tf.scatter_nd(self.positions, rows, shape))
+      padded.set_shape(tf.TensorShape([None, None]).concatenate(rows.shape[1:]))
+      return padded
     return tf.reshape(rows, shape)
 
   def position_ids(self):

