@@ -34,6 +34,10 @@ flags.DEFINE_string("init_checkpoint", None,
 flags.DEFINE_string("vocab_file", None, "vocab.txt. Default: the one beside --init_checkpoint.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
 flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.", lower_bound=1)
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
+                  "Compute dtype of the matrix products (bfloat16: on CPUs with bfloat16 "
+                  "instructions, GPUs and TPUs; the values then differ from float32's in "
+                  "about the third significant digit).")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; TPUs are not used by this script.")
 flags.DEFINE_string("master", None, "Accepted for compatibility; unused.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.", lower_bound=1)
@@ -95,7 +99,7 @@ def main(_):
   if not pairs:
     raise ValueError(f"--input_file={FLAGS.input_file} holds no lines.")
 
-  encoder = BertEncoder(config)
+  encoder = BertEncoder(config, dtype="mixed_bfloat16" if FLAGS.dtype == "bfloat16" else None)
   encoder.pack_tokens = True  # layers run on real tokens only (no XLA here)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint, growth=vocab_growth.growth_for(
       FLAGS.init_checkpoint, vocab_file, config))  # new word rows: from their pieces

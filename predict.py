@@ -48,6 +48,7 @@ def main(_):
   logging.info("%d rows%s; inputs %s", len(ids),
                f" ({blank} blank lines skipped)" if blank else "", ", ".join(inputs))
   model = served_model.ServedModel(FLAGS.export_dir)
+  logging.info("The export computes in %s.", model.precision)
   report = progress.Progress("predicting", total=len(ids))
   outputs = []
   for first in range(0, len(ids), FLAGS.batch_size):

@@ -83,8 +83,10 @@ def define_runtime_flags():
                     "tf.distribute strategy: default (one device), one_device, mirrored (the "
                     "GPUs of this machine), multi_worker (machines listed in TF_CONFIG), tpu.")
   flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
-                    "Compute dtype; bfloat16/float16 keep float32 weights, softmax, LayerNorm "
-                    "and losses; float16 adds dynamic loss scaling.")
+                    "Compute dtype of every matrix product, forward and backward; "
+                    "bfloat16/float16 keep float32 weights, optimizer state, LayerNorm and "
+                    "losses; float16 adds dynamic loss scaling. An --export_dir model "
+                    "computes in it and stores its products' weights in it.")
   flags.DEFINE_bool("jit_compile", False,
                     "Compile the training, evaluation and prediction steps with XLA (on one "
                     "device the whole training step; with several replicas each one's "

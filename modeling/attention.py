@@ -66,6 +66,7 @@ class SelfAttention(keras.layers.Layer):
     self.value = make("value")
     self.output_dense = make("dense")
     self.dropout = layers.Dropout(attention_dropout_rate)
+    self.joined_kernel = self.joined_bias = None  # store_joined_weights (serving)
 
   def build(self, input_shape):
     for layer in (self.query, self.key, self.value, self.output_dense):
@@ -80,21 +81,20 @@ class SelfAttention(keras.layers.Layer):
       keys and values always come from all of x. The output is then [B, Q, H].
     blocked: at inference, attend in cache-sized blocks (blocked_attention).
     """
-    n, d = self.num_attention_heads, self.head_size
-    scale = 1.0 / math.sqrt(d)
-    dropout = training and self.attention_dropout_rate > 0
+    n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
     own_queries = queries is None
-    projections = [(self.query, scale)] if own_queries else []
-    projections += [(self.key, 1.0),
-                    (self.value, layers.keep_scale(self.attention_dropout_rate) if dropout else 1.0)]
-    count = len(projections)
-    projected = tf.reshape(self._project(x, projections), [-1, count, n, d])  # [R, P, N, D]
+    kernel, bias = self._joined_weights(training)  # [H, 3H], [3H]: query, key, value
+    if not own_queries:  # keys and values only
+      kernel, bias = kernel[:, h:], bias[h:]
+    count = kernel.shape[1] // h
+    projected = tf.reshape(self._product(x, kernel, bias), [-1, count, n, d])  # [R, P, N, D]
     heads = tf.unstack(tf.transpose(rows.pad(projected), [2, 0, 3, 1, 4]))  # P x [B, N, S, D]
     if own_queries:
       q, k, v = heads
     else:
       k, v = heads
-      q = self._project(tf.reshape(queries, [-1, self.hidden_size]), [(self.query, scale)])
+      kernel, bias = self._joined_weights(training)
+      q = self._product(tf.reshape(queries, [-1, h]), kernel[:, :h], bias[:h])
       q = tf.transpose(tf.reshape(q, tf.concat([tf.shape(queries)[:2], [n, d]], 0)),
                        [0, 2, 1, 3])  # [B, N, Q, D]
     if blocked and not training:
@@ -111,15 +111,42 @@ class SelfAttention(keras.layers.Layer):
     out = self.output_dense(tf.reshape(context, [-1, self.hidden_size]))  # [B * Q, H]
     return tf.reshape(out, tf.shape(queries))
 
-  def _project(self, x, projections):
-    """x [R, H] times the kernels of `projections` ((Dense, factor) pairs: the kernel and
-    bias times the factor), side by side, as one product: [R, P * H] in the compute dtype."""
-    dtype = self.compute_dtype
+  def _joined_weights(self, training):
+    """The query, key and value kernels side by side [H, 3H] and biases [3H], the query's
+    times 1 / sqrt(D) and, in training with dropout, the value's times dropout's
+    1 / (1 - rate), in the compute dtype: joined from the stored weights at each call
+    (each weight cast once), or, at inference, the copy store_joined_weights kept."""
+    if not training and self.joined_kernel is not None:
+      return self.joined_kernel, self.joined_bias
+    values = (layers.keep_scale(self.attention_dropout_rate)
+              if training and self.attention_dropout_rate > 0 else 1.0)
+    kernel, bias = self._joined(values)
+    return tf.cast(kernel, self.compute_dtype), tf.cast(bias, self.compute_dtype)
+
+  def _joined(self, values=1.0):
+    """The joined kernel and bias in the variables' dtype (the values' times `values`)."""
+    factors = ((self.query, 1.0 / math.sqrt(self.head_size)), (self.key, 1.0),
+               (self.value, values))
     scaled = lambda w, f: w if f == 1.0 else w * f
-    kernel = tf.concat([scaled(dense.kernel, f) for dense, f in projections], axis=1)
-    bias = tf.concat([scaled(dense.bias, f) for dense, f in projections], axis=0)
-    return tf.nn.bias_add(tf.matmul(tf.cast(x, dtype), tf.cast(kernel, dtype)),
-                          tf.cast(bias, dtype))
+    kernel = tf.concat([scaled(dense.kernel, f) for dense, f in factors], axis=1)
+    bias = tf.concat([scaled(dense.bias, f) for dense, f in factors], axis=0)
+    return kernel, bias
+
+  def store_joined_weights(self, source=None):
+    """For serving: keeps the inference weights of _joined_weights, joined from `source`'s
+    weights (a SelfAttention of this shape whose variables are float32, as training keeps
+    them; default this layer) and rounded once to the compute dtype, as variables, so
+    that inference neither joins nor casts them per call. Training ignores them."""
+    kernel, bias = (source or self)._joined()
+    # TensorFlow variables: a built Keras layer takes no new Keras state.
+    self.joined_kernel = tf.Variable(tf.cast(kernel, self.compute_dtype), trainable=False,
+                                     name="joined_kernel")
+    self.joined_bias = tf.Variable(tf.cast(bias, self.compute_dtype), trainable=False,
+                                   name="joined_bias")
+
+  def _product(self, x, kernel, bias):
+    """x [R, H] times kernel plus bias, in the compute dtype: [R, kernel's columns]."""
+    return tf.nn.bias_add(tf.matmul(tf.cast(x, self.compute_dtype), kernel), bias)
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,

@@ -156,12 +156,37 @@ def describe(strategy):
   name = type(strategy).__name__
   text = f"{name} with {strategy.num_replicas_in_sync} replica(s)"
   logging.info("Distribution: %s", text)
-  if not isinstance(strategy, tf.distribute.TPUStrategy):
-    warning = bfloat16_warning(keras.mixed_precision.global_policy().compute_dtype,
-                               bool(tf.config.list_logical_devices("GPU")), _cpuinfo())
+  dtype = keras.mixed_precision.global_policy().compute_dtype
+  tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+  gpu = bool(tf.config.list_logical_devices("GPU"))
+  cpuinfo = None if tpu else _cpuinfo()
+  logging.info("Precision: %s", precision_line(dtype, "TPU" if tpu else "GPU" if gpu
+                                               else cpu_units(cpuinfo)))
+  if not tpu:
+    warning = bfloat16_warning(dtype, gpu, cpuinfo)
     if warning:
       logging.warning(warning)
   return text
+
+
+def cpu_units(cpuinfo):
+  """What multiplies bfloat16 matrices on this CPU: "AMX", "AVX-512 BF16", or None
+  (emulated, or not Linux)."""
+  if cpuinfo and "amx_bf16" in cpuinfo:
+    return "AMX"
+  if cpuinfo and "avx512_bf16" in cpuinfo:
+    return "AVX-512 BF16"
+  return None
+
+
+def precision_line(compute_dtype, units):
+  """The log's line on precision: what runs in 16 bits, what stays float32, and on what."""
+  if compute_dtype == "float32":
+    return "float32 throughout."
+  where = f", on the CPU's {units} units" if units in ("AMX", "AVX-512 BF16") else \
+      f", on the {units}" if units else ""
+  return (f"{compute_dtype} matrix products, forward and backward{where}; the weights, "
+          "optimizer state, residual stream, LayerNorm and losses stay float32.")
 
 
 def _cpuinfo():

@@ -43,6 +43,7 @@ class ServedModel:
 
   Attributes:
     inputs: {input name: rank} (signature_inputs).
+    precision: the compute dtype of its matrix products ("float32", "bfloat16", ...).
   """
 
   def __init__(self, export_dir):
@@ -53,6 +54,9 @@ class ServedModel:
       raise ValueError(f"--export_dir={export_dir}: cannot load the SavedModel ({e}).") \
           from None
     self._serve = self._loaded.signatures["serving_default"]
+    # Exports record their precision (export.Precision); earlier ones computed in float32.
+    recorded = getattr(getattr(self._loaded, "precision", None), "dtype", None)
+    self.precision = recorded.numpy().decode() if recorded is not None else "float32"
 
   def __call__(self, batch):
     """Outputs of one batch ({input name: list of values}) as a list of dicts, one per row.

@@ -55,6 +55,8 @@ class TextQuestionAnswerer(tf.Module):
                null_score_diff_threshold):
     super().__init__(name="text_question_answerer")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
+    model = export.serving_model(model)
+    self.precision = export.Precision(model)
     self.weights = export.served_variables(model)
     self._model = model
     self.max_seq_length, self.doc_stride = max_seq_length, doc_stride

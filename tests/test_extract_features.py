@@ -64,6 +64,29 @@ def test_output_layout_and_values(model_dir, tmp_path):
       assert all(round(v, 6) == v for v in layer["values"])
 
 
+@pytest.mark.bfloat16
+def test_bfloat16_values_are_float32_within_its_rounding(model_dir, tmp_path):
+  """--dtype=bfloat16: the layers' values against the float32 encoder's, within bfloat16's
+  rounding through the blocks (and far from equal: the products did run in 16 bits)."""
+  directory, encoder = model_dir
+  (tmp_path / "in.txt").write_text("The quick brown fox jumps. ||| the dog jumps\n")
+  run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+             f"--output_file={tmp_path / 'out.jsonl'}",
+             f"--init_checkpoint={directory / 'bert_model.ckpt'}", "--layers=-1",
+             "--max_seq_length=16", "--dtype=bfloat16")
+  record = json.loads((tmp_path / "out.jsonl").read_text())
+  got = np.array([f["layers"][0]["values"] for f in record["features"]])
+  tokenizer = FullTokenizer(str(directory / "vocab.txt"))
+  packed = features.pack_pair(tokenizer, "The quick brown fox jumps.", "the dog jumps", 16)
+  want = np.asarray(encoder(features.pad_batch([packed], 16))["encoder_outputs"][-1])[0]
+  want = want[:len(packed.tokens)]
+  # bfloat16 against float32 through the 3 blocks.
+  ops = 3 * block_ops(encoder.config, 16, "bfloat16")
+  np.testing.assert_allclose(got, want, rtol=0,
+                             atol=rounding_tolerance("bfloat16", ops, np.abs(want).max()))
+  assert np.abs(got - want).max() > 1e-4
+
+
 @pytest.mark.slow
 def test_bad_input_is_one_line_and_leaves_no_output(model_dir, tmp_path):
   directory, _ = model_dir

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from data import features, pipeline
 from helpers import block_ops, rounding_tolerance
-from modeling import checkpoints, optimization, pretraining, training
+from modeling import checkpoints, distribution, optimization, pretraining, training
 from scripts import run_script
 from test_classifier import _common, _sst2, classifier_files
 from test_training import L, P, training_files
@@ -148,3 +148,14 @@ def test_bfloat16_warning_only_where_it_is_emulated():
   assert distribution.bfloat16_warning("float32", False, amd_avx2) is None
   assert distribution.bfloat16_warning("float16", False, amd_avx2) is None
   assert distribution.bfloat16_warning("bfloat16", False, None) is None  # unknown CPU
+
+
+def test_precision_line_names_what_stays_float32_and_the_units():
+  assert distribution.precision_line("float32", "AMX") == "float32 throughout."
+  line = distribution.precision_line("bfloat16", distribution.cpu_units("flags : amx_bf16"))
+  assert "bfloat16 matrix products, forward and backward, on the CPU's AMX units" in line
+  assert "LayerNorm and losses stay float32" in line
+  assert distribution.cpu_units("flags : avx512_bf16 avx2") == "AVX-512 BF16"
+  assert distribution.cpu_units("flags : avx2") is None and distribution.cpu_units(None) is None
+  assert ", on the TPU;" in distribution.precision_line("bfloat16", "TPU")
+  assert "forward and backward;" in distribution.precision_line("bfloat16", None)

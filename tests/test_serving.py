@@ -14,7 +14,7 @@ from conftest import write_vocab
 from data import squad, squad_predictions, tokenization
 from helpers import assert_close, block_ops, randomize, read_eval_results
 from scripts import last_error_line, run_script
-from modeling import squad_export
+from modeling import checkpoints, squad_export
 from modeling.config import BertConfig
 from modeling.span_labeling import BertSpanLabeler
 
@@ -232,6 +232,57 @@ def test_classifier_export_averages_the_windows_logits(classifier_files):
   got = module.serve(text_a=tf.constant(texts))["probabilities"].numpy()
   # float32, the graph against eager: one block and the classifier (a sum of 16), averaged.
   assert_close(got, want, "float32", 4 * (block_ops(config, 16) + 16), np.abs(logits).max())
+
+
+@pytest.mark.bfloat16
+def test_bfloat16_export_stores_its_weights_and_records_its_precision(classifier_files):
+  """A model trained under --dtype=bfloat16 exports its products' weights in bfloat16
+  (each rounded once from the float32 weights; no cast of a weight per request) and
+  records its precision; its probabilities are float32's within bfloat16's rounding."""
+  from modeling import export
+  from modeling.classification import BertClassifier
+  _, vocab, config = classifier_files
+  full = BertClassifier(config, 2)
+  weights = randomize(full, seed=5, scale=0.5)
+  mixed = BertClassifier(config, 2, dtype="mixed_bfloat16")
+  mixed.build()
+  for name, variable in checkpoints.variable_map(mixed).items():
+    variable.assign(weights[name])
+  texts = tf.constant(["good", "the cat sat on the mat", ""])
+  half = export.TextClassifier(mixed, vocab, True, 16, ["0", "1"], False)
+  want = export.TextClassifier(full, vocab, True, 16, ["0", "1"], False).serve(
+      text_a=texts)["probabilities"].numpy()
+  assert half.precision.dtype.numpy() == b"bfloat16"
+  served = half._model
+  kernel = served.encoder.blocks[0].attention.joined_kernel
+  assert kernel.dtype == tf.bfloat16 and served.encoder.blocks[0].intermediate.kernel.dtype == \
+      "bfloat16"
+  # Rounded once: the query's part is the float32 kernel times 1 / sqrt(D), in bfloat16.
+  query = weights["bert/encoder/layer_0/attention/self/query/kernel"]
+  head_size = config.hidden_size // config.num_attention_heads
+  np.testing.assert_array_equal(
+      kernel.numpy()[:, :config.hidden_size].astype(np.float32),
+      tf.cast(tf.cast(query / np.sqrt(head_size), tf.float32), tf.bfloat16).numpy()
+      .astype(np.float32))
+  # No weight is cast per request: no cast in the serving graph reads a variable (the
+  # mixed-precision model's own graph casts every kernel and bias at every call).
+  def weight_casts(module):
+    definition = module.serve.get_concrete_function().graph.as_graph_def()
+    count = 0
+    for nodes in [definition.node] + [f.node_def for f in definition.library.function]:
+      reads = {n.name for n in nodes if n.op == "ReadVariableOp"}
+      count += sum(n.op == "Cast" and n.input[0].split(":")[0] in reads for n in nodes)
+    return count
+  assert weight_casts(half) == 0
+  unconverted = export.TextClassifier(mixed, vocab, True, 16, ["0", "1"], False)
+  unconverted._model = mixed
+  unconverted.serve = tf.function(unconverted._classify,
+                                  input_signature=[tf.TensorSpec([None], tf.string)])
+  assert weight_casts(unconverted) > 0
+  got = half.serve(text_a=texts)["probabilities"].numpy()
+  # bfloat16 against float32 through one block and the pooler and classifier (two dense
+  # layers, 4 bfloat16 roundings each), on probabilities (at most 1).
+  assert_close(got, want, "bfloat16", block_ops(config, 16, "bfloat16") + 2 * 4, 1.0)
 
 
 @pytest.fixture(scope="module")

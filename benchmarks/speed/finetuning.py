@@ -13,7 +13,8 @@ scripts' default ("trimmed": batches cut to their longest sequence,
 tf-models-official's BertClassifier at the fixed length in the same run is
 the reference (float32). With --hf_python (a Python that has torch and
 transformers) it also runs benchmarks/speed/hf_peer.py, Hugging Face's PyTorch loop
-with per-batch padding, on the same files and settings. Prediction figures
+with per-batch padding, on the same files and settings, for each of --dtypes (bfloat16
+under torch.autocast). Prediction figures
 are the second whole pass over the dev file (Hugging Face's are timed after
 one warm-up batch); the first pass, which traces the step once per script run,
 is printed too, and both are compared with Hugging Face's.
@@ -165,9 +166,11 @@ def run_tf_models(train_path, predict_path, spec, predict_count):
   return train, predict
 
 
-def run_hf(task_dir, task_name, seconds):
-  """hf_peer.py's figures (JSON) for the same files, or None when it fails."""
+def run_hf(task_dir, task_name, seconds, dtype="float32"):
+  """hf_peer.py's figures (JSON) for the same files (bfloat16: under autocast), or None
+  when it fails."""
   return hf_peer("--task=glue", f"--data_dir={task_dir}", f"--task_name={task_name}",
+                 f"--autocast={dtype}",
                  f"--max_seq_length={FLAGS.max_seq_length}",
                  f"--train_batch_size={FLAGS.train_batch_size}",
                  f"--eval_batch_size={FLAGS.predict_batch_size}",
@@ -287,22 +290,23 @@ def main(_):
               f"{ratio(train, fixed and fixed[0]):>13} {ratio(predict, fixed and fixed[1]):>15} "
               f"{ratio(train, mg and mg[0]):>10} {first or float('nan'):16.1f}", flush=True)
         rows.append((label, dtype, mode, train, predict, first))
-    if FLAGS.hf_python:
-      hf = run_hf(task_dir, task_name, FLAGS.seconds)
+    for hf_dtype in FLAGS.dtypes if FLAGS.hf_python else ():
+      hf = run_hf(task_dir, task_name, FLAGS.seconds, hf_dtype)
       if hf:
-        print(f"{label:<6} {'Hugging Face PyTorch fp32':<28} "
+        name = "Hugging Face PyTorch " + ("bf16 autocast" if hf_dtype == "bfloat16" else "fp32")
+        print(f"{label:<6} {name:<28} "
               f"{hf['train_sequences_per_second'] or float('nan'):11.1f} "
               f"{hf['predict_sequences_per_second']:13.1f}", flush=True)
         for l, dtype, mode, train, predict, first in rows:
-          if l == label and mode != "fixed":
+          if l == label and mode != "fixed" and dtype == hf_dtype:
             parts, hf_predict = [], hf["predict_sequences_per_second"]
             if train:
               parts.append(f"train {train / hf['train_sequences_per_second']:.2f}x")
             if predict:
               parts.append(f"predict {predict / hf_predict:.2f}x, "
                            f"1st pass {first / hf_predict:.2f}x")
-            print(f"{'':<6}   ours {mode} {dtype} / Hugging Face: {', '.join(parts)}",
-                  flush=True)
+            print(f"{'':<6}   ours {mode} {dtype} / Hugging Face {hf_dtype}: "
+                  f"{', '.join(parts)}", flush=True)
   if FLAGS.ner_file:
     run_ner(config, checkpoint, tokenizer, work)
 
