@@ -138,11 +138,14 @@ class SelfAttention(keras.layers.Layer):
     them; default this layer) and rounded once to the compute dtype, as variables, so
     that inference neither joins nor casts them per call. Training ignores them."""
     kernel, bias = (source or self)._joined()
+    kernel, bias = tf.cast(kernel, self.compute_dtype), tf.cast(bias, self.compute_dtype)
+    if self.joined_kernel is not None:  # a later call: new values
+      self.joined_kernel.assign(kernel)
+      self.joined_bias.assign(bias)
+      return
     # TensorFlow variables: a built Keras layer takes no new Keras state.
-    self.joined_kernel = tf.Variable(tf.cast(kernel, self.compute_dtype), trainable=False,
-                                     name="joined_kernel")
-    self.joined_bias = tf.Variable(tf.cast(bias, self.compute_dtype), trainable=False,
-                                   name="joined_bias")
+    self.joined_kernel = tf.Variable(kernel, trainable=False, name="joined_kernel")
+    self.joined_bias = tf.Variable(bias, trainable=False, name="joined_bias")
 
   def _product(self, x, kernel, bias):
     """x [R, H] times kernel plus bias, in the compute dtype: [R, kernel's columns]."""

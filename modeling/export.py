@@ -10,24 +10,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data import fast_tokenization, files
-from modeling import checkpoints
-
-
-def serving_model(model):
-  """The task model as an export serves it: a copy whose variables are in `model`'s
-  compute dtype (its --dtype: bfloat16 weights take half the memory and no cast per
-  request; LayerNorm, the embeddings and the BiLSTM stay float32), each attention
-  layer keeping query, key and value joined (SelfAttention.store_joined_weights), all
-  rounded once from `model`'s float32 weights."""
-  dtype = model.dtype_policy.compute_dtype
-  copy = type(model).from_config({**model.get_config(), "dtype": dtype})
-  copy.build()
-  source = checkpoints.variable_map(model)
-  for name, variable in checkpoints.variable_map(copy).items():
-    variable.assign(tf.cast(source[name], variable.dtype))
-  for served, trained in zip(copy.encoder.blocks, model.encoder.blocks):
-    served.attention.store_joined_weights(trained.attention)
-  return copy
+from modeling import checkpoints, inference
 
 
 class Precision(tf.Module):
@@ -48,7 +31,7 @@ def served_variables(model):
   they then find uninitialized.
   """
   named = dict(checkpoints.variable_map(model))
-  for i, block in enumerate(model.encoder.blocks):  # serving_model's joined weights
+  for i, block in enumerate(model.encoder.blocks):  # an inference copy's joined weights
     for kind in ("kernel", "bias"):
       variable = getattr(block.attention, f"joined_{kind}")
       if variable is not None:
@@ -101,7 +84,7 @@ class TextClassifier(tf.Module):
                doc_stride=0):
     super().__init__(name="text_classifier")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    model = serving_model(model)
+    model = inference.inference_copy(model)
     self.precision = Precision(model)
     self.weights = served_variables(model)
     self._model = model
@@ -155,7 +138,7 @@ class TextTagger(tf.Module):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels):
     super().__init__(name="text_tagger")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    model = serving_model(model)
+    model = inference.inference_copy(model)
     self.precision = Precision(model)
     self.weights = served_variables(model)
     self._model = model
@@ -220,7 +203,7 @@ class TextMultipleChoice(tf.Module):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
     super().__init__(name="text_multiple_choice")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    model = serving_model(model)
+    model = inference.inference_copy(model)
     self.precision = Precision(model)
     self.weights = served_variables(model)
     self._model = model

@@ -81,7 +81,7 @@ class MaskedLMHead(keras.layers.Layer):
     # Added to float32 logits, so it is never cast down.
     self.output_bias = self.add_weight(
         name="output_bias", shape=(self.vocab_size,), initializer="zeros",
-        autocast=False)
+        dtype="float32", autocast=False)
 
   def call(self, sequence_output, masked_lm_positions, embedding_table, training=False):
     """[B, S, H] output, int [B, P] positions, [V, H] table -> float32 [B, P, V]."""

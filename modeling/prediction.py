@@ -2,7 +2,9 @@
 
 Evaluation sums the task's loss and metric numerators and denominators over
 every replica and batch and reports the task's eval results; prediction
-gathers the model's outputs in dataset order. Under jit_compile each
+gathers the model's outputs in dataset order. Both run an inference copy of the
+model (modeling/inference.py: its weights in the compute dtype, attention's
+joined), loaded from the model's weights at the start of every pass. Under jit_compile each
 replica's forward is XLA-compiled; each step is traced once per input layout.
 With one replica, batches sorted by length are joined into fewer, larger calls
 (see JOIN_LENGTH): short sequences in batches of 8 leave a CPU mostly waiting
@@ -13,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from data import pipeline
+from modeling import inference
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -39,13 +42,24 @@ class Predictor:
     self._jit = jit_compile
     self.static_shapes = static_shapes
     self.traced = {}  # evaluation and prediction steps, by input signature
+    self._copy = None  # the inference copy, made by the first pass
+
+  def _inference_model(self):
+    """The inference copy with the model's current weights (made on the first call)."""
+    if self._copy is None:
+      with self.strategy.scope():
+        self._copy = inference.inference_copy(self.model)
+    else:
+      inference.load_weights(self._copy, self.model)
+    return self._copy
 
   def evaluate(self, dataset_fn, max_steps=None):
     """The task's eval results over the dataset (at most max_steps batches)."""
     dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+    model = self._inference_model()
 
     local = self._compiled(lambda batch: (
-        *self.task.numerators(self.model, batch, training=False), self.task.denominators(batch)))
+        *self.task.numerators(model, batch, training=False), self.task.denominators(batch)))
 
     @tf.autograph.experimental.do_not_convert
     def replica(batch):
@@ -96,7 +110,8 @@ class Predictor:
     numbered = pipeline.RECORD_INDEX in dataset.element_spec
     keep = tuple(keep) + ((pipeline.RECORD_INDEX,) if numbered else ())
 
-    local = self._compiled(lambda batch: dict(self.model(batch, training=False)))
+    model = self._inference_model()
+    local = self._compiled(lambda batch: dict(model(batch, training=False)))
 
     @tf.autograph.experimental.do_not_convert
     def replica(batch):

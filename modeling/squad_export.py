@@ -35,7 +35,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data import fast_tokenization
-from modeling import export
+from modeling import export, inference
 
 WHITESPACE = (32, 9, 13, 10, 0x202F)  # the original's _is_whitespace
 SPACE = 32
@@ -55,7 +55,7 @@ class TextQuestionAnswerer(tf.Module):
                null_score_diff_threshold):
     super().__init__(name="text_question_answerer")
     self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    model = export.serving_model(model)
+    model = inference.inference_copy(model)
     self.precision = export.Precision(model)
     self.weights = export.served_variables(model)
     self._model = model

@@ -8,7 +8,7 @@ r"""What --dtype=bfloat16 costs in accuracy: fine-tuning and serving against flo
    in bfloat16 (--do_eval --dtype=... --export_dir=..., no training), both exports run
    over the task's dev sentences from raw text; prints the largest difference of their
    probabilities and each export's accuracy on dev, and, from Python, the largest
-   difference of the logits of the bfloat16 serving model (export.serving_model) and the
+   difference of the logits of the bfloat16 serving model (inference.inference_copy) and the
    float32 one on the same dev batches.
 
   python benchmarks/checks/bfloat16_accuracy.py --glue_dir=../shared/data/glue \
@@ -98,7 +98,7 @@ def logit_gap(task, output_dir, examples):
   import numpy as np
   import tensorflow as tf
   from data import glue, tokenization
-  from modeling import checkpoints, classification, export
+  from modeling import checkpoints, classification, inference
   config = checkpoints.find_config(output_dir)
   tokenizer = tokenization.FullTokenizer(os.path.join(output_dir, "vocab.txt"), True)
   spec = glue.get_task(task)
@@ -112,7 +112,7 @@ def logit_gap(task, output_dir, examples):
     model = classification.BertClassifier(config, len(spec.labels))
     model.build()
     checkpoints.load_checkpoint(model, output_dir)
-    served = export.serving_model(model)
+    served = inference.inference_copy(model)
     served.encoder.pack_tokens = True
     call = tf.function(lambda f, m=served: m(f, training=False)["logits"])
     logits[dtype] = np.concatenate([call({k: v[i:i + 64] for k, v in features.items()})

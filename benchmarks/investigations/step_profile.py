@@ -1,0 +1,114 @@
+r"""Where a training step's time goes: matrix products against everything else.
+
+Profiles --steps training steps of the classifier (the Trainer as run_classifier.py builds
+it, random weights, batch x length with no padding) with TensorFlow's profiler, once per
+--dtypes entry, and sums the time of the operations that ran, by kind: matrix products
+(oneDNN's matmul and fused matmul kernels, the batched ones of attention), the optimizer's
+update (Adam's kernel, the weight decay), dropout's random numbers, casts, and the rest
+(elementwise and reductions: LayerNorm, GELU, softmax, residual sums, bias gradients).
+With two threads per op and two ops at a time, the summed times exceed the step's wall
+time; the shares are of the summed time.
+
+  python benchmarks/investigations/step_profile.py --model=base --dtypes=float32,bfloat16
+"""
+
+import collections
+import glob
+import os
+import re
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+flags.DEFINE_enum("model", "minilm", ["minilm", "base"], "Shape of the classifier.")
+flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes, one profile each.")
+flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence (no padding).")
+flags.DEFINE_integer("steps", 3, "Steps profiled (after 3 untimed ones).")
+FLAGS = flags.FLAGS
+
+SHAPES = {"minilm": (6, 384), "base": (12, 768)}
+KINDS = (("products", re.compile(r"MatMul|Einsum")),
+         ("optimizer update", re.compile(r"ResourceApplyAdam|AssignSubVariableOp")),
+         ("dropout's random bits", re.compile(r"StatelessRandom")),
+         ("casts", re.compile(r"^Cast$")),
+         ("gather and scatter", re.compile(r"Gather|Scatter|UnsortedSegmentSum")),
+         ("transposes", re.compile(r"Transpose")))
+
+
+def kind_of(op):
+  for kind, pattern in KINDS:
+    if pattern.search(op):
+      return kind
+  return "elementwise and reductions"
+
+
+def profile(dtype):
+  """{kind: milliseconds per step} summed over the ops that ran, and the step's wall ms."""
+  import numpy as np
+  import tensorflow as tf
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  from benchmarks.common import timing
+  from modeling import classification
+  from modeling.config import BertConfig
+  layers, hidden = SHAPES[FLAGS.model]
+  config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+                      num_attention_heads=12, intermediate_size=4 * hidden, type_vocab_size=2)
+  B, S = FLAGS.batch_size, FLAGS.seq_length
+  rng = np.random.default_rng(0)
+  batch = {"input_ids": rng.integers(1, 30522, (B, S)), "input_mask": np.ones((B, S)),
+           "segment_ids": np.zeros((B, S)), "label_ids": rng.integers(0, 2, B),
+           "is_real_example": np.ones(B)}
+  batch = {k: np.asarray(v, np.int32) for k, v in batch.items()}
+  trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), dtype, B)
+  iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+  for _ in range(3):
+    trainer._train_loop(iterator, tf.constant(1))
+  directory = tempfile.mkdtemp()
+  tf.profiler.experimental.start(directory)
+  start = time.perf_counter()
+  for _ in range(FLAGS.steps):
+    float(trainer._train_loop(iterator, tf.constant(1))[0]["loss"])
+  wall = (time.perf_counter() - start) / FLAGS.steps * 1000
+  tf.profiler.experimental.stop()
+  space = xplane_pb2.XSpace()
+  with open(glob.glob(f"{directory}/**/*.xplane.pb", recursive=True)[0], "rb") as f:
+    space.ParseFromString(f.read())
+  totals = collections.Counter()
+  for plane in space.planes:
+    names = {k: v.name for k, v in plane.event_metadata.items()}
+    for line in plane.lines:
+      if "tf_Compute" not in line.name:
+        continue
+      for event in line.events:
+        name = names.get(event.metadata_id, "")
+        if ":" not in name:  # executor bookkeeping, not an op
+          continue
+        totals[kind_of(name.rsplit(":", 1)[1])] += event.duration_ps / 1e9 / FLAGS.steps
+  return totals, wall
+
+
+def main(_):
+  print(f"{FLAGS.model}, batch {FLAGS.batch_size} x {FLAGS.seq_length}, no padding; "
+        f"milliseconds per training step, summed over the ops that ran")
+  results = {dtype: profile(dtype) for dtype in FLAGS.dtypes}
+  kinds = [k for k, _ in KINDS] + ["elementwise and reductions"]
+  print(f"{'':<28}" + "".join(f"{d:>22}" for d in FLAGS.dtypes))
+  for kind in kinds + ["all ops"]:
+    cells = []
+    for dtype in FLAGS.dtypes:
+      totals, _ = results[dtype]
+      value = sum(totals.values()) if kind == "all ops" else totals[kind]
+      cells.append(f"{value:10.1f} ({100 * value / sum(totals.values()):5.1f}%)")
+    print(f"{kind:<28}" + "".join(f"{c:>22}" for c in cells))
+  print(f"{'step wall time':<28}" + "".join(f"{results[d][1]:>13.1f}{'':9}"
+                                            for d in FLAGS.dtypes))
+
+
+if __name__ == "__main__":
+  app.run(main)
