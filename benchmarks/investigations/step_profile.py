@@ -6,8 +6,9 @@ it, random weights, batch x length with no padding) with TensorFlow's profiler, 
 (oneDNN's matmul and fused matmul kernels, the batched ones of attention), the optimizer's
 update (Adam's kernel, the weight decay), dropout's random numbers, casts, and the rest
 (elementwise and reductions: LayerNorm, GELU, softmax, residual sums, bias gradients).
-With two threads per op and two ops at a time, the summed times exceed the step's wall
-time; the shares are of the summed time.
+TensorFlow runs one op at a time here (TF_NUM_INTEROP_THREADS=1, each op on all the
+cores), so that the ops' times add up to the step's; the scripts run two at a time, a
+few percent faster (the wall time of such a step is printed too).
 
   python benchmarks/investigations/step_profile.py --model=base --dtypes=float32,bfloat16
 """
@@ -22,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")  # before TensorFlow starts
 
 from absl import app, flags  # noqa: E402
 
@@ -33,17 +35,19 @@ flags.DEFINE_integer("steps", 3, "Steps profiled (after 3 untimed ones).")
 FLAGS = flags.FLAGS
 
 SHAPES = {"minilm": (6, 384), "base": (12, 768)}
-KINDS = (("products", re.compile(r"MatMul|Einsum")),
-         ("optimizer update", re.compile(r"ResourceApplyAdam|AssignSubVariableOp")),
-         ("dropout's random bits", re.compile(r"StatelessRandom")),
-         ("casts", re.compile(r"^Cast$")),
-         ("gather and scatter", re.compile(r"Gather|Scatter|UnsortedSegmentSum")),
-         ("transposes", re.compile(r"Transpose")))
+KINDS = (("products", re.compile(r":\w*(MatMul|Einsum)\w*$")),
+         ("optimizer (norm, clip, update)",
+          re.compile(r"adam_weight_decay|clip_by_global_norm|global_norm|L2Loss")),
+         ("dropout's random bits", re.compile(r":StatelessRandom")),
+         ("casts", re.compile(r":Cast$")),
+         ("gather and scatter", re.compile(r":\w*(Gather|Scatter|UnsortedSegmentSum)\w*$")),
+         ("transposes", re.compile(r":\w*Transpose$")))
 
 
-def kind_of(op):
+def kind_of(name):
+  """The kind of a profiled op, from its name (scope/name:OpType)."""
   for kind, pattern in KINDS:
-    if pattern.search(op):
+    if pattern.search(name):
       return kind
   return "elementwise and reductions"
 
@@ -87,9 +91,9 @@ def profile(dtype):
         continue
       for event in line.events:
         name = names.get(event.metadata_id, "")
-        if ":" not in name:  # executor bookkeeping, not an op
+        if ":" not in name or "::" in name:  # executor bookkeeping, not an op
           continue
-        totals[kind_of(name.rsplit(":", 1)[1])] += event.duration_ps / 1e9 / FLAGS.steps
+        totals[kind_of(name)] += event.duration_ps / 1e9 / FLAGS.steps
   return totals, wall
 
 

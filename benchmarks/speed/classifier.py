@@ -4,7 +4,8 @@ tf-models-official and PyTorch, at equal work.
 Sequences per second at one shape (batch x length, no padding, so that no side has
 padding to skip) for the MiniLM (L6/H384) and BERT-Base (L12/H768) shapes, random
 weights: training steps through the Trainer as run_classifier.py builds it (forward,
-backward, clipping, AdamWeightDecay) and prediction batches, in float32 and bfloat16;
+backward, clipping, AdamWeightDecay) and prediction batches through the inference copy its
+evaluation, prediction and exports run (modeling/inference.py), in float32 and bfloat16;
 tf-models-official's BertClassifier over BertEncoderV2 (float32, its AdamWeightDecay)
 in the same process; with --hf_python, Hugging Face's BertForSequenceClassification in
 PyTorch (benchmarks/speed/hf_peer.py --task=fixed, float32 and bfloat16 autocast) in a
@@ -93,6 +94,7 @@ def main(_):
   import numpy as np
   import tensorflow as tf
   from benchmarks.common import flops
+  from modeling import inference
   from modeling.classification import ClassificationTask
   from modeling.config import BertConfig
 
@@ -121,7 +123,8 @@ def main(_):
       peak = timing.matmul_flops_per_second(hidden, dtype)
       trainer = timing.benchmark_trainer(ClassificationTask(config, 2), dtype, B, 2e-5)
       iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
-      predict = tf.function(lambda: trainer.model(batch, training=False)["logits"])
+      served = inference.inference_copy(trainer.model)  # what evaluation and exports run
+      predict = tf.function(lambda: served(batch, training=False)["logits"])
       train_rate = timing.training_sequences_per_second(trainer, iterator, FLAGS.seconds, B,
                                                         steps_per_call=4, min_steps=8)
       rates = (train_rate, timed(lambda: predict().numpy()))
