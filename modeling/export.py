@@ -101,7 +101,13 @@ class TextClassifier(tf.Module):
                                input_signature=[text("text_a")])
 
   def _classify(self, text_a, text_b=None):
+    windows = self._windows(text_a, text_b)
+    return self._outputs(windows, served_outputs(self._model, windows["features"])["logits"])
+
+  def _windows(self, text_a, text_b=None):
+    """Tokenization and packing: the model's `features` and each window's text, by name."""
     ids_a = self.tokenizer.tokenize(text_a)  # [B, (T)]
+    owner = None
     if self.doc_stride:
       budget = self.max_seq_length - 2
       length = ids_a.row_lengths()
@@ -112,12 +118,16 @@ class TextClassifier(tf.Module):
       first = begin.flat_values + tf.repeat(ids_a.row_starts(), count)
       ids_a = tf.RaggedTensor.from_row_lengths(
           tf.gather(ids_a.flat_values, tf.ragged.range(first, first + size).flat_values), size)
+      owner = tf.repeat(tf.range(tf.size(count)), count)  # [M] each window's text
     ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
     features = fast_tokenization.pack_inputs(ids_a, ids_b, self.max_seq_length, self.cls_id,
                                              self.sep_id)
-    logits = served_outputs(self._model, features)["logits"]
-    if self.doc_stride:  # [M, C] -> [B, C]: each text's windows averaged
-      logits = tf.math.segment_mean(logits, tf.repeat(tf.range(tf.size(count)), count))
+    return {"features": features} if owner is None else {"features": features, "owner": owner}
+
+  def _outputs(self, windows, logits):
+    """The texts' probabilities and labels (or scores) from the windows' logits [M, C]."""
+    if "owner" in windows:  # [M, C] -> [B, C]: each text's windows averaged
+      logits = tf.math.segment_mean(logits, windows["owner"])
     if self.labels is None:
       return {"score": logits[:, 0]}
     probabilities = tf.nn.softmax(logits, axis=-1)
@@ -150,6 +160,14 @@ class TextTagger(tf.Module):
                                                                        name="text")])
 
   def _tag(self, text):
+    windows = self._windows(text)
+    if hasattr(self._model, "tag_words"):
+      return self._outputs(windows, None)
+    return self._outputs(windows, served_outputs(self._model, windows["features"])["logits"])
+
+  def _windows(self, text):
+    """Words, their pieces and windows: the model's `features` and where each word's first
+    piece sits (`first_pieces` [N, 2]: window, position), by name."""
     words = tf.strings.split(text)  # [B, (W)]
     pieces = self.tokenizer.tokenize(words.flat_values)  # [N, (P)]
     # A word without pieces reads as [UNK], as in data/conll.py.
@@ -173,9 +191,15 @@ class TextTagger(tf.Module):
     window = tf.searchsorted(window_starts, first, side="right", out_type=tf.int64) - 1
     offset = first - tf.gather(window_starts, window) + 1  # +1 for [CLS]
     first_pieces = tf.stack([window, offset], axis=1)  # [N, 2]
+    return {"features": inputs, "words": words, "first_pieces": first_pieces}
+
+  def _outputs(self, windows, logits):
+    """Each word's tag from the windows' logits [M, S, C] (the feature-based model, which
+    reads the windows itself, takes None)."""
+    words, first_pieces = windows["words"], windows["first_pieces"]
     if hasattr(self._model, "tag_words"):
       # Feature-based: the BiLSTM reads each sentence's words, across its windows.
-      x = tf.gather_nd(self._model.encode(inputs), first_pieces)  # [N, F]
+      x = tf.gather_nd(self._model.encode(windows["features"]), first_pieces)  # [N, F]
       sentences = tf.RaggedTensor.from_row_lengths(x, words.row_lengths())  # [B, (W), F]
       padded = sentences.to_tensor()
       mask = tf.sequence_mask(sentences.row_lengths(), tf.shape(padded)[1])
@@ -183,7 +207,6 @@ class TextTagger(tf.Module):
       word_logits = tf.RaggedTensor.from_tensor(
           logits, lengths=sentences.row_lengths()).flat_values  # [N, C]
     else:
-      logits = served_outputs(self._model, inputs)["logits"]  # [M, S, C]
       word_logits = tf.gather_nd(logits, first_pieces)  # [N, C]
     tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
     tags = tf.RaggedTensor.from_row_lengths(tags, words.row_lengths())

@@ -91,6 +91,13 @@ class TextQuestionAnswerer(tf.Module):
             per_context)
 
   def _answer(self, question, context):
+    windows = self._windows(question, context)
+    out = export.served_outputs(self._model, windows["features"])
+    return self._answers(windows, out["start_logits"], out["end_logits"])
+
+  def _windows(self, question, context):
+    """Steps 1 and 2: the contexts' words and pieces, the questions' pieces, the windows and
+    their max-context pieces; returns them by name, with the model's `features`."""
     n = tf.shape(question, out_type=tf.int64)[0]
     s = self.max_seq_length
     chars, words, word_begin, words_per_context = self._words(context)
@@ -132,9 +139,18 @@ class TextQuestionAnswerer(tf.Module):
     ids, segments = tf_text.combine_segments([tf.gather(query, example), doc_ids],
                                              self.cls_id, self.sep_id)
     features = fast_tokenization.pad_to_longest(ids, segments, s)  # [F, S'], S' <= S
-    out = export.served_outputs(self._model, features)
-    start_logits = tf.cast(out["start_logits"], tf.float32)  # [F, S']
-    end_logits = tf.cast(out["end_logits"], tf.float32)
+    return dict(n=n, chars=chars, words=words, word_begin=word_begin, pieces=pieces,
+                piece_word=piece_word, doc_first=doc_first, query_length=query_length,
+                example=example, begin=begin, length=length, num_windows=num_windows,
+                window=window, offset=offset, max_context=max_context, features=features)
+
+  def _answers(self, w, start_logits, end_logits):
+    """Steps 3 and 4 on the model's logits [F, S'] of the windows `w` (_windows)."""
+    n, example, length, begin = w["n"], w["example"], w["length"], w["begin"]
+    num_windows, window, offset = w["num_windows"], w["window"], w["offset"]
+    query_length, doc_first = w["query_length"], w["doc_first"]
+    start_logits = tf.cast(start_logits, tf.float32)  # [F, S']
+    end_logits = tf.cast(end_logits, tf.float32)
     width = tf.shape(start_logits, out_type=tf.int64)[1]
 
     # Candidate spans: the n best starts x the n best ends of each window.
@@ -146,7 +162,7 @@ class TextQuestionAnswerer(tf.Module):
     starts, ends = tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)
     context_at = tf.scatter_nd(  # [F, S] 1 where the position is a max-context document piece
         tf.stack([window, tf.gather(doc_offset, window) + offset], axis=1),
-        tf.cast(max_context, tf.int32), tf.stack([num_windows, width]))
+        tf.cast(w["max_context"], tf.int32), tf.stack([num_windows, width]))
     in_doc = lambda p: (p >= doc_offset[:, None]) & (p < (doc_offset + length)[:, None])
     start_ok = in_doc(starts) & (tf.gather(context_at, starts, batch_dims=1) > 0)
     span_ok = (start_ok[:, :, None] & in_doc(ends)[:, None, :]
@@ -173,8 +189,9 @@ class TextQuestionAnswerer(tf.Module):
     first_piece = (tf.gather(doc_first, tf.range(n)) + _gather_or(begin, chosen, has_span, 0)
                    + start_at - _gather_or(doc_offset, chosen, has_span, 0))
     last_piece = first_piece + end_at - start_at
-    text, start, end = self._final_text(chars, words, word_begin, piece_word, pieces,
-                                        first_piece, last_piece, has_span)
+    text, start, end = self._final_text(w["chars"], w["words"], w["word_begin"],
+                                        w["piece_word"], w["pieces"], first_piece, last_piece,
+                                        has_span)
     outputs = {"score": tf.cast(tf.where(has_span, best, -float("inf")), tf.float32)}
     if self.version_2_with_negative:
       null = tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64)

