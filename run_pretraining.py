@@ -46,7 +46,7 @@ flags.DEFINE_string("eval_input_file", None, "Evaluation records; default: --inp
 flags.DEFINE_enum("input_compression", "none", ["none", "gzip"], "Compression of the records.")
 flags.DEFINE_string("vocab_file", None,
                     "vocab.txt of the model, copied into --output_dir and export/. Default: the "
-                    "one beside --init_checkpoint, else the one in --output_dir, if any.")
+                    "one beside --init_checkpoint (without it, --output_dir's), if any.")
 flags.DEFINE_float("next_sentence_weight", 1.0,
                    "Weight of the next-sentence loss in the total (the original: 1). 0 trains "
                    "masked LM only (the paper's 'No NSP'): the next-sentence head and pooler "
