@@ -9,9 +9,6 @@ with values rounded to 6 decimals, for every real token including [CLS]/[SEP].
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4
 """
 
-import json
-import time
-
 from absl import flags, logging
 
 from cli import app, model_files
@@ -59,24 +56,12 @@ def _layer_indexes(text, num_layers):
   return indexes
 
 
-def feature_json(index, tokens, layer_outputs, layer_indexes):
-  """The original's JSON record for one example; layer_outputs[k] is [S, H]."""
-  features = []
-  for position, token in enumerate(tokens):
-    features.append({"token": token, "layers": [
-        {"index": layer, "values": [round(float(v), 6) for v in values[position]]}
-        for layer, values in zip(layer_indexes, layer_outputs)]})
-  return {"linex_index": index, "features": features}
-
-
 def main(_):
   app.check_given(input_file=FLAGS.input_file, output_file=FLAGS.output_file,
-                       init_checkpoint=FLAGS.init_checkpoint)
+                  init_checkpoint=FLAGS.init_checkpoint)
   app.log_flags()
-  import numpy as np
-  import tensorflow as tf
-  from data import features, files, path_checks, text_decoding
-  from modeling import checkpoints, vocab_growth
+  from data import features, path_checks, text_decoding
+  from modeling import checkpoints, extracted_features, vocab_growth
   from modeling.encoder import BertEncoder
 
   path_checks.check_input_files(input_file=FLAGS.input_file)
@@ -103,32 +88,9 @@ def main(_):
   encoder.pack_tokens = True  # layers run on real tokens only (no XLA here)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint, growth=vocab_growth.growth_for(
       FLAGS.init_checkpoint, vocab_file, config))  # new word rows: from their pieces
-
-  @tf.function(reduce_retracing=True)
-  def layer_outputs(batch):
-    outputs = encoder(batch, training=False)["encoder_outputs"]
-    return [outputs[i] for i in layer_indexes]
-
-  multiple = (batch_length_multiple(FLAGS.batch_length_multiple)
-              or FLAGS.max_seq_length)
-  start = time.time()
-  with files.atomic_output(FLAGS.output_file) as out:
-    for first in range(0, len(pairs), FLAGS.batch_size):
-      packed = [features.pack_pair(tokenizer, a, b, FLAGS.max_seq_length)
-                for a, b in pairs[first:first + FLAGS.batch_size]]
-      # Padding is masked, so a batch is padded only to its longest example, rounded up.
-      longest = max(len(p.input_ids) for p in packed)
-      length = min(FLAGS.max_seq_length, -(-longest // multiple) * multiple)
-      values = [np.asarray(v) for v in layer_outputs(features.pad_batch(packed, length))]
-      for k, p in enumerate(packed):
-        record = feature_json(first + k, p.tokens, [v[k] for v in values], layer_indexes)
-        out.write(json.dumps(record) + "\n")
-      done = first + len(packed)
-      rate = done / max(time.time() - start, 1e-9)
-      logging.info("%d/%d lines, %.1f lines/s, ETA %.0fs", done, len(pairs), rate,
-                   (len(pairs) - done) / rate)
-  logging.info("Wrote %d lines to %s in %.1fs.", len(pairs), FLAGS.output_file,
-               time.time() - start)
+  extracted_features.write_features(
+      encoder, tokenizer, pairs, layer_indexes, FLAGS.output_file, FLAGS.max_seq_length,
+      FLAGS.batch_size, batch_length_multiple(FLAGS.batch_length_multiple))
 
 
 if __name__ == "__main__":

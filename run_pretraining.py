@@ -44,7 +44,9 @@ define_runtime_flags()
 # Added.
 flags.DEFINE_string("eval_input_file", None, "Evaluation records; default: --input_file.")
 flags.DEFINE_enum("input_compression", "none", ["none", "gzip"], "Compression of the records.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt to copy beside the exported checkpoint.")
+flags.DEFINE_string("vocab_file", None,
+                    "vocab.txt of the model, copied into --output_dir and export/. Default: the "
+                    "one beside --init_checkpoint (without it, --output_dir's), if any.")
 flags.DEFINE_float("next_sentence_weight", 1.0,
                    "Weight of the next-sentence loss in the total (the original: 1). 0 trains "
                    "masked LM only (the paper's 'No NSP'): the next-sentence head and pooler "
@@ -76,7 +78,7 @@ class Pretraining(TaskAdapter):
 
   actions = ("do_train", "do_eval")
   tokens = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
-  vocab_required = False  # --vocab_file only goes beside the export
+  vocab_required = False  # a vocab, given or found, is only copied (and masks anew)
   # The paper's second phase resumes the same run on records of 512 tokens.
   length_and_start_define_run = False
 
@@ -141,7 +143,7 @@ class Pretraining(TaskAdapter):
 
   def after_training(self, run):
     export = os.path.join(FLAGS.output_dir, "export")
-    conversion.write_checkpoint(run.trainer.model, export, "tf1", run.config, FLAGS.vocab_file)
+    conversion.write_checkpoint(run.trainer.model, export, "tf1", run.config, run.vocab_file)
     logging.info("Exported the original checkpoint layout to %s", export)
     reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
                         os.path.join(FLAGS.output_dir, "training_curves.png"),

@@ -15,7 +15,8 @@ from modeling.config import BertConfig
 def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=None,
                      vocab_required=True):
   """(BertConfig, vocab path or None): the flags' files, else those beside init_checkpoint,
-  else (no init_checkpoint) those a training run copied into output_dir."""
+  else (no init_checkpoint) those a training run copied into output_dir. Without
+  vocab_required, a vocab found nowhere is None rather than an error."""
   path_checks.check_input_files(bert_config_file=bert_config_file, vocab_file=vocab_file)
   if init_checkpoint and not (bert_config_file and vocab_file):
     check_checkpoint(init_checkpoint)  # a missing checkpoint is not a missing config
@@ -30,13 +31,16 @@ def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=N
     config = checkpoints.find_config(init_checkpoint)
   else:
     raise ValueError(f"--bert_config_file is required when {where} bert_config.json.")
-  if not vocab_file and vocab_required:
-    if init_checkpoint:
+  if not vocab_file and "vocab.txt" in saved:
+    vocab_file = saved["vocab.txt"]
+  elif not vocab_file and init_checkpoint:
+    try:
       vocab_file = checkpoints.find_vocab(init_checkpoint)
-    elif "vocab.txt" in saved:
-      vocab_file = saved["vocab.txt"]
-    else:
-      raise ValueError(f"--vocab_file is required when {where} vocab.txt.")
+    except ValueError:
+      if vocab_required:
+        raise
+  elif not vocab_file and vocab_required:
+    raise ValueError(f"--vocab_file is required when {where} vocab.txt.")
   return config, vocab_file
 
 

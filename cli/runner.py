@@ -8,8 +8,8 @@ steps they all share, always in this order:
 
   1. flags: the required ones given, one --do_* set, the adapter's checks; logged
   2. the model files: config (the adapter may adjust it), vocab, lengths,
-     casing, the starting checkpoint readable
-  3. the outputs: --output_dir writable, --export_dir usable, the tokenizer
+     casing, the starting checkpoint readable; the tokenizer
+  3. the outputs: --output_dir writable, --export_dir usable
   4. the run's identity: --output_dir holds no model of another run (run.json)
   5. the strategy (seeds and precision first), where this worker writes
   6. the data: the adapter reads every file now, so bad input stops the run
@@ -59,8 +59,9 @@ class TrainInput:
 
 
 class TaskAdapter:
-  """What one script's task does its own way. Runner.run() calls each method once, in
-  the order listed here; `run` is the Runner, with what earlier steps made."""
+  """What one script's task does its own way. Runner.run() calls the methods in the
+  order listed here, each once but `evaluate`, which evaluation during training also
+  calls; `run` is the Runner, with what earlier steps made."""
 
   actions = ACTIONS  # the script's --do_* flags
   tokens = ("[UNK]", "[CLS]", "[SEP]")  # the vocab must hold these

@@ -30,13 +30,13 @@ CJK_RANGES = (
     (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
 )
 
-# Released checkpoint names whose casing is known, for the do_lower_case check.
-_UNCASED_MODELS = frozenset([
-    "uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
-    "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12"])
-_CASED_MODELS = frozenset([
-    "cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
-    "multi_cased_L-12_H-768_A-12"])
+# The names of Google's released checkpoints, for the do_lower_case check: the kind, which
+# says the casing, then layers, hidden size and heads. The original listed seven names; the
+# pattern also covers the whole-word-masking models (wwm_cased_, wwm_uncased_) and the 24
+# small uncased ones (uncased_L-2_H-128_A-2 ... uncased_L-12_H-768_A-12).
+_RELEASE_NAME = re.compile(r"(?:wwm_(?=(?:un)?cased_))?"
+                           r"(uncased|cased|multi_cased|multilingual|chinese)_L-\d+_H-\d+_A-\d+")
+_LOWERCASED_KINDS = frozenset(["uncased", "multilingual", "chinese"])
 
 
 def convert_to_unicode(text):
@@ -330,11 +330,13 @@ class FullTokenizer:
 
 
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
-  """Raises ValueError when do_lower_case contradicts a known checkpoint's casing.
+  """Raises ValueError when do_lower_case contradicts a released checkpoint's casing.
 
-  Only Google's released checkpoint names are recognised (a path such as
-  `.../uncased_L-12_H-768_A-12/bert_model.ckpt`, or that directory, which our scripts
-  also take and the original did not); any other path passes.
+  As the original, the name is the directory holding bert_model.ckpt (here also
+  that directory itself, which our scripts take and the original did not). A name
+  of Google's releases says the casing: uncased_, multilingual_ and chinese_ models
+  are lowercased, cased_ and multi_cased_ ones are not, with or without wwm_ (whole
+  word masking) in front, whatever the size (_L-N_H-N_A-N). Any other path passes.
   """
   if not init_checkpoint:
     return
@@ -344,9 +346,13 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
   if m is None:
     return
   model_name = m.group(1)
-  if model_name in _UNCASED_MODELS and not do_lower_case:
+  release = _RELEASE_NAME.fullmatch(model_name)
+  if release is None:
+    return
+  lowercased = release.group(1) in _LOWERCASED_KINDS
+  if lowercased and not do_lower_case:
     actual, case_name, opposite = "False", "lowercased", "True"
-  elif model_name in _CASED_MODELS and do_lower_case:
+  elif not lowercased and do_lower_case:
     actual, case_name, opposite = "True", "cased", "False"
   else:
     return

@@ -229,6 +229,12 @@ def _shape(x):
   return "[" + ", ".join(str(d) for d in x) + "]"
 
 
+def _listing(what, items, shown=4):
+  """'what (n): the first `shown` items and k more' for an error line; None for no items."""
+  more = f" and {len(items) - shown} more" if len(items) > shown else ""
+  return f"{what} ({len(items)}): {', '.join(items[:shown])}{more}" if items else None
+
+
 def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
   """Assigns the weights of checkpoint `path` (any format) to `model`.
 
@@ -245,8 +251,9 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
   Returns:
     the `Checkpoint` read (path, format, weights).
   Raises:
-    ValueError: one line naming the checkpoint and the first offending
-      variables (with both shapes for a mismatch) and how many there are.
+    ValueError: one line naming the checkpoint and every kind of mismatch: the
+      variables whose shapes differ (with both shapes), those missing from the
+      checkpoint and those the model lacks, each kind's first few and its count.
   """
   ckpt = ckpt or read_checkpoint(path)
   if growth is not None:
@@ -261,8 +268,7 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
       if allow_new_heads and is_head_variable(name):
         fresh.append(name)
       else:
-        mismatched.append(f"{name} is {_shape(got)} in the checkpoint but "
-                          f"{_shape(want)} in the model")
+        mismatched.append(f"{name} ({_shape(got)} in the checkpoint, {_shape(want)} in the model)")
   missing = [n for n in targets if n not in ckpt.weights]
   pooler_absent = not any(n.startswith("bert/pooler/") for n in ckpt.weights)
   if not getattr(model, "uses_pooler", True) or (allow_new_heads and pooler_absent):
@@ -276,12 +282,12 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
     missing = [n for n in missing if not is_head_variable(n)]
   unused = [n for n in ckpt.weights if n not in targets]
   unexpected = [n for n in unused if not is_head_variable(n) or n.startswith("<hf>")]
-  problems = mismatched + [f"{n} is missing from the checkpoint" for n in missing]
-  problems += [f"{n} is in the checkpoint but not in the model" for n in unexpected]
+  problems = [p for p in (_listing("shapes differ", mismatched),
+                          _listing("missing from the checkpoint", missing),
+                          _listing("in the checkpoint but not in the model", unexpected)) if p]
   if problems:
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    raise ValueError(f"Checkpoint {ckpt.path} ({ckpt.format}) does not fit the "
-                     f"model: {problems[0]}{more}.")
+    raise ValueError(f"Checkpoint {ckpt.path} ({ckpt.format}) does not fit the model: "
+                     f"{'; '.join(problems)}.")
   for name, var in targets.items():
     if name not in fresh:
       var.assign(ckpt.weights[name].astype(var.dtype))

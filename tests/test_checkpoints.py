@@ -145,17 +145,42 @@ def test_shape_mismatch_is_one_line_naming_variable_and_shapes(tmp_path):
     checkpoints.load_checkpoint(BertEncoder(bigger), path)
   message = str(err.value)
   assert "\n" not in message
-  assert ("bert/embeddings/word_embeddings is [60, 16] in the checkpoint but [60, 32] "
-          "in the model (and ") in message
+  small, wide = (checkpoints.variable_map(BertEncoder(c)) for c in (SMALL, bigger))
+  count = sum(small[n].shape != wide[n].shape for n in small)  # all but intermediate biases
+  assert (f"does not fit the model: shapes differ ({count}): bert/embeddings/word_embeddings "
+          "([60, 16] in the checkpoint, [60, 32] in the model), ") in message
+  assert message.endswith(f" and {count - 4} more.")
+
+
+def test_every_mismatch_is_named_on_one_line(tmp_path):
+  """Two variables of the wrong shape, one missing and one extra: all four named."""
+  encoder = BertEncoder(SMALL)
+  weights = checkpoints.model_weights(encoder)
+  weights["bert/pooler/dense/bias"] = np.zeros(3, "float32")
+  weights["bert/embeddings/LayerNorm/gamma"] = np.ones(5, "float32")
+  del weights["bert/encoder/layer_1/output/dense/bias"]
+  weights["bert/encoder/layer_7/output/dense/bias"] = np.zeros(16, "float32")
+  path = checkpoints.save_tf1_checkpoint(weights, str(tmp_path))
+  with pytest.raises(ValueError) as err:
+    checkpoints.load_checkpoint(BertEncoder(SMALL), path)
+  assert str(err.value) == (
+      f"Checkpoint {path} (tf1) does not fit the model: shapes differ (2): "
+      "bert/embeddings/LayerNorm/gamma ([5] in the checkpoint, [16] in the model), "
+      "bert/pooler/dense/bias ([3] in the checkpoint, [16] in the model); missing from the "
+      "checkpoint (1): bert/encoder/layer_1/output/dense/bias; in the checkpoint but not in "
+      "the model (1): bert/encoder/layer_7/output/dense/bias.")
 
 
 def test_missing_layers_and_unexpected_layers_are_errors(tmp_path):
   path = checkpoints.save_tf2_checkpoint(BertEncoder(SMALL), str(tmp_path / "ckpt"))
   deeper = BertConfig(**{**SMALL.to_dict(), "num_hidden_layers": 3})
-  with pytest.raises(ValueError, match="bert/encoder/layer_2/.* is missing from the checkpoint"):
+  # A block is 16 variables: the first 4 named, the rest counted.
+  with pytest.raises(ValueError, match=r"model: missing from the checkpoint \(16\): "
+                                       r"bert/encoder/layer_2/[^;]* and 12 more\.$"):
     checkpoints.load_checkpoint(BertEncoder(deeper), path)
   shallower = BertConfig(**{**SMALL.to_dict(), "num_hidden_layers": 1})
-  with pytest.raises(ValueError, match="bert/encoder/layer_1/.* is in the checkpoint but not in the model"):
+  with pytest.raises(ValueError, match=r"model: in the checkpoint but not in the model "
+                                       r"\(16\): bert/encoder/layer_1/"):
     checkpoints.load_checkpoint(BertEncoder(shallower), path)
 
 
@@ -163,7 +188,8 @@ def test_fine_tuning_from_encoder_only_checkpoint(tmp_path, caplog):
   encoder = BertEncoder(SMALL)
   weights = randomize(encoder, 4)
   path = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(encoder), str(tmp_path))
-  with pytest.raises(ValueError, match="output_weights is missing from the checkpoint"):
+  with pytest.raises(ValueError, match=r"missing from the checkpoint \(2\): output_weights, "
+                                       "output_bias"):
     checkpoints.load_checkpoint(BertClassifier(SMALL, num_labels=3), path)
   classifier = BertClassifier(SMALL, num_labels=3)
   classifier.build()
@@ -481,14 +507,15 @@ def test_a_file_without_pooler_starts_a_fine_tuned_pooler_fresh(tmp_path):
     want = fresh[name] if name.startswith("bert/pooler/") or name in (
         "output_weights", "output_bias") else weights[name]
     np.testing.assert_array_equal(var.numpy(), want, err_msg=name)
-  with pytest.raises(ValueError, match=r"bert/pooler/dense/kernel is missing from the "
-                                       r"checkpoint \(and 3 more\)\.$"):
+  with pytest.raises(ValueError, match=r"model: missing from the checkpoint \(4\): "
+                                       r"bert/pooler/dense/kernel, bert/pooler/dense/bias, "
+                                       r"output_weights, output_bias\.$"):
     checkpoints.load_checkpoint(BertClassifier(SMALL, num_labels=3), str(tmp_path))
   # A checkpoint with a pooler must hold it whole, even when fine-tuning.
   del weights["bert/pooler/dense/bias"]
   checkpoints.save_tf1_checkpoint(weights, str(tmp_path / "half"), SMALL)
-  with pytest.raises(ValueError, match=r"bert/pooler/dense/bias is missing from the "
-                                       r"checkpoint\.$"):
+  with pytest.raises(ValueError, match=r"model: missing from the checkpoint \(1\): "
+                                       r"bert/pooler/dense/bias\.$"):
     checkpoints.load_checkpoint(BertClassifier(SMALL, num_labels=3), str(tmp_path / "half"),
                                 allow_new_heads=True)
 

@@ -7,7 +7,7 @@ import pytest
 
 from data import features
 from data.tokenization import FullTokenizer
-from modeling import checkpoints
+from modeling import checkpoints, extracted_features
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from helpers import block_ops, randomize, rounding_tolerance
@@ -62,6 +62,30 @@ def test_output_layout_and_values(model_dir, tmp_path):
                                np.abs(want).max())
       np.testing.assert_allclose(got, want, rtol=0, atol=tol + 5e-7)
       assert all(round(v, 6) == v for v in layer["values"])
+
+
+def test_write_features_pads_each_batch_only_as_far_as_it_must(model_dir, tmp_path):
+  """The library function alone: batches of 2 padded to their longest example give the
+  values of one batch padded to max_seq_length, line by line."""
+  directory, encoder = model_dir
+  tokenizer = FullTokenizer(str(directory / "vocab.txt"))
+  pairs = [("the dog", None), ("who jumps ?", "the quick brown fox"), ("fox", "dog")]
+  out = {}
+  for name, batch_size, multiple in (("trimmed", 2, 1), ("full", 3, 0)):
+    path = tmp_path / f"{name}.jsonl"
+    extracted_features.write_features(encoder, tokenizer, pairs, [-1, 0], str(path), 16,
+                                      batch_size, multiple)
+    out[name] = [json.loads(line) for line in path.read_text().splitlines()]
+  assert [r["linex_index"] for r in out["trimmed"]] == [0, 1, 2]
+  for got, want in zip(out["trimmed"], out["full"]):
+    assert [f["token"] for f in got["features"]] == [f["token"] for f in want["features"]]
+    values = lambda r: np.array([[v for lay in f["layers"] for v in lay["values"]]  # noqa: E731
+                                 for f in r["features"]])
+    # float32, batches of other widths (padding is masked): the embeddings' LayerNorm and
+    # 3 blocks on 16 positions; both printed to 6 decimals (5e-7 each).
+    tol = rounding_tolerance("float32", 2 * 16 + 3 * block_ops(encoder.config, 16),
+                             np.abs(values(want)).max())
+    np.testing.assert_allclose(values(got), values(want), rtol=0, atol=tol + 1e-6)
 
 
 @pytest.mark.bfloat16

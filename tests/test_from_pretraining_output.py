@@ -1,10 +1,13 @@
 """Fine-tuning from a run_pretraining.py --output_dir (or its export/) as --init_checkpoint."""
 
 import numpy as np
+import pytest
 
 from conftest import write_vocab
 from helpers import randomize
 from modeling import checkpoints
+from scripts import run_script
+from test_training import L, P, training_files
 from modeling.classification import BertClassifier
 from modeling.config import BertConfig
 from modeling.pretraining import BertPretrainer
@@ -39,3 +42,30 @@ def test_output_dir_with_config_in_export_fine_tunes_with_one_line_on_heads(tmp_
         "cls/predictions/transform/dense/bias, cls/predictions/transform/dense/kernel, "
         "cls/seq_relationship/output_bias, cls/seq_relationship/output_weights; started "
         "fresh (not in the checkpoint): output_bias, output_weights"]
+
+
+@pytest.mark.slow
+def test_pretraining_copies_the_vocab_it_found_beside_its_start(tmp_path):
+  """No --vocab_file: the vocab.txt beside --init_checkpoint goes into --output_dir and
+  export/, so that the output directory reads as a checkpoint's (extract_features.py takes
+  it); resumed without --init_checkpoint, the run keeps the copy in --output_dir."""
+  d, vocab, records, config, init = training_files(tmp_path)
+  start = tmp_path / "release"
+  checkpoints.save_tf1_checkpoint(checkpoints.read_checkpoint(init).weights, str(start),
+                                  config, vocab)
+  out = tmp_path / "pretrained"
+  args = [f"--bert_config_file={d / 'bert_config.json'}", f"--input_file={records}",
+          f"--output_dir={out}", "--do_train", f"--max_seq_length={L}",
+          f"--max_predictions_per_seq={P}", "--train_batch_size=4", "--num_warmup_steps=0",
+          "--save_checkpoints_steps=1"]
+  run_script("run_pretraining.py", *args, "--num_train_steps=1", f"--init_checkpoint={start}")
+  for copy in (out / "vocab.txt", out / "export" / "vocab.txt"):
+    assert copy.read_bytes() == open(vocab, "rb").read(), copy
+  (out / "export" / "vocab.txt").unlink()
+  run_script("run_pretraining.py", *args, "--num_train_steps=2")  # resumes at step 1
+  assert (out / "export" / "vocab.txt").read_bytes() == open(vocab, "rb").read()
+  (tmp_path / "in.txt").write_text("the text\n")
+  run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+             f"--output_file={tmp_path / 'features.jsonl'}", f"--init_checkpoint={out}",
+             f"--max_seq_length={L}", "--layers=-1")
+  assert (tmp_path / "features.jsonl").read_text().startswith('{"linex_index": 0,')

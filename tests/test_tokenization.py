@@ -155,6 +155,32 @@ def test_case_check_against_checkpoint_names():
   T.validate_case_matches_checkpoint(True, "/m/out/pretraining")  # a run's directory: passes
 
 
+@pytest.mark.parametrize("name,lowercased", [
+    *[(f"uncased_L-{layers}_H-{h}_A-{h // 64}", True)  # the 24 small models
+      for layers in (2, 4, 6, 8, 10, 12) for h in (128, 256, 512, 768)],
+    ("wwm_uncased_L-24_H-1024_A-16", True), ("wwm_cased_L-24_H-1024_A-16", False),
+    ("uncased_L-12_H-768_A-12", True), ("uncased_L-24_H-1024_A-16", True),
+    ("cased_L-12_H-768_A-12", False), ("cased_L-24_H-1024_A-16", False),
+    ("multi_cased_L-12_H-768_A-12", False), ("multilingual_L-12_H-768_A-12", True),
+    ("chinese_L-12_H-768_A-12", True)])
+def test_case_check_covers_every_release_name(name, lowercased):
+  """Every released model's name, the whole-word-masking and small ones included, refuses
+  the other casing and takes its own."""
+  path = f"/m/{name}/bert_model.ckpt"
+  T.validate_case_matches_checkpoint(lowercased, path)
+  case = "lowercased" if lowercased else "cased"
+  with pytest.raises(ValueError, match=f"--do_lower_case={not lowercased} does not match "
+                                       f"--init_checkpoint={path}: {name} is a {case} model"):
+    T.validate_case_matches_checkpoint(not lowercased, path)
+
+
+def test_case_check_passes_names_outside_the_release_pattern():
+  for name in ("my_uncased_L-12_H-768_A-12", "uncased_L-12_H-768_A-12_finetuned",
+               "wwm_chinese_L-12_H-768_A-12", "uncased_base", "cased_L-12_H-768"):
+    T.validate_case_matches_checkpoint(False, f"/m/{name}/bert_model.ckpt")
+    T.validate_case_matches_checkpoint(True, f"/m/{name}/bert_model.ckpt")
+
+
 def test_character_classes_equal_the_predicates_everywhere():
   """The vectorised classes both paths use are the predicates, code point by code point."""
   import numpy as np
