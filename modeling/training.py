@@ -221,8 +221,12 @@ class Trainer:
     grad_norm = scaled_norm / scale
     finite = tf.math.is_finite(grad_norm) & tf.math.is_finite(loss)
     # The scale is a power of two, so clipping the scaled gradients to
-    # clip_norm * scale is exactly clipping the unscaled ones to clip_norm.
-    grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm * scale, use_norm=scaled_norm)
+    # clip_norm * scale is exactly clipping the unscaled ones to clip_norm. Within the
+    # norm, clipping multiplies by exactly 1: that pass over every gradient is skipped.
+    limit = self.config.clip_norm * scale
+    grads = tf.cond(scaled_norm > limit,
+                    lambda: tf.clip_by_global_norm(grads, limit, use_norm=scaled_norm)[0],
+                    lambda: grads)
     learning_rate = self.optimizer.learning_rate  # the rate this update uses
     variables = self.model.trainable_variables
     if self.config.loss_scaling:

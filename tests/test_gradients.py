@@ -106,6 +106,26 @@ def test_accumulated_gradients_equal_the_full_batch(setup, reference, tmp_path, 
                           config, clipped=True)
 
 
+@pytest.mark.parametrize("within", [True, False])
+def test_clipping_applies_only_past_the_norm(setup, reference, tmp_path, within):
+  """Gradients within clip_norm reach Adam unscaled (the step skips the multiply by 1),
+  and gradients past it are scaled to clip_norm: Adam's m after one step, either way."""
+  _, _, records, config, init = setup
+  clip_norm = 2.0 * _norm(reference) if within else 0.5 * _norm(reference)
+  trainer = training.Trainer(
+      tf.distribute.get_strategy(), pretraining.PretrainingTask(config),
+      lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
+      training.TrainConfig(output_dir=str(tmp_path), num_train_steps=1, global_batch_size=BATCH,
+                           clip_norm=clip_norm))
+  trainer.restore(init)
+  names = {v.path: n for n, v in checkpoints.variable_map(trainer.model).items()}
+  trainer.train(_dataset_fn(records))
+  moments = {names[v.path]: trainer.optimizer.slots(v)[0].numpy()
+             for v in trainer.model.trainable_variables}
+  _assert_equal_gradients(moments, _first_moments(reference, clip_norm),
+                          f"Adam m, clip_norm {clip_norm:.3g}", config, clipped=not within)
+
+
 @pytest.mark.slow
 def test_two_replicas_with_and_without_accumulation_equal_the_full_batch(setup, reference,
                                                                          tmp_path):
