@@ -221,7 +221,16 @@ class FastTokenizer(tf.Module):
 
   def _tokenize(self, text):
     """WordPiece ids of a [B] string tensor, as a [B, (T)] int32 RaggedTensor."""
+    return self._pieces_of(self._basic_tokenize(text))
+
+  def tokenize_keeping_words(self, text):
+    """tokenize(text) and the basic tokens its pieces come from, from one pass:
+    (ids int32 [B, (T)], basic tokens string [B, (W)]). Ops in the caller's graph."""
     words = self._basic_tokenize(text)
+    return self._pieces_of(words), words
+
+  def _pieces_of(self, words):
+    """WordPiece ids of basic tokens [B, (W)], as a [B, (T)] int32 RaggedTensor."""
     too_long = tf.strings.length(words.flat_values, "UTF8_CHAR") > self.max_input_chars_per_word
     # A word can never be "[UNK]" itself (brackets are split off), so the
     # literal token stands in for an over-long word and maps to the [UNK] id.

@@ -22,9 +22,9 @@ Each step is the one of data/squad.py and data/squad_predictions.py, in graph op
    the best start + end logit (summed in float64, as Python sums them) over
    all windows wins;
 4. its pieces become text as get_final_text does: the pieces joined and
-   "##" removed, found in the basic-tokenized original words, and aligned
-   back to them character by character without spaces (the whole words when
-   that fails).
+   "##" removed, found in the span's basic tokens (kept from step 1: each
+   context is tokenized once), and aligned back to the original words
+   character by character without spaces (the whole words when that fails).
 Differences from the script (docs/serving.md): positions past a window's end
 never rank among the n best (the script ranks the padding of its batch too),
 and a v1.1 question without any valid span gets "" where the script writes
@@ -101,7 +101,8 @@ class TextQuestionAnswerer(tf.Module):
     n = tf.shape(question, out_type=tf.int64)[0]
     s = self.max_seq_length
     chars, words, word_begin, words_per_context = self._words(context)
-    word_pieces = self.tokenizer.tokenize(words)  # [W, (P)]
+    # The pieces, and the basic tokens get_final_text compares the answer with.
+    word_pieces, basic = self.tokenizer.tokenize_keeping_words(words)  # [W, (P)], [W, (b)]
     pieces = word_pieces.flat_values  # [P_all] every context's document pieces, in order
     piece_word = word_pieces.value_rowids()  # [P_all] the original's tok_to_orig_index
     doc_length = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(
@@ -139,7 +140,7 @@ class TextQuestionAnswerer(tf.Module):
     ids, segments = tf_text.combine_segments([tf.gather(query, example), doc_ids],
                                              self.cls_id, self.sep_id)
     features = fast_tokenization.pad_to_longest(ids, segments, s)  # [F, S'], S' <= S
-    return dict(n=n, chars=chars, words=words, word_begin=word_begin, pieces=pieces,
+    return dict(n=n, chars=chars, words=words, basic=basic, word_begin=word_begin, pieces=pieces,
                 piece_word=piece_word, doc_first=doc_first, query_length=query_length,
                 example=example, begin=begin, length=length, num_windows=num_windows,
                 window=window, offset=offset, max_context=max_context, features=features)
@@ -189,7 +190,7 @@ class TextQuestionAnswerer(tf.Module):
     first_piece = (tf.gather(doc_first, tf.range(n)) + _gather_or(begin, chosen, has_span, 0)
                    + start_at - _gather_or(doc_offset, chosen, has_span, 0))
     last_piece = first_piece + end_at - start_at
-    text, start, end = self._final_text(w["chars"], w["words"], w["word_begin"],
+    text, start, end = self._final_text(w["chars"], w["words"], w["basic"], w["word_begin"],
                                         w["piece_word"], w["pieces"], first_piece, last_piece,
                                         has_span)
     outputs = {"score": tf.cast(tf.where(has_span, best, -float("inf")), tf.float32)}
@@ -204,8 +205,8 @@ class TextQuestionAnswerer(tf.Module):
                    end=tf.where(has_span, end, -1))
     return outputs
 
-  def _final_text(self, chars, words, word_begin, piece_word, pieces, first_piece, last_piece,
-                  has_span):
+  def _final_text(self, chars, words, basic, word_begin, piece_word, pieces, first_piece,
+                  last_piece, has_span):
     """get_final_text of each question's best span: (text [N], start, end int32 [N])."""
     n = tf.shape(first_piece, out_type=tf.int64)[0]
     safe = lambda t, i: _gather_or(t, i, has_span, 0)
@@ -232,9 +233,14 @@ class TextQuestionAnswerer(tf.Module):
     orig = offsets.with_flat_values(tf.where(
         offsets.flat_values >= 0,
         tf.gather(chars.flat_values, row + tf.maximum(offsets.flat_values, 0)), SPACE))
-    tok = tf.strings.unicode_decode(tf.strings.reduce_join(
-        self.tokenizer.basic_tokenize(tf.strings.unicode_encode(orig, "UTF-8")), axis=1,
-        separator=" "), "UTF-8")  # [N, (T)]
+    # get_final_text's tok_text: the basic tokens of the span's words, joined by spaces (the
+    # basic tokens of the words joined by spaces are those of each word in turn), kept from
+    # the context's tokenization rather than computed again.
+    span_basic = tf.gather(basic, span_words.flat_values)  # [K, (b)]
+    span_basic = tf.RaggedTensor.from_value_rowids(
+        span_basic, span_words.value_rowids(), nrows=n).merge_dims(1, 2)  # [N, (tokens)]
+    tok = tf.strings.unicode_decode(tf.strings.reduce_join(span_basic, axis=1, separator=" "),
+                                    "UTF-8")  # [N, (T)]
     pred = tf.strings.unicode_decode(pred, "UTF-8")  # [N, (p)]
     # tok_text.find(pred_text), on padded code points.
     tok_dense, pred_dense = tok.to_tensor(-1), pred.to_tensor(-2)
