@@ -126,12 +126,18 @@ def scratch_dir(prefix):
   return path
 
 
-def log_flags():
-  """Logs the running script's flags (those it defines and the shared ones), once."""
+def log_flags(settings=None):
+  """Logs the running script's flags (those it defines and the shared ones), once; a flag
+  that is a field of `settings` (cli/settings.py) as the run uses it (run_ner's unset
+  --learning_rate as the default it resolves to)."""
   values = []
   for module in (sys.argv[0], "cli.flags"):
     values += flags.FLAGS.get_flags_for_module(module)
-  logging.info("Flags: %s", " ".join(f"--{f.name}={f.value}" for f in values))
+  shown = []
+  for flag in values:
+    value = getattr(settings, flag.name, flag.value)
+    shown.append(f"--{flag.name}={list(value) if isinstance(value, tuple) else value}")
+  logging.info("Flags: %s", " ".join(shown))
 
 
 def check_given(**named_values):
