@@ -97,7 +97,8 @@ class Pretraining(TaskAdapter):
         s.do_train, s.num_train_steps, s.objective, s.next_sentence_weight,
         s.next_sentence_weight_given, s.dynamic_masking, s.vocab_file,
         s.max_predictions_per_seq)
-    given = [f"--{n}" for n in ("do_whole_word_mask", "per_word_decision") if getattr(s, n)]
+    given = [name for name, value in (("--do_whole_word_mask", s.do_whole_word_mask),
+                                      ("--per_word_decision", s.per_word_decision)) if value]
     if given and not s.dynamic_masking:
       raise ValueError(f"{' and '.join(given)} without --dynamic_masking: training reads the "
                        f"records' own masks (give {'them' if len(given) > 1 else 'it'} to "

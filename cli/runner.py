@@ -4,10 +4,10 @@ Every training script (run_pretraining, run_classifier, run_squad, run_ner,
 run_swag) reads its flags once, in `main`, into frozen settings
 (cli/settings.py) and hands the Runner those settings and its TaskAdapter
 class (cli/task_adapter.py): what its task does its own way.
-Runner(settings, adapter_class).run()
-performs the steps they all share, always in this order. Each adapter step
-takes what earlier steps returned, and the adapter keeps nothing between
-steps, so a step cannot run before what it needs:
+Runner(settings, adapter_class).run() performs the steps they all share,
+always in this order. Each adapter step takes what earlier steps returned,
+and the adapter keeps nothing that a step sets, so a step cannot run before
+what it needs:
 
   1. flags: the required ones given, one --do_* set; the adapter made (its
      constructor checks the script's own flags); the evaluation flags agreeing

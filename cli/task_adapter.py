@@ -5,9 +5,11 @@ A training script subclasses TaskAdapter with what its task does its own way
 records and model, scores and writes its outputs) and hands the class to the
 Runner (cli/runner.py), whose docstring gives the order of the steps. The
 adapter is made from the script's frozen settings (cli/settings.py) and keeps
-nothing that a step sets: each step takes what earlier steps returned. The types here are what
-those steps take and return: TrainSteps, TrainInput, the Worker (the strategy
-and where this worker writes) and the Run (all that, with the Trainer).
+nothing that a step sets: each step takes what earlier steps returned. The
+types here are what those steps take and return: TrainSteps, TrainInput, the
+Worker (the strategy and where this worker writes) and the Run (the settings,
+the model files, the Worker and the Trainer), and epoch_steps counts a
+fine-tuning run's steps.
 """
 
 import contextlib
@@ -136,13 +138,14 @@ class TaskAdapter:
   script = None  # the script's file name: its task in modeling/selection.SCRIPT_TASKS
 
   def __init__(self, settings):
-    """Checks the script's own flags (ValueError naming the flag); keeps `settings` and
+    """Step 1: checks the script's own flags (ValueError naming the flag); keeps `settings` and
     what they define (a subclass's attributes, set here and never changed)."""
     self.settings = settings
 
   @classmethod
   def required_flags(cls, settings):
-    """{flag name: value} of the flags the script cannot run without."""
+    """Step 1, before the adapter is made: {flag name: value} of the flags the script cannot
+    run without."""
     return {}
 
   def headline_metric(self):
@@ -150,48 +153,52 @@ class TaskAdapter:
     return selection.script_metric(self.script)
 
   def adjust_config(self, config):
-    """The config to build the model from (checked against the script's flags)."""
+    """Step 2: the config to build the model from (checked against the script's flags)."""
     return config
 
   def define(self, config):
-    """(identity, defined): what defines the run beside --max_seq_length and the starting
+    """Step 4: (identity, defined): what defines the run beside --max_seq_length and the starting
     checkpoint, a dict stored in run.json and compared when --output_dir is used again;
     and what read() needs of it."""
     return {}, None
 
   def read(self, defined, files, worker):
-    """Reads and checks every data file the run will use (training and held-out); returns
+    """Step 6: reads and checks every data file the run will use (training and held-out); returns
     them as the later steps take them (`data`). files: ModelFiles; worker: Worker."""
 
   def train_steps(self, data):
-    """The TrainSteps of training on `data` (epoch_steps counts them by epoch)."""
+    """Step 8, training only: the TrainSteps of training on `data` (epoch_steps counts them
+    by epoch)."""
     raise NotImplementedError
 
   def build_task(self, config, data):
-    """The modeling task (model, losses, metrics) to train or run."""
+    """Step 8: the modeling task (model, losses, metrics) to train or run."""
     raise NotImplementedError
 
   def train_input(self, data, run):
-    """The TrainInput; run.record_input(arrays) makes one from feature arrays."""
+    """Step 9, training only: the TrainInput; run.record_input(arrays) makes one from
+    feature arrays."""
     raise NotImplementedError
 
   def notes(self, run):
-    """Facts stored in run.json beside the identity, for readers; never compared."""
+    """Step 9, the chief before training: facts stored in run.json beside the identity,
+    for readers; never compared."""
     return {}
 
   def after_training(self, run):
-    """The chief's work once training has finished (not after a stop on SIGTERM)."""
+    """Step 9: the chief's work once training has finished (not after a stop on SIGTERM)."""
 
   def evaluate(self, data, run):
-    """Scores the dev data: the results to write to eval_results.txt."""
+    """Step 9 with --do_eval, and at each evaluation during training: scores the dev data,
+    the results to write to eval_results.txt."""
     raise NotImplementedError
 
   def predict(self, data, run):
-    """--do_predict: predicts and writes the outputs (the chief); returns what serving
+    """Step 9 with --do_predict: predicts and writes the outputs (the chief); returns what serving
     takes of it (`predicted`), or None."""
 
   def serving(self, data, run, predicted):
-    """The raw-text module to save with --export_dir (modeling/export.py), or None;
+    """Step 9, last: the raw-text module to save with --export_dir (modeling/export.py), or None;
     `predicted`: what predict returned (None without --do_predict)."""
     return None
 
