@@ -42,6 +42,7 @@ flags.DEFINE_integer("doc_stride", 0, "Single texts: windows of --max_seq_length
                      "many tokens, not a cut; windows train with the text's label, their logits "
                      "are averaged. 0: cut, as the original.", lower_bound=0)
 FLAGS = flags.FLAGS
+# The settings: the flags the runner reads and this script's own (cli/settings.py).
 Settings = with_flags(FineTuningSettings, "data_dir", "eval_batch_size", "task_name",
                       "xnli_language", "bilstm_head", "doc_stride")
 

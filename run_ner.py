@@ -46,8 +46,7 @@ flags.DEFINE_enum("feature_combine", "concat", ["concat", "sum", "weighted"],
                   "How the feature layers are combined; weighted: learned softmax weights.")
 flags.DEFINE_integer("lstm_units", 768, "BiLSTM units in each direction.", lower_bound=1)
 FLAGS = flags.FLAGS
-
-
+# The settings: the flags the runner reads and this script's own (cli/settings.py).
 Settings = with_flags(FineTuningSettings, "data_dir", "eval_batch_size", "document_context",
                       "doc_stride", "feature_based", "feature_layers", "feature_combine",
                       "lstm_units")

@@ -70,9 +70,8 @@ flags.DEFINE_bool("per_word_decision", False,
                   "create_pretraining_data.py's flag of that name.")
 must_be_positive("learning_rate")
 FLAGS = flags.FLAGS
-
-
-# The flags beside the runner's, and whether --next_sentence_weight was given (main).
+# The settings: the flags the runner reads, this script's own and whether
+# --next_sentence_weight was given (main resolves it).
 Settings = with_flags(RunSettings, "input_file", "max_predictions_per_seq", "eval_batch_size",
                       "num_train_steps", "num_warmup_steps", "max_eval_steps",
                       "eval_input_file", "input_compression", "next_sentence_weight",

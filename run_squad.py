@@ -53,8 +53,7 @@ flags.DEFINE_bool("bilstm_head", False,
                   "direction) between the encoder and the span layer, as the paper's "
                   "'+ BiLSTM' ablation.")
 FLAGS = flags.FLAGS
-
-
+# The settings: the flags the runner reads and this script's own (cli/settings.py).
 Settings = with_flags(FineTuningSettings, "train_file", "predict_file", "doc_stride",
                       "max_query_length", "n_best_size", "max_answer_length", "verbose_logging",
                       "version_2_with_negative", "null_score_diff_threshold",

@@ -41,8 +41,7 @@ define_finetuning_flags(
 flags.DEFINE_integer("num_choices", 4, "Endings per question (columns ending0 ..).",
                      lower_bound=2)
 FLAGS = flags.FLAGS
-
-
+# The settings: the flags the runner reads and this script's own (cli/settings.py).
 Settings = with_flags(FineTuningSettings, "data_dir", "eval_batch_size", "num_choices")
 
 

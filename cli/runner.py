@@ -64,26 +64,26 @@ class Runner:
   def run(self):
     """The steps, in order (see the module's docstring)."""
     s = self.settings
-    adapter = self._checked_adapter()
-    files = self._model_files(adapter)
+    adapter = self._checked_adapter()  # 1
+    files = self._model_files(adapter)  # 2
 
-    app.make_output_dir(s.output_dir)
+    app.make_output_dir(s.output_dir)  # 3
     path_checks.check_output_dir(s.export_dir, "--export_dir", "the SavedModel")
-    what, defined = adapter.define(files.config)
+    what, defined = adapter.define(files.config)  # 4
     identity = run_identity.identity(what, s.max_seq_length, s.init_checkpoint, s.output_dir,
                                      adapter.length_and_start_define_run)
     run_identity.check(s.output_dir, identity)
 
-    strategy = strategy_from_flags(s)
+    strategy = strategy_from_flags(s)  # 5
     outputs = distribution.WorkerOutputs(strategy, s.output_dir)
     app.at_exit(outputs.remove_scratch)
     worker = Worker(strategy, outputs,
                     batch_length_multiple(s.batch_length_multiple, s.jit_compile, strategy),
                     training.static_shapes(s.jit_compile, strategy))
 
-    data = adapter.read(defined, files, worker)
-    model_files.check_has_weights(s.do_train, s.init_checkpoint, s.output_dir)
-    steps = adapter.train_steps(data) if s.do_train else TrainSteps(0, 0)
+    data = adapter.read(defined, files, worker)  # 6
+    model_files.check_has_weights(s.do_train, s.init_checkpoint, s.output_dir)  # 7
+    steps = adapter.train_steps(data) if s.do_train else TrainSteps(0, 0)  # 8
     if s.do_train:
       logging.info("%d training steps, %d of them warming up.", steps.steps, steps.warmup)
     growth = vocab_growth.growth_for(s.init_checkpoint, files.vocab_file, files.config,
@@ -92,7 +92,7 @@ class Runner:
                            steps.warmup, s.train_batch_size, s, growth)
     run = Run(s, files, worker, trainer)
 
-    if s.do_train:
+    if s.do_train:  # 9
       self._train(adapter, data, run, adapter.train_input(data, run), identity, steps)
     if s.use_best_checkpoint:
       periodic_eval.load_best(trainer.state, s.output_dir)

@@ -1,16 +1,17 @@
 """A training run's settings: its flags, read once in `main` into one frozen object.
 
-Each training script declares a frozen dataclass of the flags it reads, built on
-RunSettings (the flags the runner reads) or FineTuningSettings, and its `main`
-makes it with `Settings.from_flags(FLAGS)`. From then on nothing reads absl's
-flags and nothing changes a value: the runner and the script's adapter take
-the settings as an argument, a misspelled field fails where it is read, and a
-test builds the settings directly, without absl.
+RunSettings lists the flags the runner reads (cli/runner.py), FineTuningSettings
+adds those every fine-tuning script shares, and a script adds its own flags by
+name with with_flags. Its `main` makes the settings with
+`Settings.from_flags(FLAGS)`; from then on nothing reads absl's flags and
+nothing changes a value: the runner and the script's adapter take the settings
+as an argument, a misspelled name fails where it is read, and a test builds the
+settings directly, without absl.
 
 A field without a default must be a flag the script defines (or a value `main`
-resolves and passes to from_flags); the fields with defaults, all in
+works out and passes to from_flags); the fields with defaults, all here in
 RunSettings, are the flags some scripts do not define, set to the value that
-means "off" there.
+turns them off there.
 """
 
 import dataclasses
