@@ -7,14 +7,19 @@ r"""Fine-tunes BERT on a GLUE task (or XNLI): training, evaluation, prediction a
 --bert_config_file and --vocab_file default to the files beside --init_checkpoint.
 """
 
+import dataclasses
+from typing import Optional
+
 import scipy.special
 from absl import flags, logging
 
 from cli import app
 from cli.flags import define_finetuning_flags
-from cli.runner import Runner, TaskAdapter
+from cli.runner import Runner
+from cli.settings import FineTuningSettings, with_flags
+from cli.task_adapter import TaskAdapter, epoch_steps
 from data import files, glue, metrics
-from modeling import classification, export
+from modeling import classification, export, selection
 
 define_finetuning_flags(
     __name__,
@@ -37,6 +42,9 @@ flags.DEFINE_integer("doc_stride", 0, "Single texts: windows of --max_seq_length
                      "many tokens, not a cut; windows train with the text's label, their logits "
                      "are averaged. 0: cut, as the original.", lower_bound=0)
 FLAGS = flags.FLAGS
+# The settings: the flags the runner reads and this script's own (cli/settings.py).
+Settings = with_flags(FineTuningSettings, "data_dir", "eval_batch_size", "task_name",
+                      "xnli_language", "bilstm_head", "doc_stride")
 
 # Held-out splits: (split, records file as the original named it, eval_results.txt key
 # prefix or test_results file name).
@@ -46,57 +54,69 @@ TEST_SPLITS = (("test", "predict.tf_record", "test_results.tsv"),
                ("test_mismatched", "predict_mismatched.tf_record", "test_mismatched_results.tsv"))
 
 
+@dataclasses.dataclass(frozen=True)
+class Data:
+  """What read() gives the later steps: the training features (--do_train; windows with
+  --doc_stride) and {split: examples} of the held-out splits."""
+  train_arrays: Optional[dict]
+  held_out: dict
+
+
 class Classification(TaskAdapter):
   """A GLUE / XNLI task: tsv files in, eval_results.txt, test_results.tsv and the GLUE
   submission file out."""
 
-  def required_flags(self):
-    return {"data_dir": FLAGS.data_dir, "task_name": FLAGS.task_name,
-            "output_dir": FLAGS.output_dir}
+  script = "run_classifier.py"
 
-  def check_flags(self):
-    self.task = glue.get_task(FLAGS.task_name, FLAGS.xnli_language)
-    self.selection_task = FLAGS.task_name
-    if FLAGS.doc_stride and self.task.is_pair:
-      raise ValueError(f"--doc_stride windows single texts; {FLAGS.task_name} takes pairs.")
+  def __init__(self, settings):
+    super().__init__(settings)
+    self.task = glue.get_task(settings.task_name, settings.xnli_language)
+    if settings.doc_stride and self.task.is_pair:
+      raise ValueError(f"--doc_stride windows single texts; {settings.task_name} takes pairs.")
 
-  def trained_with(self, config):
-    name = FLAGS.task_name.lower()
-    return {"task_name": name + (f" ({FLAGS.xnli_language})" if name == "xnli" else ""),
-            "labels": self.task.labels, "bilstm_head": FLAGS.bilstm_head,
-            "causal_attention": config.causal_attention}
+  @classmethod
+  def required_flags(cls, s):
+    return {"data_dir": s.data_dir, "task_name": s.task_name, "output_dir": s.output_dir}
 
-  def read(self, run):
-    self.train = glue.examples(self.task, FLAGS.data_dir, "train") if FLAGS.do_train else []
-    self.held_out = glue.held_out(self.task, FLAGS.task_name, FLAGS.data_dir, FLAGS.do_eval,
-                                  FLAGS.do_predict)
-    logging.info("Examples: %d training, %s", len(self.train),
-                 ", ".join(f"{len(v)} {k}" for k, v in self.held_out.items()) or "none held out")
+  def headline_metric(self):
+    return selection.script_metric(self.script, self.settings.task_name)
 
-  def train_steps(self, run):
-    self.train_arrays = self._arrays(run, self.train)[0]  # an epoch: every window once
-    return run.epoch_steps(len(self.train_arrays["input_ids"]),
-                           f"the training set in {FLAGS.data_dir}")
+  def define(self, config):
+    s, name = self.settings, self.settings.task_name.lower()
+    return {"task_name": name + (f" ({s.xnli_language})" if name == "xnli" else ""),
+            "labels": self.task.labels, "bilstm_head": s.bilstm_head,
+            "causal_attention": config.causal_attention}, None
 
-  def build_task(self, run):
-    return classification.ClassificationTask(run.config, len(self.task.labels or [0]),
-                                             self.task.is_regression, FLAGS.bilstm_head)
+  def read(self, defined, files, worker):
+    s = self.settings
+    train = glue.examples(self.task, s.data_dir, "train") if s.do_train else []
+    held_out = glue.held_out(self.task, s.task_name, s.data_dir, s.do_eval, s.do_predict)
+    logging.info("Examples: %d training, %s", len(train),
+                 ", ".join(f"{len(v)} {k}" for k, v in held_out.items()) or "none held out")
+    # An epoch: every window once.
+    return Data(self._arrays(files.tokenizer, train)[0] if s.do_train else None, held_out)
 
-  def _arrays(self, run, examples, pad_to=1):
-    if FLAGS.doc_stride:
-      return glue.window_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
-                                FLAGS.doc_stride, pad_to)
-    return glue.feature_arrays(self.task, examples, run.tokenizer, FLAGS.max_seq_length,
-                               pad_to=pad_to), None
+  def train_steps(self, data):
+    return epoch_steps(self.settings, len(data.train_arrays["input_ids"]),
+                       f"the training set in {self.settings.data_dir}")
 
-  def train_input(self, run):
-    return run.record_input(self.train_arrays)
+  def build_task(self, config, data):
+    return classification.ClassificationTask(config, len(self.task.labels or [0]),
+                                             self.task.is_regression, self.settings.bilstm_head)
 
-  def _logits(self, run, split, records, batch_size):
+  def _arrays(self, tokenizer, examples, pad_to=1):
+    s = self.settings
+    return glue.model_arrays(self.task, examples, tokenizer, s.max_seq_length, s.doc_stride,
+                             pad_to)
+
+  def train_input(self, data, run):
+    return run.record_input(data.train_arrays)
+
+  def _logits(self, data, run, split, records, batch_size):
     """(examples, their labels, their logits) of a held-out split; windows averaged."""
-    batch = run.global_batch(batch_size)
-    examples = self.held_out[split]
-    arrays, example_of = self._arrays(run, examples, batch)
+    batch = run.worker.global_batch(batch_size)
+    examples = data.held_out[split]
+    arrays, example_of = self._arrays(run.files.tokenizer, examples, batch)
     out = run.predict_records(arrays, records, batch, keep=("is_real_example",))
     logits = out["logits"][out["is_real_example"] == 1]
     if example_of is None:
@@ -104,39 +124,43 @@ class Classification(TaskAdapter):
     return (examples, *glue.combine_windows(arrays["label_ids"], logits, example_of,
                                             len(examples)))
 
-  def evaluate(self, run):
+  def evaluate(self, data, run):
     results = {"global_step": run.trainer.global_step}
     for split, records, prefix in DEV_SPLITS:
-      if split not in self.held_out:
-        continue
-      _, labels, logits = self._logits(run, split, records, FLAGS.eval_batch_size)
-      results.update(metrics.classifier_results(FLAGS.task_name, self.task.is_regression,
-                                                logits, labels, prefix))
+      if split in data.held_out:
+        _, labels, logits = self._logits(data, run, split, records,
+                                         self.settings.eval_batch_size)
+        results.update(metrics.classifier_results(self.settings.task_name,
+                                                  self.task.is_regression, logits, labels,
+                                                  prefix))
     results["loss"] = results["eval_loss"]
     return results
 
-  def predict(self, run):
+  def predict(self, data, run):
+    task, out = self.task, run.worker
     for split, records, results_name in TEST_SPLITS:
-      if split not in self.held_out:
+      if split not in data.held_out:
         continue
-      examples, _, logits = self._logits(run, split, records, FLAGS.predict_batch_size)
-      if not run.chief:
+      examples, _, logits = self._logits(data, run, split, records,
+                                         self.settings.predict_batch_size)
+      if not out.chief:
         continue
-      scores = logits if self.task.is_regression else scipy.special.softmax(logits, -1)
-      files.write_score_rows(run.shared_path(results_name), scores)
-      if split in self.task.submissions:
-        predictions = logits[:, 0] if self.task.is_regression else scores.argmax(-1)
-        glue.write_submission(run.shared_path(self.task.submissions[split] + ".tsv"),
-                              self.task, examples, predictions)
+      scores = logits if task.is_regression else scipy.special.softmax(logits, -1)
+      files.write_score_rows(out.shared_path(results_name), scores)
+      if split in task.submissions:
+        predictions = logits[:, 0] if task.is_regression else scores.argmax(-1)
+        glue.write_submission(out.shared_path(task.submissions[split] + ".tsv"), task,
+                              examples, predictions)
 
-  def serving(self, run):
-    return export.TextClassifier(run.trainer.model, run.vocab_file, FLAGS.do_lower_case,
-                                 FLAGS.max_seq_length, self.task.labels, self.task.is_pair,
-                                 FLAGS.doc_stride)
+  def serving(self, data, run, predicted):
+    s = self.settings
+    return export.TextClassifier(run.trainer.model, run.files.vocab_file, s.do_lower_case,
+                                 s.max_seq_length, self.task.labels, self.task.is_pair,
+                                 s.doc_stride)
 
 
 def main(_):
-  Runner(FLAGS, Classification()).run()
+  Runner(Settings.from_flags(FLAGS), Classification).run()
 
 
 if __name__ == "__main__":

@@ -6,11 +6,16 @@ r"""Named-entity recognition on CoNLL-2003-style files: fine-tuned or feature-ba
   python run_ner.py ... --feature_based --feature_layers=-1,-2,-3,-4 --feature_combine=concat
 """
 
+import dataclasses
+from typing import Optional
+
 from absl import flags, logging
 
 from cli import app
 from cli.flags import define_finetuning_flags
-from cli.runner import Runner, TaskAdapter, TrainInput
+from cli.runner import Runner
+from cli.settings import FineTuningSettings, with_flags
+from cli.task_adapter import TaskAdapter, TrainInput, epoch_steps
 from data import conll, ner_metrics, tagging_inputs
 from modeling import export, tagging, word_features
 
@@ -41,106 +46,133 @@ flags.DEFINE_enum("feature_combine", "concat", ["concat", "sum", "weighted"],
                   "How the feature layers are combined; weighted: learned softmax weights.")
 flags.DEFINE_integer("lstm_units", 768, "BiLSTM units in each direction.", lower_bound=1)
 FLAGS = flags.FLAGS
+# The settings: the flags the runner reads and this script's own (cli/settings.py).
+Settings = with_flags(FineTuningSettings, "data_dir", "eval_batch_size", "document_context",
+                      "doc_stride", "feature_based", "feature_layers", "feature_combine",
+                      "lstm_units")
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+  """What read() gives the later steps."""
+  train: Optional[tagging_inputs.TrainingFile]  # --do_train
+  labels: list  # the tag set: the training file's, else label_list.txt's
+  task: tagging.TaggingTask
+  train_arrays: Optional[dict]  # fine-tuned: the training windows
+  held_out: dict  # {split: (documents, flat words)}
+  features: Optional[word_features.ScratchFeatures]  # feature-based: each file's features
 
 
 class Tagging(TaskAdapter):
   """CoNLL files in; label_list.txt, eval_results.txt, eval_predictions.txt,
   test_predictions.txt and test_results.txt out."""
 
-  selection_task = "ner"
+  script = "run_ner.py"
 
-  def required_flags(self):
-    return {"data_dir": FLAGS.data_dir, "output_dir": FLAGS.output_dir}
+  def __init__(self, settings):
+    super().__init__(settings)
+    s = settings
+    tagging_inputs.check_window_length(s.max_seq_length)
+    self.layers = tagging.parse_feature_layers(s.feature_layers)
+    word_features.check_local_input(s.feature_based, s.use_tpu or s.strategy == "tpu",
+                                    s.tpu_name or s.master)
 
-  def check_flags(self):
-    if FLAGS.learning_rate is None:
-      FLAGS.learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
-    tagging_inputs.check_window_length(FLAGS.max_seq_length)
-    self.layers = tagging.parse_feature_layers(FLAGS.feature_layers)
-    word_features.check_local_input(FLAGS.feature_based, FLAGS.use_tpu or FLAGS.strategy == "tpu",
-                                    FLAGS.tpu_name or FLAGS.master)
+  @classmethod
+  def required_flags(cls, s):
+    return {"data_dir": s.data_dir, "output_dir": s.output_dir}
 
   def adjust_config(self, config):
-    if FLAGS.feature_based:  # ValueError naming --feature_layers when one is not a layer
+    if self.settings.feature_based:  # ValueError naming --feature_layers when one is not a layer
       tagging.layer_indices(self.layers, config.num_hidden_layers)
     return config
 
-  def trained_with(self, config):
-    self.train, self.labels = tagging_inputs.read_training_and_labels(
-        FLAGS.data_dir, FLAGS.document_context, FLAGS.do_train, FLAGS.output_dir)
-    self.task = tagging.TaggingTask(config, len(self.labels), FLAGS.feature_based, self.layers,
-                                    FLAGS.feature_combine, FLAGS.lstm_units)
-    return {"task": "ner", "labels": self.labels, **self.task.settings()}
+  def define(self, config):  # the labels come from the training file (or label_list.txt)
+    s = self.settings
+    train, labels = tagging_inputs.read_training_and_labels(
+        s.data_dir, s.document_context, s.do_train, s.output_dir)
+    task = tagging.TaggingTask(config, len(labels), s.feature_based, self.layers,
+                               s.feature_combine, s.lstm_units)
+    return {"task": "ner", "labels": labels, **task.settings()}, (train, labels, task)
 
-  def _windows(self, run, flat, training, pad_to=1):
-    return tagging_inputs.window_arrays(run.tokenizer, flat, self.labels, FLAGS.max_seq_length,
-                                        FLAGS.doc_stride, training, pad_to)[0]
+  def _windows(self, tokenizer, labels, flat, training, pad_to=1):
+    s = self.settings
+    return tagging_inputs.window_arrays(tokenizer, flat, labels, s.max_seq_length,
+                                        s.doc_stride, training, pad_to)[0]
 
-  def read(self, run):
+  def read(self, defined, files, worker):
+    s, (train, labels, task) = self.settings, defined
     # Fine-tuned, the training windows now (they count the steps); feature-based, later.
-    if FLAGS.do_train and not FLAGS.feature_based:
-      self.train_arrays = self._windows(run, self.train.words, True)
-    self.held_out = tagging_inputs.read_held_out(FLAGS.data_dir, FLAGS.do_eval, FLAGS.do_predict,
-                                                 FLAGS.document_context, self.labels)
-    logging.info("Labels: %s", " ".join(self.labels))
-    if FLAGS.feature_based:  # each file's features in turn, in a local scratch file
-      self.features = word_features.ScratchFeatures(
-          app.scratch_dir("run_ner_"), self.task.feature_width(), self.held_out, self.train)
+    train_arrays = None
+    if s.do_train and not s.feature_based:
+      train_arrays = self._windows(files.tokenizer, labels, train.words, True)
+    held_out = tagging_inputs.read_held_out(s.data_dir, s.do_eval, s.do_predict,
+                                            s.document_context, labels)
+    logging.info("Labels: %s", " ".join(labels))
+    features = None
+    if s.feature_based:  # each file's features in turn, in a local scratch file
+      features = word_features.ScratchFeatures(app.scratch_dir("run_ner_"),
+                                               task.feature_width(), held_out, train)
+    return Data(train, labels, task, train_arrays, held_out, features)
 
-  def train_steps(self, run):  # feature-based: batches of sentences; else of windows
-    count = (len(self.train.sentence_lengths) if FLAGS.feature_based
-             else len(self.train_arrays["input_ids"]))
-    return run.epoch_steps(count, self.train.path)
+  def train_steps(self, data):  # feature-based: batches of sentences; else of windows
+    count = (len(data.train.sentence_lengths) if self.settings.feature_based
+             else len(data.train_arrays["input_ids"]))
+    return epoch_steps(self.settings, count, data.train.path)
 
-  def build_task(self, run):
-    return self.task
+  def build_task(self, config, data):
+    return data.task
 
-  def train_input(self, run):
-    if run.chief:
-      conll.write_labels(run.shared_path("label_list.txt"), self.labels)
-    if not FLAGS.feature_based:
-      return run.record_input(tagging_inputs.record_arrays(self.train_arrays))
-    return TrainInput(*self.features.train_input(
-        run.trainer.model, self._windows(run, self.train.words, False), self.train,
-        FLAGS.train_batch_size, FLAGS.seed, FLAGS.bucket_by_length))
+  def train_input(self, data, run):
+    s = self.settings
+    if run.worker.chief:
+      conll.write_labels(run.worker.shared_path("label_list.txt"), data.labels)
+    if not s.feature_based:
+      return run.record_input(tagging_inputs.record_arrays(data.train_arrays))
+    windows = self._windows(run.files.tokenizer, data.labels, data.train.words, False)
+    return TrainInput(*data.features.train_input(run.trainer.model, windows, data.train,
+                                                 s.train_batch_size, s.seed, s.bucket_by_length))
 
-  def _tags(self, run, split, batch_size, records, predictions_file):
+  def _tags(self, data, run, split, batch_size, records, predictions_file):
     """(documents, predicted IOB2 tags) of a held-out split; writes the tags (the chief)."""
-    documents, flat = self.held_out[split]
-    batch = run.global_batch(batch_size)
-    arrays = self._windows(run, flat, False, pad_to=batch)
-    if FLAGS.feature_based:  # the encoder once, then the BiLSTM by sentence
-      predicted = self.features.tag(run.trainer.model, arrays, flat, documents, batch)
+    documents, flat = data.held_out[split]
+    batch = run.worker.global_batch(batch_size)
+    arrays = self._windows(run.files.tokenizer, data.labels, flat, False, pad_to=batch)
+    if self.settings.feature_based:  # the encoder once, then the BiLSTM by sentence
+      predicted = data.features.tag(run.trainer.model, arrays, flat, documents, batch)
     else:
       out = run.predict_records(tagging_inputs.record_arrays(arrays), records, batch)
       predicted = tagging_inputs.word_predictions(out["logits"], arrays["word_positions"],
                                                   len(flat.words))
-    tags = [self.labels[i] for i in predicted]
-    if run.chief:
-      conll.write_predictions(run.shared_path(predictions_file), documents, tags)
+    tags = [data.labels[i] for i in predicted]
+    if run.worker.chief:
+      conll.write_predictions(run.worker.shared_path(predictions_file), documents, tags)
     return documents, tags
 
-  def evaluate(self, run):
-    documents, tags = self._tags(run, "dev", FLAGS.eval_batch_size, "eval.tf_record",
-                                 "eval_predictions.txt")
+  def evaluate(self, data, run):
+    documents, tags = self._tags(data, run, "dev", self.settings.eval_batch_size,
+                                 "eval.tf_record", "eval_predictions.txt")
     return {"global_step": run.trainer.global_step,
             **ner_metrics.file_scores(documents, tags, "eval_")}
 
-  def predict(self, run):
-    documents, tags = self._tags(run, "test", FLAGS.predict_batch_size, "predict.tf_record",
-                                 "test_predictions.txt")
+  def predict(self, data, run):
+    documents, tags = self._tags(data, run, "test", self.settings.predict_batch_size,
+                                 "predict.tf_record", "test_predictions.txt")
     scores = ner_metrics.file_scores(documents, tags, "test_")
     if scores:  # a test file with tags is scored too
       run.write_results("test_results.txt", {"global_step": run.trainer.global_step, **scores},
                         "test")
 
-  def serving(self, run):
-    return export.TextTagger(run.trainer.model, run.vocab_file, FLAGS.do_lower_case,
-                             FLAGS.max_seq_length, self.labels)
+  def serving(self, data, run, predicted):
+    s = self.settings
+    return export.TextTagger(run.trainer.model, run.files.vocab_file, s.do_lower_case,
+                             s.max_seq_length, data.labels)
 
 
 def main(_):
-  Runner(FLAGS, Tagging()).run()
+  learning_rate = FLAGS.learning_rate
+  if learning_rate is None:  # the mode's default (see --learning_rate)
+    learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
+  Runner(Settings.from_flags(FLAGS, learning_rate=learning_rate), Tagging).run()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ from absl import flags, logging
 
 from cli import app
 from cli.flags import define_runtime_flags, define_tpu_flags, must_be_positive
-from cli.runner import Runner, TaskAdapter, TrainInput
+from cli.runner import Runner
+from cli.settings import RunSettings, with_flags
+from cli.task_adapter import TaskAdapter, TrainInput, TrainSteps
 from data import dynamic_masking, features, pipeline
 from modeling import conversion, language_model, reports
 
@@ -70,6 +72,13 @@ flags.DEFINE_bool("per_word_decision", False,
                   "create_pretraining_data.py's flag of that name.")
 must_be_positive("learning_rate")
 FLAGS = flags.FLAGS
+# The settings: the flags the runner reads, this script's own and whether
+# --next_sentence_weight was given (main resolves it).
+Settings = with_flags(RunSettings, "input_file", "max_predictions_per_seq", "eval_batch_size",
+                      "num_train_steps", "num_warmup_steps", "max_eval_steps",
+                      "eval_input_file", "input_compression", "next_sentence_weight",
+                      "next_sentence_weight_given", "objective", "dynamic_masking",
+                      "masked_lm_prob", "do_whole_word_mask", "per_word_decision")
 
 
 class Pretraining(TaskAdapter):
@@ -82,81 +91,94 @@ class Pretraining(TaskAdapter):
   # The paper's second phase resumes the same run on records of 512 tokens.
   length_and_start_define_run = False
 
-  def required_flags(self):
-    return {"bert_config_file": FLAGS.bert_config_file, "input_file": FLAGS.input_file,
-            "output_dir": FLAGS.output_dir}
-
-  def check_flags(self):
+  def __init__(self, settings):
+    super().__init__(settings)
+    s = settings
     language_model.check_options(
-        FLAGS.do_train, FLAGS.num_train_steps, FLAGS.objective, FLAGS.next_sentence_weight,
-        FLAGS["next_sentence_weight"].present, FLAGS.dynamic_masking, FLAGS.vocab_file,
-        FLAGS.max_predictions_per_seq)
-    given = [f"--{n}" for n in ("do_whole_word_mask", "per_word_decision") if FLAGS[n].value]
-    if given and not FLAGS.dynamic_masking:
+        s.do_train, s.num_train_steps, s.objective, s.next_sentence_weight,
+        s.next_sentence_weight_given, s.dynamic_masking, s.vocab_file,
+        s.max_predictions_per_seq)
+    given = [name for name, value in (("--do_whole_word_mask", s.do_whole_word_mask),
+                                      ("--per_word_decision", s.per_word_decision)) if value]
+    if given and not s.dynamic_masking:
       raise ValueError(f"{' and '.join(given)} without --dynamic_masking: training reads the "
                        f"records' own masks (give {'them' if len(given) > 1 else 'it'} to "
                        "create_pretraining_data.py), or add --dynamic_masking to mask anew.")
-    self.compression = "" if FLAGS.input_compression == "none" else "GZIP"
-    self.eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
-    self.spec = features.pretraining_feature_spec(FLAGS.max_seq_length,
-                                                  FLAGS.max_predictions_per_seq)
+    self.compression = "" if s.input_compression == "none" else "GZIP"
+    self.eval_pattern = s.eval_input_file or s.input_file
+    self.spec = features.pretraining_feature_spec(s.max_seq_length, s.max_predictions_per_seq)
+
+  @classmethod
+  def required_flags(cls, s):
+    return {"bert_config_file": s.bert_config_file, "input_file": s.input_file,
+            "output_dir": s.output_dir}
 
   def adjust_config(self, config):
-    return language_model.objective_config(FLAGS.objective, config, FLAGS.bert_config_file)
+    s = self.settings
+    return language_model.objective_config(s.objective, config, s.bert_config_file)
 
-  def trained_with(self, config):  # a checkpoint of the other objective is refused
-    return {"objective": FLAGS.objective}
+  def define(self, config):  # a checkpoint of the other objective is refused
+    return {"objective": self.settings.objective}, None
 
-  def read(self, run):
+  def read(self, defined, files, worker):
     """Every records file's layout and first ids, before training (after the strategy:
     MultiWorkerMirroredStrategy must configure the runtime before any op runs)."""
+    s = self.settings
     features.check_pretraining_inputs(
-        FLAGS.input_file, FLAGS.eval_input_file, FLAGS.max_seq_length,
-        FLAGS.max_predictions_per_seq, run.config, self.compression,
+        s.input_file, s.eval_input_file, s.max_seq_length, s.max_predictions_per_seq,
+        files.config, self.compression,
         # evaluation compiled for one shape runs whole batches only
-        FLAGS.eval_batch_size if FLAGS.do_eval and run.static_shapes else None)
+        s.eval_batch_size if s.do_eval and worker.static_shapes else None)
 
-  def train_steps(self, run):
-    return FLAGS.num_train_steps, FLAGS.num_warmup_steps
+  def train_steps(self, data):
+    return TrainSteps(self.settings.num_train_steps, self.settings.num_warmup_steps)
 
-  def build_task(self, run):
-    return language_model.objective_task(FLAGS.objective, run.config, FLAGS.next_sentence_weight)
+  def build_task(self, config, data):
+    s = self.settings
+    return language_model.objective_task(s.objective, config, s.next_sentence_weight)
 
-  def _records(self, run, pattern, batch_size, training, vocab=None):
+  def _records(self, static_shapes, pattern, batch_size, training, vocab=None):
     """Batches of the records at `pattern` (masked anew given a vocab). Compiled for one
     shape (XLA, TPUs), evaluation drops a last partial batch, as the original always did;
     otherwise it counts every record."""
+    s = self.settings
     return dynamic_masking.pretraining_input(
-        pattern, self.spec, batch_size, training, FLAGS.seed, self.compression,
-        training or run.static_shapes, vocab, FLAGS.masked_lm_prob, FLAGS.do_whole_word_mask,
-        FLAGS.per_word_decision)
+        pattern, self.spec, batch_size, training, s.seed, self.compression,
+        training or static_shapes, vocab, s.masked_lm_prob, s.do_whole_word_mask,
+        s.per_word_decision)
 
-  def train_input(self, run):
-    records = self._records(run, FLAGS.input_file, FLAGS.train_batch_size, True,
-                            run.tokenizer.vocab if FLAGS.dynamic_masking else None)
-    return TrainInput(records,
-                      naming_errors=lambda: pipeline.naming_bad_files(FLAGS.input_file,
-                                                                      self.compression))
+  def train_input(self, data, run):
+    s = self.settings
+    records = self._records(run.worker.static_shapes, s.input_file, s.train_batch_size, True,
+                            run.files.tokenizer.vocab if s.dynamic_masking else None)
+    return TrainInput(records, naming_errors=lambda: pipeline.naming_bad_files(
+        s.input_file, self.compression))
 
   def notes(self, run):
     return {"objectives": list(run.trainer.task.objectives)}
 
   def after_training(self, run):
-    export = os.path.join(FLAGS.output_dir, "export")
-    conversion.write_checkpoint(run.trainer.model, export, "tf1", run.config, run.vocab_file)
+    out = self.settings.output_dir
+    export = os.path.join(out, "export")
+    # The vocab the run knows (--vocab_file, else beside --init_checkpoint, else
+    # --output_dir's), so that the export reads as a checkpoint directory.
+    conversion.write_checkpoint(run.trainer.model, export, "tf1", run.files.config,
+                                run.files.vocab_file)
     logging.info("Exported the original checkpoint layout to %s", export)
-    reports.plot_curves(os.path.join(FLAGS.output_dir, "train_log.csv"),
-                        os.path.join(FLAGS.output_dir, "training_curves.png"),
+    reports.plot_curves(os.path.join(out, "train_log.csv"),
+                        os.path.join(out, "training_curves.png"),
                         [("loss", "loss"), run.trainer.task.curve])
 
-  def evaluate(self, run):
+  def evaluate(self, data, run):
     with pipeline.naming_bad_files(self.eval_pattern, self.compression):
-      return run.trainer.evaluate(self._records(run, self.eval_pattern, FLAGS.eval_batch_size,
-                                                False), FLAGS.max_eval_steps)
+      return run.trainer.evaluate(self._records(run.worker.static_shapes, self.eval_pattern,
+                                                self.settings.eval_batch_size, False),
+                                  self.settings.max_eval_steps)
 
 
 def main(_):
-  Runner(FLAGS, Pretraining()).run()
+  given = bool(FLAGS["next_sentence_weight"].present)
+  Runner(Settings.from_flags(FLAGS, next_sentence_weight_given=given), Pretraining).run()
 
 
 if __name__ == "__main__":

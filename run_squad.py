@@ -9,13 +9,17 @@ Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json as the
 with answers in the predict file, the official scores (eval_results.txt and .json).
 """
 
+import dataclasses
 import random
+from typing import Optional
 
 from absl import flags, logging
 
 from cli import app
 from cli.flags import define_finetuning_flags
-from cli.runner import Runner, TaskAdapter
+from cli.runner import Runner
+from cli.settings import FineTuningSettings, with_flags
+from cli.task_adapter import TaskAdapter, epoch_steps
 from data import squad, squad_evaluation, squad_predictions
 from modeling import span_labeling, squad_export
 
@@ -49,6 +53,21 @@ flags.DEFINE_bool("bilstm_head", False,
                   "direction) between the encoder and the span layer, as the paper's "
                   "'+ BiLSTM' ablation.")
 FLAGS = flags.FLAGS
+# The settings: the flags the runner reads and this script's own (cli/settings.py).
+Settings = with_flags(FineTuningSettings, "train_file", "predict_file", "doc_stride",
+                      "max_query_length", "n_best_size", "max_answer_length", "verbose_logging",
+                      "version_2_with_negative", "null_score_diff_threshold",
+                      "tune_null_threshold", "bilstm_head")
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+  """What read() gives the later steps: the training examples (in the original's order),
+  and with --do_predict the predict file's examples, features and answers."""
+  train: list
+  examples: Optional[list] = None
+  features: Optional[list] = None
+  gold: Optional[dict] = None
 
 
 class SpanPrediction(TaskAdapter):
@@ -56,92 +75,105 @@ class SpanPrediction(TaskAdapter):
   when the predict file has answers, the official scores out."""
 
   actions = ("do_train", "do_predict")
-  dev_action, selection_task = "do_predict", "squad"  # scored during training: --predict_file
+  dev_action, script = "do_predict", "run_squad.py"  # scored during training: --predict_file
 
-  def required_flags(self):
-    return {"output_dir": FLAGS.output_dir}
+  def __init__(self, settings):
+    super().__init__(settings)
+    s = settings
+    squad.check_options(s.do_train, s.train_file, s.do_predict, s.predict_file,
+                        s.version_2_with_negative, s.tune_null_threshold, s.max_seq_length,
+                        s.max_query_length)
 
-  def check_flags(self):
-    self.threshold = FLAGS.null_score_diff_threshold  # v2.0 export's; tuned when tuning
-    squad.check_options(FLAGS.do_train, FLAGS.train_file, FLAGS.do_predict, FLAGS.predict_file,
-                        FLAGS.version_2_with_negative, FLAGS.tune_null_threshold,
-                        FLAGS.max_seq_length, FLAGS.max_query_length)
+  @classmethod
+  def required_flags(cls, s):
+    return {"output_dir": s.output_dir}
 
-  def trained_with(self, config):
-    return {"task": "squad", "version_2_with_negative": FLAGS.version_2_with_negative,
-            "bilstm_head": FLAGS.bilstm_head, "causal_attention": config.causal_attention}
+  def define(self, config):
+    s = self.settings
+    return {"task": "squad", "version_2_with_negative": s.version_2_with_negative,
+            "bilstm_head": s.bilstm_head, "causal_attention": config.causal_attention}, None
 
-  def _features(self, run, examples, training):
-    return squad.convert_examples_to_features(examples, run.tokenizer, FLAGS.max_seq_length,
-                                              FLAGS.doc_stride, FLAGS.max_query_length, training)
+  def _features(self, tokenizer, examples, training):
+    s = self.settings
+    return squad.convert_examples_to_features(examples, tokenizer, s.max_seq_length,
+                                              s.doc_stride, s.max_query_length, training)
 
-  def read(self, run):
-    v2 = FLAGS.version_2_with_negative
-    self.train = []
-    if FLAGS.do_train:
-      self.train = squad.read_squad_examples(FLAGS.train_file, True, v2)
-      random.Random(12345).shuffle(self.train)  # the original's order
-    if FLAGS.do_predict:
-      self.examples = squad.read_squad_examples(FLAGS.predict_file, False, v2)
-      self.features = self._features(run, self.examples, False)
-      if not self.features:  # contexts whose words all tokenize to nothing
-        raise ValueError(f"{FLAGS.predict_file}: no context has a WordPiece token to predict.")
-      self.gold = squad_evaluation.read_gold(FLAGS.predict_file, v2, FLAGS.tune_null_threshold,
-                                             run.evaluates_during_training)
+  def read(self, defined, files, worker):
+    s, v2 = self.settings, self.settings.version_2_with_negative
+    train = []
+    if s.do_train:
+      train = squad.read_squad_examples(s.train_file, True, v2)
+      random.Random(12345).shuffle(train)  # the original's order
+    if not s.do_predict:
+      return Data(train)
+    examples = squad.read_squad_examples(s.predict_file, False, v2)
+    features = self._features(files.tokenizer, examples, False)
+    if not features:  # contexts whose words all tokenize to nothing
+      raise ValueError(f"{s.predict_file}: no context has a WordPiece token to predict.")
+    gold = squad_evaluation.read_gold(s.predict_file, v2, s.tune_null_threshold,
+                                      s.evaluates_during_training)
+    return Data(train, examples, features, gold)
 
-  def train_steps(self, run):
-    return run.epoch_steps(len(self.train), FLAGS.train_file)
+  def train_steps(self, data):
+    return epoch_steps(self.settings, len(data.train), self.settings.train_file)
 
-  def build_task(self, run):
-    return span_labeling.SpanTask(run.config, FLAGS.bilstm_head)
+  def build_task(self, config, data):
+    return span_labeling.SpanTask(config, self.settings.bilstm_head)
 
-  def train_input(self, run):
-    features = self._features(run, self.train, True)
-    logging.info("%d training examples, %d features", len(self.train), len(features))
-    return run.record_input(squad.feature_arrays(features, FLAGS.max_seq_length, True))
+  def train_input(self, data, run):
+    features = self._features(run.files.tokenizer, data.train, True)
+    logging.info("%d training examples, %d features", len(data.train), len(features))
+    return run.record_input(squad.feature_arrays(features, self.settings.max_seq_length, True))
 
-  def evaluate(self, run):  # during training: --predict_file's scores, as --do_predict's
-    predictions, _, null_odds, answers = self._predictions(run)
-    scores, _ = squad_evaluation.score(self.gold, predictions, answers, null_odds,
-                                       FLAGS.version_2_with_negative, FLAGS.tune_null_threshold)
+  def evaluate(self, data, run):  # during training: --predict_file's scores, as --do_predict's
+    s = self.settings
+    predictions, _, null_odds, answers = self._predictions(data, run)
+    scores, _ = squad_evaluation.score(data.gold, predictions, answers, null_odds,
+                                       s.version_2_with_negative, s.tune_null_threshold)
     return {**scores, "global_step": run.trainer.global_step}
 
-  def _predictions(self, run):  # predictions, nbest, null_odds, best non-null answers
-    batch = run.global_batch(FLAGS.predict_batch_size)
-    arrays = squad.feature_arrays(self.features, FLAGS.max_seq_length, False, pad_to=batch)
-    logging.info("%d examples, %d features to predict", len(self.examples), len(self.features))
+  def _predictions(self, data, run):  # predictions, nbest, null_odds, best non-null answers
+    s = self.settings
+    batch = run.worker.global_batch(s.predict_batch_size)
+    arrays = squad.feature_arrays(data.features, s.max_seq_length, False, pad_to=batch)
+    logging.info("%d examples, %d features to predict", len(data.examples), len(data.features))
     out = run.predict_records(arrays, "eval.tf_record", batch, keep=("unique_ids",),
                               fill=-float("inf"))  # positions cut from a batch: never answers
     return squad_predictions.predictions_from_outputs(
-        self.examples, self.features, out, FLAGS.n_best_size, FLAGS.max_answer_length,
-        FLAGS.do_lower_case, FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold,
-        FLAGS.verbose_logging)
+        data.examples, data.features, out, s.n_best_size, s.max_answer_length,
+        s.do_lower_case, s.version_2_with_negative, s.null_score_diff_threshold,
+        s.verbose_logging)
 
-  def predict(self, run):
-    predictions, nbest, null_odds, answers = self._predictions(run)
-    if not run.chief:
-      return
-    v2 = FLAGS.version_2_with_negative
-    scores, predictions = squad_evaluation.score(self.gold, predictions, answers, null_odds, v2,
-                                                 FLAGS.tune_null_threshold)
-    squad_predictions.write_predictions(run.shared_path, predictions, nbest,
+  def predict(self, data, run):
+    """Returns the v2.0 threshold to export: the tuned one when tuning, else the flag's."""
+    s, v2 = self.settings, self.settings.version_2_with_negative
+    predictions, nbest, null_odds, answers = self._predictions(data, run)
+    if not run.worker.chief:
+      return None
+    scores, predictions = squad_evaluation.score(data.gold, predictions, answers, null_odds, v2,
+                                                 s.tune_null_threshold)
+    squad_predictions.write_predictions(run.worker.shared_path, predictions, nbest,
                                         null_odds if v2 else None)
+    threshold = s.null_score_diff_threshold
     if scores is not None:
       scores["global_step"] = run.trainer.global_step
-      self.threshold = scores.get("null_score_diff_threshold", self.threshold)  # tuned
+      threshold = scores.get("null_score_diff_threshold", threshold)  # tuned
       run.write_results("eval_results.txt", scores)
-      squad_predictions.write_json(run.shared_path("eval_results.json"), scores)
-    logging.info("Wrote predictions for %d questions to %s", len(predictions), FLAGS.output_dir)
+      squad_predictions.write_json(run.worker.shared_path("eval_results.json"), scores)
+    logging.info("Wrote predictions for %d questions to %s", len(predictions), s.output_dir)
+    return threshold
 
-  def serving(self, run):
+  def serving(self, data, run, predicted):
+    s = self.settings
     return squad_export.TextQuestionAnswerer(
-        run.trainer.model, run.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
-        FLAGS.doc_stride, FLAGS.max_query_length, FLAGS.n_best_size, FLAGS.max_answer_length,
-        FLAGS.version_2_with_negative, self.threshold)
+        run.trainer.model, run.files.vocab_file, s.do_lower_case, s.max_seq_length,
+        s.doc_stride, s.max_query_length, s.n_best_size, s.max_answer_length,
+        s.version_2_with_negative,
+        s.null_score_diff_threshold if predicted is None else predicted)
 
 
 def main(_):
-  Runner(FLAGS, SpanPrediction()).run()
+  Runner(Settings.from_flags(FLAGS), SpanPrediction).run()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ from absl import flags, logging
 
 from cli import app
 from cli.flags import define_finetuning_flags
-from cli.runner import Runner, TaskAdapter
+from cli.runner import Runner
+from cli.settings import FineTuningSettings, with_flags
+from cli.task_adapter import TaskAdapter, epoch_steps
 from data import files, metrics, swag
 from modeling import export, multiple_choice
 
@@ -39,73 +41,83 @@ define_finetuning_flags(
 flags.DEFINE_integer("num_choices", 4, "Endings per question (columns ending0 ..).",
                      lower_bound=2)
 FLAGS = flags.FLAGS
+# The settings: the flags the runner reads and this script's own (cli/settings.py).
+Settings = with_flags(FineTuningSettings, "data_dir", "eval_batch_size", "num_choices")
 
 
 class MultipleChoice(TaskAdapter):
   """SWAG-layout csv files in; eval_results.txt, test_results.tsv and
   test_predictions.tsv out."""
 
-  selection_task = "swag"
+  script = "run_swag.py"
 
-  def required_flags(self):
-    return {"data_dir": FLAGS.data_dir, "output_dir": FLAGS.output_dir}
+  @classmethod
+  def required_flags(cls, s):
+    return {"data_dir": s.data_dir, "output_dir": s.output_dir}
 
-  def trained_with(self, config):
-    return {"task": "multiple choice", "num_choices": FLAGS.num_choices,
-            "causal_attention": config.causal_attention}
+  def define(self, config):
+    return {"task": "multiple choice", "num_choices": self.settings.num_choices,
+            "causal_attention": config.causal_attention}, None
 
-  def read(self, run):
-    self.files = {name: swag.read_questions(os.path.join(FLAGS.data_dir, name),
-                                            FLAGS.num_choices, labelled)
-                  for wanted, name, labelled in ((FLAGS.do_train, "train.csv", True),
-                                                 (FLAGS.do_eval, "val.csv", True),
-                                                 (FLAGS.do_predict, "test.csv", False))
-                  if wanted}
-    logging.info("Questions: %s", ", ".join(f"{len(v)} in {k}" for k, v in self.files.items()))
+  def read(self, defined, files, worker):
+    """{file name: questions} of the csv files the run uses."""
+    s = self.settings
+    questions = {name: swag.read_questions(os.path.join(s.data_dir, name), s.num_choices,
+                                           labelled)
+                 for wanted, name, labelled in ((s.do_train, "train.csv", True),
+                                                (s.do_eval, "val.csv", True),
+                                                (s.do_predict, "test.csv", False))
+                 if wanted}
+    logging.info("Questions: %s", ", ".join(f"{len(v)} in {k}" for k, v in questions.items()))
+    return questions
 
-  def train_steps(self, run):
-    return run.epoch_steps(len(self.files["train.csv"]), os.path.join(FLAGS.data_dir,
-                                                                       "train.csv"))
+  def train_steps(self, questions):
+    return epoch_steps(self.settings, len(questions["train.csv"]),
+                       os.path.join(self.settings.data_dir, "train.csv"))
 
-  def build_task(self, run):
-    return multiple_choice.MultipleChoiceTask(run.config)
+  def build_task(self, config, questions):
+    return multiple_choice.MultipleChoiceTask(config)
 
-  def _arrays(self, run, name, pad_to=1):
-    return swag.feature_arrays(self.files[name], run.tokenizer, FLAGS.max_seq_length,
-                               FLAGS.num_choices, pad_to=pad_to)
+  def _arrays(self, tokenizer, questions, pad_to=1):
+    s = self.settings
+    return swag.feature_arrays(questions, tokenizer, s.max_seq_length, s.num_choices,
+                               pad_to=pad_to)
 
-  def train_input(self, run):
-    return run.record_input(self._arrays(run, "train.csv"))
+  def train_input(self, questions, run):
+    return run.record_input(self._arrays(run.files.tokenizer, questions["train.csv"]))
 
-  def _logits(self, run, name, batch_size, records):
+  def _logits(self, questions, run, batch_size, records):
     """(label ids, logits [N, C]) of a csv file's questions, run in whole padded batches."""
-    batch = run.global_batch(batch_size)
-    arrays = self._arrays(run, name, batch)
+    batch = run.worker.global_batch(batch_size)
+    arrays = self._arrays(run.files.tokenizer, questions, batch)
     out = run.predict_records(arrays, records, batch, keep=("is_real_example",))
     real = out["is_real_example"] == 1
-    return arrays["label_ids"][:len(self.files[name])], out["logits"][real]
+    return arrays["label_ids"][:len(questions)], out["logits"][real]
 
-  def evaluate(self, run):
-    labels, logits = self._logits(run, "val.csv", FLAGS.eval_batch_size, "eval.tf_record")
+  def evaluate(self, questions, run):
+    labels, logits = self._logits(questions["val.csv"], run, self.settings.eval_batch_size,
+                                  "eval.tf_record")
     return {"eval_accuracy": metrics.accuracy(logits.argmax(-1), labels),
             "eval_loss": metrics.cross_entropy(logits, labels),
             "global_step": run.trainer.global_step}
 
-  def predict(self, run):
-    _, logits = self._logits(run, "test.csv", FLAGS.predict_batch_size, "predict.tf_record")
-    if run.chief:
+  def predict(self, questions, run):
+    _, logits = self._logits(questions["test.csv"], run, self.settings.predict_batch_size,
+                             "predict.tf_record")
+    if run.worker.chief:
       probabilities = scipy.special.softmax(logits, axis=-1)
-      files.write_score_rows(run.shared_path("test_results.tsv"), probabilities)
-      swag.write_predictions(run.shared_path("test_predictions.tsv"), self.files["test.csv"],
-                             probabilities.argmax(-1))
+      files.write_score_rows(run.worker.shared_path("test_results.tsv"), probabilities)
+      swag.write_predictions(run.worker.shared_path("test_predictions.tsv"),
+                             questions["test.csv"], probabilities.argmax(-1))
 
-  def serving(self, run):
-    return export.TextMultipleChoice(run.trainer.model, run.vocab_file, FLAGS.do_lower_case,
-                                     FLAGS.max_seq_length)
+  def serving(self, questions, run, predicted):
+    s = self.settings
+    return export.TextMultipleChoice(run.trainer.model, run.files.vocab_file, s.do_lower_case,
+                                     s.max_seq_length)
 
 
 def main(_):
-  Runner(FLAGS, MultipleChoice()).run()
+  Runner(Settings.from_flags(FLAGS), MultipleChoice).run()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ stderr; what the run registered for clean-up (scratch folders, an output
 directory it made and left empty) is removed whatever the outcome.
 """
 
+import dataclasses
 import os
 import platform
 import re
@@ -126,12 +127,20 @@ def scratch_dir(prefix):
   return path
 
 
-def log_flags():
-  """Logs the running script's flags (those it defines and the shared ones), once."""
+def log_flags(settings=None):
+  """Logs the running script's flags (those it defines and the shared ones), once; a flag
+  that is a field of `settings` (cli/settings.py) as the run uses it (run_ner's unset
+  --learning_rate as the default it resolves to)."""
+  used = ({f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+          if settings is not None else {})
   values = []
   for module in (sys.argv[0], "cli.flags"):
     values += flags.FLAGS.get_flags_for_module(module)
-  logging.info("Flags: %s", " ".join(f"--{f.name}={f.value}" for f in values))
+  shown = []
+  for flag in values:
+    value = used.get(flag.name, flag.value)
+    shown.append(f"--{flag.name}={list(value) if isinstance(value, tuple) else value}")
+  logging.info("Flags: %s", " ".join(shown))
 
 
 def check_given(**named_values):

@@ -5,11 +5,22 @@ one, to the copies a training run wrote into --output_dir (which then reads
 as a checkpoint directory).
 """
 
+import dataclasses
 import os
+from typing import Optional
 
 from data import files, path_checks, tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+  """What a run's model is made from: its config, its vocab.txt (None: a run without one)
+  and the tokenizer of that vocab."""
+  config: BertConfig
+  vocab_file: Optional[str]
+  tokenizer: Optional[tokenization.FullTokenizer]
 
 
 def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=None,

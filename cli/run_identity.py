@@ -15,6 +15,23 @@ from data import files
 TRAINED_WITH = "run.json"  # what the model in --output_dir was trained with
 
 
+def identity(what, max_seq_length, init_checkpoint, output_dir, length_and_start=True):
+  """The run's identity: `what` (the script's dict) with, when `length_and_start`, the
+  length and the starting checkpoint.
+
+  The starting checkpoint counts only when given from outside output_dir
+  (predicting with --init_checkpoint=<output_dir> is the same run).
+  """
+  if not length_and_start:
+    return dict(what)
+  found = {**what, "max_seq_length": max_seq_length}
+  if init_checkpoint:
+    init, out = (p if "://" in p else os.path.abspath(p) for p in (init_checkpoint, output_dir))
+    if init.rstrip("/") != out.rstrip("/") and not init.startswith(out.rstrip("/") + "/"):
+      found["init_checkpoint"] = init
+  return found
+
+
 def check(output_dir, identity):
   """Raises ValueError when output_dir holds checkpoints of a run other than `identity`.
 

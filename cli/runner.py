@@ -1,359 +1,164 @@
 """The steps of a training run, in order, around the script's task adapter.
 
 Every training script (run_pretraining, run_classifier, run_squad, run_ner,
-run_swag) hands the Runner a TaskAdapter: what its task does its own way
-(which flags it needs, what defines a run, how it reads its files, builds its
-records and model, scores and writes its outputs). Runner.run() performs the
-steps they all share, always in this order:
+run_swag) reads its flags once, in `main`, into frozen settings
+(cli/settings.py) and hands the Runner those settings and its TaskAdapter
+class (cli/task_adapter.py): what its task does its own way.
+Runner(settings, adapter_class).run() performs the steps they all share,
+always in this order. Each adapter step takes what earlier steps returned,
+and the adapter keeps nothing that a step sets, so a step cannot run before
+what it needs:
 
-  1. flags: the required ones given, one --do_* set, the adapter's checks; logged
-  2. the model files: config (the adapter may adjust it), vocab, lengths,
-     casing, the starting checkpoint readable; the tokenizer
+  1. flags: the required ones given, one --do_* set; the adapter made (its
+     constructor checks the script's own flags); the evaluation flags agreeing
+     (modeling/periodic_eval.py), TF_CONFIG; logged
+  2. the model files: config (adapter.adjust_config(config) -> config), vocab,
+     lengths, casing, the starting checkpoint readable, the tokenizer
+     -> ModelFiles
   3. the outputs: --output_dir writable, --export_dir usable
-  4. the run's identity: --output_dir holds no model of another run (run.json)
+  4. the run's identity: adapter.define(config) -> (what defines the run,
+     `defined`); --output_dir holds no model of another run (run.json)
   5. the strategy (seeds and precision first), where this worker writes
-  6. the data: the adapter reads every file now, so bad input stops the run
-     before training rather than after it
+     -> Worker
+  6. the data: adapter.read(defined, files, worker) -> `data`; every file is
+     read now, so bad input stops the run before training rather than after it
   7. weights to use when evaluating or predicting without training
-  8. the Trainer, which reads the starting weights now
-  9. train (or restore), evaluate, predict, export
+  8. adapter.train_steps(data) -> TrainSteps (training only),
+     adapter.build_task(config, data) -> the Trainer, which reads the starting
+     weights now -> Run
+  9. train on adapter.train_input(data, run) (the chief then writes run.json
+     with adapter.notes(run) and, after training, runs adapter.after_training(run))
+     or restore; then adapter.evaluate(data, run) -> eval_results.txt,
+     adapter.predict(data, run) -> `predicted`, adapter.serving(data, run,
+     predicted) -> --export_dir
 
-With --eval_every_steps / --eval_every_epochs, training evaluates on dev with
-the adapter's own `evaluate` (modeling/periodic_eval.py): eval_log.csv, the
-best checkpoint in --output_dir/best, early stopping; --use_best_checkpoint
-then evaluates, predicts and exports with that checkpoint (docs/protocol.md).
+Each adapter method runs at most once, except `evaluate`: with
+--eval_every_steps / --eval_every_epochs it also scores dev during training
+(modeling/periodic_eval.py: eval_log.csv, the best checkpoint in
+--output_dir/best, early stopping); --use_best_checkpoint then evaluates,
+predicts and exports with that checkpoint (docs/protocol.md).
 
 Each check raises ValueError (one `error:` line, cli/app.py) before the step
 whose work it would waste. Only the chief writes the shared outputs.
 """
 
-import contextlib
-import dataclasses
-import math
 import os
-from typing import Callable, Optional
 
 import tensorflow as tf
 from absl import logging
 
 from cli import app, model_files, run_identity, signals
-from cli.flags import ACTIONS
-from data import path_checks, pipeline, tfrecords
+from cli.task_adapter import Run, TrainSteps, Worker
+from data import path_checks
 from modeling import (checkpoints, cluster, distribution, export, optimization, periodic_eval,
-                      reports, selection, training, vocab_growth)
-
-
-
-@dataclasses.dataclass
-class TrainInput:
-  """What a run trains on.
-
-  dataset_fn(input_context) -> per-replica batches, repeating; load_fn:
-  per-batch loading applied after a resumed run's skip (Trainer.train);
-  naming_errors: a context manager that turns a damaged file met while
-  reading into an error naming it.
-  """
-  dataset_fn: Callable
-  load_fn: Optional[Callable] = None
-  naming_errors: Callable = contextlib.nullcontext
-
-
-class TaskAdapter:
-  """What one script's task does its own way. Runner.run() calls the methods in the
-  order listed here, each once but `evaluate`, which evaluation during training also
-  calls; `run` is the Runner, with what earlier steps made."""
-
-  actions = ACTIONS  # the script's --do_* flags
-  tokens = ("[UNK]", "[CLS]", "[SEP]")  # the vocab must hold these
-  vocab_required = True
-  # Whether --max_seq_length and the starting checkpoint belong to the run's identity.
-  length_and_start_define_run = True
-  # The --do_* flag that makes read() load the dev data `evaluate` scores.
-  dev_action = "do_eval"
-  selection_task = None  # the task's name in modeling/selection.HEADLINE (check_flags may set)
-
-  def required_flags(self):
-    """{flag name: value} of the flags the script cannot run without."""
-    return {}
-
-  def check_flags(self):
-    """The script's own flag checks (ValueError naming the flag)."""
-
-  def adjust_config(self, config):
-    """The config to build the model from (checked against the script's flags)."""
-    return config
-
-  def trained_with(self, config):
-    """What defines the run beside --max_seq_length and the starting checkpoint: a dict
-    stored in run.json, compared when --output_dir is used again."""
-    return {}
-
-  def read(self, run):
-    """Reads and checks every data file the run will use (training and held-out)."""
-
-  def train_steps(self, run):
-    """(training steps, warmup steps)."""
-    raise NotImplementedError
-
-  def build_task(self, run):
-    """The modeling task (model, losses, metrics) to train or run."""
-    raise NotImplementedError
-
-  def train_input(self, run):
-    """The TrainInput; run.record_input(arrays) makes one from feature arrays."""
-    raise NotImplementedError
-
-  def notes(self, run):
-    """Facts stored in run.json beside the identity, for readers; never compared."""
-    return {}
-
-  def after_training(self, run):
-    """The chief's work once training has finished (not after a stop on SIGTERM)."""
-
-  def evaluate(self, run):
-    """--do_eval: the results to write to eval_results.txt."""
-    raise NotImplementedError
-
-  def predict(self, run):
-    """--do_predict: predicts and writes the outputs (the chief)."""
-
-  def serving(self, run):
-    """The raw-text module to save with --export_dir (modeling/export.py), or None."""
-    return None
+                      training, vocab_growth)
 
 
 class Runner:
-  """One training run of a script: Runner(FLAGS, adapter).run().
+  """One training run of a script: Runner(settings, adapter_class).run() (see the module's
+  docstring for the steps)."""
 
-  After the steps that make them: config, vocab_file, tokenizer, strategy,
-  outputs (where this worker writes), length_multiple, static_shapes (steps
-  compiled for one shape: XLA, TPUs), num_train_steps, trainer.
-  """
-
-  def __init__(self, values, adapter):
-    self.values, self.adapter = values, adapter
-    self.config = self.vocab_file = self.tokenizer = self.identity = None
-    self.strategy = self.outputs = self.trainer = self.length_multiple = None
-    self.static_shapes = False
-    self.num_train_steps = 0
-    self.steps_per_epoch = None  # set by epoch_steps
-    self.evaluates_during_training = False
-
-  def _flag(self, name, default=None):
-    """A flag the script may not define (run_pretraining has no --do_predict, ...)."""
-    return getattr(self.values, name, default)
+  def __init__(self, settings, adapter_class):
+    self.settings, self.adapter_class = settings, adapter_class
 
   def run(self):
     """The steps, in order (see the module's docstring)."""
-    v, adapter = self.values, self.adapter
-    app.check_given(**adapter.required_flags())
-    if not any(self._flag(action) for action in adapter.actions):
-      names = [f"--{action}" for action in adapter.actions]
+    s = self.settings
+    adapter = self._checked_adapter()  # 1
+    files = self._model_files(adapter)  # 2
+
+    app.make_output_dir(s.output_dir)  # 3
+    path_checks.check_output_dir(s.export_dir, "--export_dir", "the SavedModel")
+    what, defined = adapter.define(files.config)  # 4
+    identity = run_identity.identity(what, s.max_seq_length, s.init_checkpoint, s.output_dir,
+                                     adapter.length_and_start_define_run)
+    run_identity.check(s.output_dir, identity)
+
+    strategy = strategy_from_flags(s)  # 5
+    outputs = distribution.WorkerOutputs(strategy, s.output_dir)
+    app.at_exit(outputs.remove_scratch)
+    worker = Worker(strategy, outputs,
+                    batch_length_multiple(s.batch_length_multiple, s.jit_compile, strategy),
+                    training.static_shapes(s.jit_compile, strategy))
+
+    data = adapter.read(defined, files, worker)  # 6
+    model_files.check_has_weights(s.do_train, s.init_checkpoint, s.output_dir)  # 7
+    steps = adapter.train_steps(data) if s.do_train else TrainSteps(0, 0)  # 8
+    if s.do_train:
+      logging.info("%d training steps, %d of them warming up.", steps.steps, steps.warmup)
+    growth = vocab_growth.growth_for(s.init_checkpoint, files.vocab_file, files.config,
+                                     s.new_token_embeddings, s.seed)
+    trainer = make_trainer(strategy, adapter.build_task(files.config, data), steps.steps,
+                           steps.warmup, s.train_batch_size, s, growth)
+    run = Run(s, files, worker, trainer)
+
+    if s.do_train:  # 9
+      self._train(adapter, data, run, adapter.train_input(data, run), identity, steps)
+    if s.use_best_checkpoint:
+      periodic_eval.load_best(trainer.state, s.output_dir)
+    elif not s.do_train:
+      logging.info("Model %s.", trainer.restore(s.init_checkpoint, for_training=False))
+    if s.do_eval:
+      run.write_results("eval_results.txt", adapter.evaluate(data, run))
+    predicted = adapter.predict(data, run) if s.do_predict else None
+    serving = adapter.serving(data, run, predicted)
+    if serving is not None and s.export_dir and worker.chief:
+      export.save(serving, s.export_dir)
+      logging.info("Exported a raw-text SavedModel to %s", s.export_dir)
+
+  def _checked_adapter(self):
+    """Step 1: the flags given and agreeing with each other, the adapter made (it checks
+    the script's own); the flags logged. Returns the adapter."""
+    s, adapter_class = self.settings, self.adapter_class
+    app.check_given(**adapter_class.required_flags(s))
+    if not any(getattr(s, action) for action in adapter_class.actions):
+      names = [f"--{action}" for action in adapter_class.actions]
       raise ValueError(f"At least one of {', '.join(names[:-1])} and {names[-1]} must be set.")
-    adapter.check_flags()
-    self._check_protocol_flags()
-    if v.strategy == "multi_worker" and not v.use_tpu:  # TF_CONFIG checked at once
+    adapter = adapter_class(s)
+    periodic_eval.check_options(s.eval_every_steps, s.eval_every_epochs, s.best_metric,
+                                s.early_stopping_patience, s.use_best_checkpoint, s.do_train,
+                                getattr(s, adapter.dev_action), adapter.dev_action,
+                                s.output_dir)
+    if s.strategy == "multi_worker" and not s.use_tpu:  # TF_CONFIG checked at once
       cluster.parse_tf_config(os.environ.get("TF_CONFIG"))
-    app.log_flags()
+    app.log_flags(s)
+    return adapter
 
-    self.config, self.vocab_file = model_files.config_and_vocab(
-        v.bert_config_file, v.vocab_file, v.init_checkpoint, v.output_dir,
+  def _model_files(self, adapter):
+    """Step 2: the config (as the adapter adjusts it), the vocab and its tokenizer, checked."""
+    s = self.settings
+    config, vocab_file = model_files.config_and_vocab(
+        s.bert_config_file, s.vocab_file, s.init_checkpoint, s.output_dir,
         adapter.vocab_required)
-    self.config = adapter.adjust_config(self.config)
-    do_lower_case = self._flag("do_lower_case")
-    model_files.check_lengths_and_case(self.config, v.max_seq_length, do_lower_case,
-                                       v.init_checkpoint)
-    if self.vocab_file:
-      self.tokenizer = model_files.load_tokenizer(
-          self.vocab_file, True if do_lower_case is None else do_lower_case, self.config,
+    config = adapter.adjust_config(config)
+    model_files.check_lengths_and_case(config, s.max_seq_length, s.do_lower_case,
+                                       s.init_checkpoint)
+    tokenizer = None
+    if vocab_file:
+      tokenizer = model_files.load_tokenizer(
+          vocab_file, True if s.do_lower_case is None else s.do_lower_case, config,
           adapter.tokens)
+    return model_files.ModelFiles(config, vocab_file, tokenizer)
 
-    app.make_output_dir(v.output_dir)
-    path_checks.check_output_dir(self._flag("export_dir"), "--export_dir", "the SavedModel")
-    self.identity = self._identity(adapter.trained_with(self.config))
-    run_identity.check(v.output_dir, self.identity)
-
-    self.strategy = strategy_from_flags(v)
-    self.outputs = distribution.WorkerOutputs(self.strategy, v.output_dir)
-    app.at_exit(self.outputs.remove_scratch)
-    self.length_multiple = batch_length_multiple(self._flag("batch_length_multiple"),
-                                                 v.jit_compile, self.strategy)
-    self.static_shapes = training.static_shapes(v.jit_compile, self.strategy)
-
-    adapter.read(self)
-    model_files.check_has_weights(v.do_train, v.init_checkpoint, v.output_dir)
-    steps, warmup = adapter.train_steps(self) if v.do_train else (0, 0)
-    self.num_train_steps = steps
-    if v.do_train:
-      logging.info("%d training steps, %d of them warming up.", steps, warmup)
-    growth = vocab_growth.growth_for(v.init_checkpoint, self.vocab_file, self.config,
-                                     v.new_token_embeddings, v.seed)
-    self.trainer = make_trainer(self.strategy, adapter.build_task(self), steps, warmup,
-                                v.train_batch_size, v, growth)
-
-    if v.do_train:
-      self._train(adapter.train_input(self))
-    if self._flag("use_best_checkpoint"):
-      self._use_best()
-    elif not v.do_train:
-      logging.info("Model %s.", self.trainer.restore(v.init_checkpoint, for_training=False))
-    if self._flag("do_eval"):
-      self.write_results("eval_results.txt", adapter.evaluate(self))
-    if self._flag("do_predict"):
-      adapter.predict(self)
-    self._export(adapter.serving(self))
-
-  def _check_protocol_flags(self):
-    """Evaluation during training, the best checkpoint and early stopping: flags that
-    agree with each other and with the run's --do_* flags."""
-    v, dev = self.values, self.adapter.dev_action
-    steps, epochs = self._flag("eval_every_steps", 0), self._flag("eval_every_epochs", 0.0)
-    if steps and epochs:
-      raise ValueError("Give --eval_every_steps or --eval_every_epochs, not both.")
-    self.evaluates_during_training = bool(steps or epochs)
-    name = "--eval_every_steps" if steps else "--eval_every_epochs"
-    if self.evaluates_during_training and not v.do_train:
-      raise ValueError(f"{name} evaluates during training: it needs --do_train.")
-    if self.evaluates_during_training and not self._flag(dev):
-      raise ValueError(f"{name} needs --{dev}: it scores the dev data that --{dev} reads.")
-    if not self.evaluates_during_training:
-      for flag in ("best_metric", "early_stopping_patience"):
-        if self._flag(flag):
-          raise ValueError(f"--{flag} needs --eval_every_steps or --eval_every_epochs.")
-      if self._flag("use_best_checkpoint") and v.do_train:
-        raise ValueError("--use_best_checkpoint with --do_train needs --eval_every_steps or "
-                         "--eval_every_epochs (they choose the best checkpoint).")
-    if self._flag("use_best_checkpoint") and not v.do_train:
-      periodic_eval.best_checkpoint(v.output_dir)  # ValueError when there is none
-    self.best_metric = (self._flag("best_metric")
-                        or selection.headline_metric(self.adapter.selection_task))
-
-  def _evaluator(self):
-    """The PeriodicEvaluation of --eval_every_*, or None."""
-    v = self.values
-    every = periodic_eval.every_steps(self._flag("eval_every_steps", 0),
-                                      self._flag("eval_every_epochs", 0.0),
-                                      self.steps_per_epoch or 0)
-    if not every:
-      return None
-    tracker = selection.Tracker(self.best_metric, patience=self._flag("early_stopping_patience", 0),
-                                state=periodic_eval.read_best(v.output_dir))
-    logging.info("Evaluating on dev every %d steps and at the last; the best %s (%s is "
-                 "better) is kept in %s.", every, tracker.metric,
-                 "higher" if tracker.higher else "lower",
-                 os.path.join(v.output_dir, periodic_eval.BEST_DIR))
-    return periodic_eval.PeriodicEvaluation(every, lambda: self.adapter.evaluate(self), tracker,
-                                            v.output_dir, self.config, self.vocab_file,
-                                            self.chief)
-
-  def _use_best(self):
-    """--use_best_checkpoint: the model takes the weights and step of --output_dir/best."""
-    prefix, state = periodic_eval.best_checkpoint(self.values.output_dir)
-    self.trainer.state.load_weights(prefix)
-    logging.info("Using the best checkpoint %s: step %d, %s = %.6g.", prefix, state["step"],
-                 state["metric"], state["value"])
-
-  def _identity(self, what):
-    """The run's identity (see run_identity): `what`, the length and the start.
-
-    The starting checkpoint counts only when given from outside --output_dir
-    (predicting with --init_checkpoint=<output_dir> is the same run).
-    """
-    v = self.values
-    if not self.adapter.length_and_start_define_run:
-      return dict(what)
-    identity = {**what, "max_seq_length": v.max_seq_length}
-    if v.init_checkpoint:
-      init, out = (p if "://" in p else os.path.abspath(p)
-                   for p in (v.init_checkpoint, v.output_dir))
-      if init.rstrip("/") != out.rstrip("/") and not init.startswith(out.rstrip("/") + "/"):
-        identity["init_checkpoint"] = init
-    return identity
-
-  def _train(self, train_input):
+  def _train(self, adapter, data, run, train_input, identity, steps):
     """The chief records the run's identity, config and vocab in --output_dir (which then
-    reads as a checkpoint directory); then every worker trains."""
-    v = self.values
-    if self.chief:
-      run_identity.save(v.output_dir, {**self.identity, **self.adapter.notes(self)})
-      checkpoints.write_config_and_vocab(v.output_dir, self.config, self.vocab_file)
+    reads as a checkpoint directory); then every worker trains, evaluating on dev as
+    --eval_every_* asks."""
+    s, chief = self.settings, run.worker.chief
+    if chief:
+      run_identity.save(s.output_dir, {**identity, **adapter.notes(run)})
+      checkpoints.write_config_and_vocab(s.output_dir, run.files.config, run.files.vocab_file)
     with train_input.naming_errors():
-      self.trainer.train(train_input.dataset_fn, v.init_checkpoint, load_fn=train_input.load_fn,
-                         evaluator=self._evaluator())
-    if self.chief:
-      self.adapter.after_training(self)
-
-  def _export(self, serving):
-    """With --export_dir, the chief saves `serving` as a SavedModel."""
-    export_dir = self._flag("export_dir")
-    if serving is None or not export_dir or not self.chief:
-      return
-    export.save(serving, export_dir)
-    logging.info("Exported a raw-text SavedModel to %s", export_dir)
-
-  # --- What adapters use --------------------------------------------------------
-
-  @property
-  def chief(self):
-    """Whether this worker writes the shared outputs."""
-    return self.outputs.chief
-
-  def worker_path(self, name):
-    """Where this worker writes its own file `name` (records): --output_dir on the chief,
-    a scratch folder on the others."""
-    return self.outputs.path(name)
-
-  def shared_path(self, name):
-    """--output_dir/name: a shared output, which only the chief writes."""
-    return os.path.join(self.values.output_dir, name)
-
-  def global_batch(self, size):
-    """The smallest multiple of `size` that splits evenly over the replicas: evaluation
-    and prediction run whole batches, padded with examples that are not real."""
-    replicas = self.strategy.num_replicas_in_sync
-    return size * replicas // math.gcd(size, replicas)
-
-  def epoch_steps(self, num_examples, source):
-    """(steps, warmup steps) of --num_train_epochs over `num_examples` at
-    --train_batch_size, as the original counted them; `source` names the training data."""
-    v = self.values
-    self.steps_per_epoch = num_examples / v.train_batch_size
-    steps = int(num_examples / v.train_batch_size * v.num_train_epochs)
-    if steps < 1:
-      raise ValueError(f"{source}: {num_examples} training example(s) make no step of "
-                       f"--train_batch_size={v.train_batch_size} over "
-                       f"--num_train_epochs={v.num_train_epochs}.")
-    return steps, int(steps * v.warmup_proportion)
-
-  def record_input(self, arrays, name="train.tf_record"):
-    """Writes training feature arrays as records `name` (this worker's copy) and returns
-    the TrainInput that reads them: shuffled, batched, trimmed to their lengths."""
-    v = self.values
-    path = self.worker_path(name)
-    tfrecords.write_arrays(path, arrays)
-    spec = tfrecords.array_spec(arrays)
-    return TrainInput(lambda ctx: pipeline.record_dataset(
-        path, spec, ctx.get_per_replica_batch_size(v.train_batch_size), True, v.seed, ctx,
-        shuffle_buffer=10000, length_multiple=self.length_multiple,
-        bucket_by_length=self._flag("bucket_by_length", False)))
-
-  def predict_records(self, arrays, name, batch, keep=(), fill=0.0):
-    """Writes feature arrays (padded to whole batches of `batch`) as records `name`, then
-    returns the model's outputs over them, in file order (Trainer.predict's keep, fill)."""
-    path = self.worker_path(name)
-    tfrecords.write_arrays(path, arrays)
-    spec = tfrecords.array_spec(arrays)
-    return self.trainer.predict(lambda ctx: pipeline.global_batches(
-        path, spec, batch, ctx, length_multiple=self.length_multiple, by_length=True),
-        keep=keep, fill=fill)
-
-  def write_results(self, name, results, prefix="eval"):
-    """Writes `results` to --output_dir/name in the original's `key = value` form (the
-    chief), and logs them."""
-    if self.chief:
-      reports.write_eval_results(self.shared_path(name), results)
-    for key in sorted(results):
-      logging.info("%s %s = %s", prefix, key, results[key])
+      evaluator = periodic_eval.during_training(
+          periodic_eval.every_steps(s.eval_every_steps, s.eval_every_epochs,
+                                    steps.per_epoch or 0),
+          lambda: adapter.evaluate(data, run), s.best_metric or adapter.headline_metric(),
+          s.early_stopping_patience, s.output_dir, run.files.config, run.files.vocab_file,
+          chief)
+      run.trainer.train(train_input.dataset_fn, s.init_checkpoint,
+                        load_fn=train_input.load_fn, evaluator=evaluator)
+    if chief:
+      adapter.after_training(run)
 
 
 def strategy_from_flags(values):

@@ -32,7 +32,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORD = "search_run.json"
 # Flags the search sets for each run; the pass-through flags may not set them.
 OWN = ("output_dir", "learning_rate", "train_batch_size", "num_train_epochs", "seed")
-TASKS = {"run_squad.py": "squad", "run_ner.py": "ner", "run_swag.py": "swag"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,11 +95,11 @@ def uses_best(args):
 
 def default_metric(script, args):
   """The script's headline metric (modeling/selection.py): run_classifier's --task_name."""
-  task = TASKS.get(os.path.basename(script))
+  task_name = None
   for arg in args:
     if _flag_name(arg) == "task_name":
-      task = arg.split("=", 1)[1]
-  return selection.headline_metric(task)
+      task_name = arg.split("=", 1)[1]
+  return selection.script_metric(script, task_name)
 
 
 def find_script(script):

@@ -295,6 +295,14 @@ def window_arrays(task, examples, tokenizer, max_seq_length, doc_stride, pad_to=
   return arrays, example_of
 
 
+def model_arrays(task, examples, tokenizer, max_seq_length, doc_stride=0, pad_to=1):
+  """(arrays, example_of) of `examples`: with doc_stride, their windows (window_arrays);
+  without, a row each cut to max_seq_length (feature_arrays) and example_of None."""
+  if doc_stride:
+    return window_arrays(task, examples, tokenizer, max_seq_length, doc_stride, pad_to)
+  return feature_arrays(task, examples, tokenizer, max_seq_length, pad_to=pad_to), None
+
+
 def combine_windows(label_ids, logits, example_of, num_examples):
   """(label_ids [E], logits [E, C]) of the examples from their windows' rows (the real rows
   first, as window_arrays orders them): each example's label, its windows' mean logits."""

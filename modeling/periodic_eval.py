@@ -11,10 +11,12 @@ best.json also records every evaluation's value, so a resumed run goes on
 with exactly the best and the patience count it had. The Trainer saves its
 regular checkpoint right after each evaluation: a run killed later resumes
 past it, one killed in between redoes the steps and the evaluation.
+
+The runner (cli/runner.py) checks the flags with check_options before any work,
+makes the hook with during_training, and loads best/ with load_best for
+--use_best_checkpoint.
 """
 
-import csv
-import io
 import json
 import os
 import time
@@ -23,7 +25,7 @@ import tensorflow as tf
 from absl import logging
 
 from data import files
-from modeling import checkpoints
+from modeling import checkpoints, reports, selection
 
 BEST_DIR = "best"
 BEST_JSON = "best.json"
@@ -51,30 +53,6 @@ def best_checkpoint(output_dir):
   return os.path.join(output_dir, BEST_DIR, state["checkpoint"]), state
 
 
-class EvalLog:
-  """eval_log.csv: a row per evaluation, kept across resumed runs. Its columns are every
-  metric met so far (NER reports a type's figures once it is predicted): the file is
-  rewritten whole, all or nothing, each time."""
-
-  def __init__(self, path):
-    self.path, self.rows = path, None
-
-  def append(self, step, values):
-    if self.rows is None:
-      self.rows = []
-      if files.exists(self.path):
-        text = files.read_bytes(self.path).decode("utf-8")
-        self.rows = list(csv.DictReader(io.StringIO(text, newline="")))
-    self.rows.append({"step": step, **{k: f"{v:.6g}" for k, v in values.items()}})
-    columns = list(dict.fromkeys(k for row in self.rows for k in row))
-    out = io.StringIO(newline="")
-    writer = csv.DictWriter(out, columns, restval="")
-    writer.writeheader()
-    writer.writerows(self.rows)
-    with files.atomic_output(self.path, newline="") as f:
-      f.write(out.getvalue())
-
-
 class PeriodicEvaluation:
   """The hook Trainer.train calls: evaluate, log, keep the best, maybe stop.
 
@@ -92,7 +70,7 @@ class PeriodicEvaluation:
     self.every, self.evaluate, self.tracker = every, evaluate, tracker
     self.output_dir, self.config, self.vocab_file, self.chief = (output_dir, config,
                                                                  vocab_file, chief)
-    self.csv = EvalLog(os.path.join(output_dir, EVAL_LOG)) if chief else None
+    self.csv = reports.CsvLog(os.path.join(output_dir, EVAL_LOG)) if chief else None
     self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
                    if chief else tf.summary.create_noop_writer())
 
@@ -166,3 +144,55 @@ def every_steps(eval_every_steps, eval_every_epochs, steps_per_epoch):
     return max(1, int(eval_every_epochs * steps_per_epoch))
   return 0
 
+
+
+def check_options(every_steps, every_epochs, best_metric, patience, use_best, do_train,
+                  dev_given, dev_flag, output_dir):
+  """ValueError naming the flag when the flags of evaluation during training, the best
+  checkpoint and early stopping disagree with each other or with the run's --do_* flags.
+
+  every_steps, every_epochs, best_metric, patience, use_best: --eval_every_steps,
+  --eval_every_epochs, --best_metric, --early_stopping_patience,
+  --use_best_checkpoint; dev_given: the value of the flag `dev_flag` that makes the
+  script read the dev data evaluation scores (--do_eval; run_squad: --do_predict).
+  """
+  if every_steps and every_epochs:
+    raise ValueError("Give --eval_every_steps or --eval_every_epochs, not both.")
+  during = bool(every_steps or every_epochs)
+  name = "--eval_every_steps" if every_steps else "--eval_every_epochs"
+  if during and not do_train:
+    raise ValueError(f"{name} evaluates during training: it needs --do_train.")
+  if during and not dev_given:
+    raise ValueError(f"{name} needs --{dev_flag}: it scores the dev data that --{dev_flag} "
+                     "reads.")
+  if not during:
+    for flag, value in (("best_metric", best_metric), ("early_stopping_patience", patience)):
+      if value:
+        raise ValueError(f"--{flag} needs --eval_every_steps or --eval_every_epochs.")
+    if use_best and do_train:
+      raise ValueError("--use_best_checkpoint with --do_train needs --eval_every_steps or "
+                       "--eval_every_epochs (they choose the best checkpoint).")
+  if use_best and not do_train:
+    best_checkpoint(output_dir)  # ValueError when there is none
+
+
+def during_training(every, evaluate, metric, patience, output_dir, config, vocab_file=None,
+                    chief=True):
+  """The PeriodicEvaluation that evaluates every `every` steps (0: None), keeping the best
+  by `metric` with `patience` (see PeriodicEvaluation and selection.Tracker); logs it."""
+  if not every:
+    return None
+  tracker = selection.Tracker(metric, patience=patience, state=read_best(output_dir))
+  logging.info("Evaluating on dev every %d steps and at the last; the best %s (%s is "
+               "better) is kept in %s.", every, tracker.metric,
+               "higher" if tracker.higher else "lower", os.path.join(output_dir, BEST_DIR))
+  return PeriodicEvaluation(every, evaluate, tracker, output_dir, config, vocab_file, chief)
+
+
+def load_best(train_state, output_dir):
+  """--use_best_checkpoint: `train_state` (a TrainState) takes the weights and step of
+  output_dir/best."""
+  prefix, state = best_checkpoint(output_dir)
+  train_state.load_weights(prefix)
+  logging.info("Using the best checkpoint %s: step %d, %s = %.6g.", prefix, state["step"],
+               state["metric"], state["value"])

@@ -14,26 +14,33 @@ from data.progress import format_duration
 
 
 class CsvLog:
-  """Appends logged values to a CSV (kept across resumed runs, for the plots).
+  """A CSV log, a row per call, kept across resumed runs: train_log.csv, eval_log.csv.
 
-  A bucket has no append, so the log is kept in memory (read once from an
-  earlier run's file) and rewritten whole at each row, all-or-nothing.
+  Its columns are `step` and every value met so far, in the order first met (NER
+  reports a type's figures once it predicts that type); a row leaves out what it
+  did not report. A bucket has no append, so the rows are kept in memory (read once
+  from an earlier run's file) and the file is rewritten whole at each row, all or
+  nothing.
   """
 
   def __init__(self, path):
     self.path = path
-    self.data = None  # the file's bytes; None until first read
+    self.rows = None  # [{column: text}]; None until the earlier file is read
 
   def append(self, step, values):
-    if self.data is None:
-      self.data = files.read_bytes(self.path) if files.exists(self.path) else None
-    rows = io.StringIO(newline="")
-    w = csv.writer(rows)
-    if self.data is None:
-      w.writerow(["step", *values])
-    w.writerow([step, *(f"{v:.6g}" for v in values.values())])
-    self.data = (self.data or b"") + rows.getvalue().encode("utf-8")
-    files.write_bytes(self.path, self.data)
+    """Adds the row `step`, then each of `values` ({name: number}) to 6 significant digits."""
+    if self.rows is None:
+      self.rows = []
+      if files.exists(self.path):
+        text = files.read_bytes(self.path).decode("utf-8")
+        self.rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    self.rows.append({"step": step, **{k: f"{v:.6g}" for k, v in values.items()}})
+    columns = list(dict.fromkeys(k for row in self.rows for k in row))
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, columns, restval="")
+    writer.writeheader()
+    writer.writerows(self.rows)
+    files.write_bytes(self.path, out.getvalue().encode("utf-8"))
 
 
 class StepLog:

@@ -2,13 +2,15 @@
 
 HEADLINE is the one table of which dev metric (as keyed in eval_results.txt)
 the scripts and finetune_search.py select on by default: the paper's figure
-for each task. `Tracker` keeps the best evaluation of one training run and
+for each task; SCRIPT_TASKS says which task each script trains, and
+script_metric is what both ask. `Tracker` keeps the best evaluation of one training run and
 counts the evaluations since it, for --early_stopping_patience; its state is
 a JSON-able dict (stored in --output_dir/best/best.json), so a resumed run
 carries on with exactly the best it had. Pure Python: no TensorFlow.
 """
 
 import math
+import os
 
 # task -> the eval_results.txt key of its headline dev metric.
 HEADLINE = {
@@ -20,11 +22,19 @@ HEADLINE = {
     "swag": "eval_accuracy",
 }
 DEFAULT_METRIC = "eval_accuracy"  # every other GLUE task, XNLI, SWAG
+# script -> its task in HEADLINE; run_classifier.py's is its --task_name.
+SCRIPT_TASKS = {"run_squad.py": "squad", "run_ner.py": "ner", "run_swag.py": "swag"}
 
 
 def headline_metric(task):
   """The eval_results.txt key a task selects on: `task` as HEADLINE names it (any case)."""
   return HEADLINE.get((task or "").lower(), DEFAULT_METRIC)
+
+
+def script_metric(script, task_name=None):
+  """The headline metric of a run of `script` (a path or file name): its task's, or with
+  `task_name` (run_classifier's --task_name) that task's."""
+  return headline_metric(task_name or SCRIPT_TASKS.get(os.path.basename(script or "")))
 
 
 def higher_is_better(metric):

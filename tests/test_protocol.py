@@ -1,4 +1,4 @@
-"""Evaluation during training in the scripts (cli/runner.py, modeling/periodic_eval.py):
+"""Evaluation during training in the scripts (modeling/periodic_eval.py, cli/runner.py):
 eval_log.csv, the best checkpoint, early stopping, resuming, and repeatable seeded runs."""
 
 import csv
@@ -11,8 +11,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import read_eval_results
-from modeling import checkpoints, periodic_eval
-from cli.runner import Runner, TaskAdapter
+from modeling import checkpoints, periodic_eval, reports, selection
 from scripts import run_script
 from conftest import write_vocab
 from modeling.config import BertConfig
@@ -100,13 +99,6 @@ def test_a_seeded_run_repeats_and_a_restarted_one_keeps_its_best(full_run):
     np.testing.assert_array_equal(value, _weights(out / "best")[name], err_msg=name)
 
 
-class _Values:
-  """The flags _check_protocol_flags reads, as a script would have them."""
-  do_train, do_eval, output_dir = True, False, "/nonexistent"
-  eval_every_steps, eval_every_epochs, best_metric = 0, 0.0, None
-  early_stopping_patience, use_best_checkpoint = 0, False
-
-
 @pytest.mark.parametrize("flags, message", [
     (dict(eval_every_steps=3, eval_every_epochs=1.0, do_eval=True),
      "Give --eval_every_steps or --eval_every_epochs, not both."),
@@ -123,22 +115,24 @@ class _Values:
      "--eval_every_epochs first."),
 ])
 def test_protocol_flags_that_disagree_are_refused_before_any_work(flags, message):
-  values = _Values()
-  vars(values).update(flags)
+  values = dict(every_steps=0, every_epochs=0.0, best_metric=None, patience=0, use_best=False,
+                do_train=True, dev_given=False, dev_flag="do_eval", output_dir="/nonexistent")
+  renamed = {"eval_every_steps": "every_steps", "eval_every_epochs": "every_epochs",
+             "early_stopping_patience": "patience", "use_best_checkpoint": "use_best",
+             "do_eval": "dev_given"}
+  values.update({renamed.get(k, k): v for k, v in flags.items()})
   with pytest.raises(ValueError) as raised:
-    Runner(values, TaskAdapter())._check_protocol_flags()
+    periodic_eval.check_options(**values)
   assert str(raised.value) == message
 
 
 def test_the_default_metric_is_the_tasks_headline():
-  values = _Values()
-  for task, metric in (("MRPC", "eval_f1"), ("sts-b", "eval_spearman"), ("CoLA",
-                       "eval_matthews_corrcoef"), ("qqp", "eval_accuracy"), ("squad", "f1")):
-    adapter = TaskAdapter()
-    adapter.selection_task = task
-    runner = Runner(values, adapter)
-    runner._check_protocol_flags()
-    assert runner.best_metric == metric
+  for script, task, metric in (
+      ("run_classifier.py", "MRPC", "eval_f1"), ("run_classifier.py", "sts-b", "eval_spearman"),
+      ("run_classifier.py", "CoLA", "eval_matthews_corrcoef"),
+      ("run_classifier.py", "qqp", "eval_accuracy"), ("run_squad.py", None, "f1"),
+      ("run_ner.py", None, "eval_f1"), ("/x/run_swag.py", None, "eval_accuracy")):
+    assert selection.script_metric(script, task) == metric
 
 
 @pytest.mark.slow
@@ -160,8 +154,8 @@ def test_squad_v2_is_scored_during_training_by_the_official_scorer(tmp_path):
 def test_eval_log_keeps_every_metric_met_across_restarts(tmp_path):
   """NER reports a type's figures once it is predicted: later columns are added, not lost."""
   path = str(tmp_path / "eval_log.csv")
-  periodic_eval.EvalLog(path).append(3, {"eval_f1": 0.25, "eval_LOC_f1": 0.5})
-  periodic_eval.EvalLog(path).append(6, {"eval_f1": 0.5, "eval_PER_f1": 0.125})  # resumed
+  reports.CsvLog(path).append(3, {"eval_f1": 0.25, "eval_LOC_f1": 0.5})
+  reports.CsvLog(path).append(6, {"eval_f1": 0.5, "eval_PER_f1": 0.125})  # resumed
   with open(path) as f:
     assert list(csv.reader(f)) == [["step", "eval_f1", "eval_LOC_f1", "eval_PER_f1"],
                                    ["3", "0.25", "0.5", ""], ["6", "0.5", "", "0.125"]]

@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 
+import original_tokenizer
 from conftest import write_vocab
 from helpers import randomize
 from data import tokenization
@@ -30,6 +31,22 @@ def test_base_pieces_split_words_and_continuations():
   assert vocab_growth.base_pieces("zz", wordpiece) is None
   assert vocab_growth.new_rows(BASE, NEW, len(BASE)) == [
       (5, "cats"), (20, "cardio"), (21, "##opathy"), (22, "zz")]
+
+
+def test_new_rows_take_the_pieces_the_original_tokenizer_gives():
+  """New-row initialisation splits a word as the original's WordPiece does (the literal
+  rendering in tests/original_tokenizer.py), through the tokenizer's own split; a "##"
+  entry splits as the rest of a word whose first piece is known."""
+  vocab = {t: i for i, t in enumerate(BASE)}
+  wordpiece = tokenization.WordpieceTokenizer(vocab)
+  for word in ("cats", "cardio", "mycard", "path", "paths", "catty", "zz", "the", "cardios"):
+    pieces = original_tokenizer.wordpiece(word, vocab)
+    expected = None if pieces == ["[UNK]"] else [vocab[p] for p in pieces]
+    assert vocab_growth.base_pieces(word, wordpiece) == expected, word
+  for rest in ("opathy", "s", "io", "zz"):  # "card" + rest, the first piece dropped
+    pieces = original_tokenizer.wordpiece("card" + rest, vocab)
+    expected = None if pieces == ["[UNK]"] else [vocab[p] for p in pieces[1:]]
+    assert vocab_growth.base_pieces("##" + rest, wordpiece) == expected, rest
 
 
 def test_grown_model_loads_stays_tied_and_converts(tmp_path, caplog):
