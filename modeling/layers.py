@@ -287,9 +287,9 @@ class TokenRows:
   rows never reach a real one (attention masks them as keys), so real positions get
   what computing the padding gives them, up to float rounding; on short sentences in
   long batches that skips most of the work. Shapes then depend on the mask's values,
-  which XLA and TPUs cannot compile. A packed batch without padding takes the
-  reshapes (one branch per call, at run time): gathering and scattering every row
-  would only copy them. `lengths` gives each row's last real position + 1, where
+  which XLA and TPUs cannot compile. A packed batch without padding is padded
+  back by a reshape (a branch at run time): scattering every row would only copy
+  them. `lengths` gives each row's last real position + 1, where
   attention in blocks stops (None unpacked: the whole row).
   """
 
@@ -312,10 +312,9 @@ class TokenRows:
   def pack(self, padded):
     """[B, S, ...] -> the rows [R, ...]."""
     if self.packed:
-      rows = tf.cond(self._full, lambda: self._reshaped(padded),
-                     lambda: tf.gather_nd(padded, self.positions))
-      rows.set_shape(tf.TensorShape([None]).concatenate(padded.shape[2:]))
-      return rows
+      # Always a gather: with a reshape branch for full batches, Grappler's constant folding
+      # gave every row count B * S in the training loop (ltr pretraining, TF 2.20).
+      return tf.gather_nd(padded, self.positions)
     return self._reshaped(padded)
 
   def _reshaped(self, padded):
