@@ -40,20 +40,15 @@ def served_variables(model):
       {name: v.value if isinstance(v, keras.Variable) else v for name, v in named.items()})
 
 
-# From this many tokens on, a batch without padding also runs packed with attention in blocks
-# (attention.blocked_attention): faster there, a little slower on shorter inputs
-# (benchmarks/investigations/attention_blocks.py; docs/serving.md).
-BLOCKED_FROM_LENGTH = 128
-
-
 def served_outputs(model, features):
   """model(features) in inference mode. A batch with padding runs packed
   (BertEncoder.pack_tokens: the dense layers on the real tokens alone) with attention in
   blocks cut to each block's longest row (BertEncoder.blocked_attention), so that rows of
-  different lengths cost their own length, not the longest's; so does a batch of
-  BLOCKED_FROM_LENGTH tokens or more. A shorter batch without padding runs as is (packing
-  and blocks would only add ops). One branch per call, picked at run time; both give the
-  same outputs up to float rounding."""
+  different lengths cost their own length, not the longest's. A batch without padding (a
+  single request always) runs as is: there packing and blocks only add ops, 4.6-8.8 ms of
+  a single MiniLM request at 18-384 tokens (benchmarks/investigations/attention_blocks.py,
+  docs/serving.md). One branch per call, picked at run time; both give the same outputs
+  up to float rounding."""
   encoder = model.encoder
 
   def run(packed_and_blocked):
@@ -67,8 +62,7 @@ def served_outputs(model, features):
     return branch
   mask = features["input_mask"]
   padded = tf.reduce_any(tf.equal(mask, 0))
-  long = tf.shape(mask)[-1] >= BLOCKED_FROM_LENGTH  # tokens per row (last axis)
-  return tf.switch_case(tf.cast(padded | long, tf.int32), [run(False), run(True)])
+  return tf.switch_case(tf.cast(padded, tf.int32), [run(False), run(True)])
 
 
 class TextClassifier(tf.Module):

@@ -9,9 +9,9 @@ padded batch); in blocks over whole rows, unpacked; and packed with attention in
 cut to each block's longest row. Prints the median forward time of each, the ratios to as
 is, and the largest difference at real positions, per shape: batch 1 and 64 of short
 sentences (18 tokens), the serving benchmark's question with its context (62), 128 tokens
-(where the exports use blocks, export.BLOCKED_FROM_LENGTH) and SQuAD windows (384). A
-shape ending in "p" (e.g. 64x384p) is padded: its rows' lengths are drawn uniformly from 8
-to its length (seeded). export.served_outputs picks among the three from these figures.
+and SQuAD windows (384). A shape ending in "p" (e.g. 64x384p) is padded: its rows' lengths
+are drawn uniformly from 8 to its length (seeded). export.served_outputs picks among the
+three from these figures.
 
   python benchmarks/investigations/attention_blocks.py --threads=2 --dtype=float32
 """

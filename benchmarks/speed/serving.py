@@ -31,10 +31,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from cli.app import use_tensorflow_defaults  # noqa: E402
+if not any(a.startswith("--hf_side") for a in sys.argv):  # that side: torch alone, no project
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+  from cli.app import use_tensorflow_defaults
 
-use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
+  use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 
 from absl import app, flags  # noqa: E402
 
