@@ -47,24 +47,16 @@ BLOCKED_FROM_LENGTH = 128
 
 
 def served_outputs(model, features):
-  """model(features) in inference mode. A batch with padding runs packed
-  (BertEncoder.pack_tokens: the dense layers on the real tokens alone) with attention in
-  blocks cut to each block's longest row (BertEncoder.blocked_attention), so that rows of
-  different lengths cost their own length, not the longest's; so does a batch of
+  """model(features) in inference mode. A batch with padding runs with pack_tokens (the
+  dense layers on the real tokens alone) and blocked_attention (attention in blocks cut to
+  each block's longest row), call arguments the task model passes to BertEncoder, so that rows
+  of different lengths cost their own length, not the longest's; so does a batch of
   BLOCKED_FROM_LENGTH tokens or more. A shorter batch without padding runs as is (packing
   and blocks would only add ops). One branch per call, picked at run time; both give the
   same outputs up to float rounding."""
-  encoder = model.encoder
-
   def run(packed_and_blocked):
-    def branch():
-      before = encoder.pack_tokens, encoder.blocked_attention
-      encoder.pack_tokens = encoder.blocked_attention = packed_and_blocked
-      try:
-        return model(features, training=False)
-      finally:
-        encoder.pack_tokens, encoder.blocked_attention = before
-    return branch
+    return lambda: model(features, training=False, pack_tokens=packed_and_blocked,
+                         blocked_attention=packed_and_blocked)
   mask = features["input_mask"]
   padded = tf.reduce_any(tf.equal(mask, 0))
   long = tf.shape(mask)[-1] >= BLOCKED_FROM_LENGTH  # tokens per row (last axis)
