@@ -84,8 +84,8 @@ def main(_):
   if not pairs:
     raise ValueError(f"--input_file={FLAGS.input_file} holds no lines.")
 
-  encoder = BertEncoder(config, dtype="mixed_bfloat16" if FLAGS.dtype == "bfloat16" else None)
-  encoder.pack_tokens = True  # layers run on real tokens only (no XLA here)
+  encoder = BertEncoder(config, pack_tokens=True,  # layers on real tokens only (no XLA here)
+                        dtype="mixed_bfloat16" if FLAGS.dtype == "bfloat16" else None)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint, growth=vocab_growth.growth_for(
       FLAGS.init_checkpoint, vocab_file, config))  # new word rows: from their pieces
   extracted_features.write_features(

@@ -4,10 +4,11 @@ import tensorflow as tf
 from keras import ops
 
 from modeling import heads, layers
+from modeling.encoder import BertEncoder
 
 
 class BertClassifier(heads.TaskModel):
-  """Encoder + dropout(0.1) + dense on the pooled output.
+  """The given encoder + dropout(0.1) + dense on the pooled output.
 
   Returns logits float32 [B, num_labels]; with num_labels=1 (regression) the
   single column is the predicted score. The pooled output reads [CLS], or the
@@ -22,9 +23,9 @@ class BertClassifier(heads.TaskModel):
   never train.
   """
 
-  def __init__(self, config, num_labels, bilstm_head=False, **kwargs):
+  def __init__(self, encoder, num_labels, bilstm_head=False, **kwargs):
     kwargs.setdefault("name", "bert_classifier")
-    super().__init__(config, **kwargs)
+    super().__init__(encoder, **kwargs)
     self.num_labels = num_labels
     self.dropout = layers.float32_dropout(0.1)
     self.bilstm = heads.bilstm(self.config) if bilstm_head else None
@@ -33,7 +34,7 @@ class BertClassifier(heads.TaskModel):
                                          name="classifier", dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
-    self.encoder.build()
+    super().build()
     width = self.config.hidden_size
     if self.bilstm is not None:
       self.bilstm.build((None, None, width))
@@ -41,11 +42,14 @@ class BertClassifier(heads.TaskModel):
     self.classifier.build((None, width))
     self.built = True
 
-  def call(self, features, training=False):
+  def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
     if self.bilstm is None:
-      pooled = self.encoder(features, training=training, pooled_only=True)["pooled_output"]
+      pooled = self.encoder(features, training=training, pooled_only=True,
+                            pack_tokens=pack_tokens,
+                            blocked_attention=blocked_attention)["pooled_output"]
     else:
-      sequence = self.encoder(features, training=training)["sequence_output"]
+      sequence = self.encoder(features, training=training, pack_tokens=pack_tokens,
+                              blocked_attention=blocked_attention)["sequence_output"]
       x = heads.bilstm_over(self.bilstm, sequence, features, training)  # [B, S, 2u]
       mask = features.get("input_mask", ops.ones_like(features["input_ids"]))
       last = layers.last_real_positions(mask)[:, None, None]  # [B, 1, 1]
@@ -61,10 +65,10 @@ class BertClassifier(heads.TaskModel):
     return names
 
   @classmethod
-  def for_head_variables(cls, config, shapes):
+  def for_head_variables(cls, encoder, shapes):
     if "output_weights" not in shapes:
       return None
-    return cls(config, num_labels=shapes["output_weights"][0],
+    return cls(encoder, num_labels=shapes["output_weights"][0],
                bilstm_head=f"{heads.BILSTM_PREFIX}/fw/kernel" in shapes)
 
   def get_config(self):
@@ -86,8 +90,10 @@ class ClassificationTask:
     self.regression = regression
     self.bilstm_head = bilstm_head
 
-  def build_model(self):
-    model = BertClassifier(self.config, self.num_labels, self.bilstm_head)
+  def build_model(self, pack_tokens=False):
+    """The built BertClassifier on a new BertEncoder(config, pack_tokens)."""
+    model = BertClassifier(BertEncoder(self.config, pack_tokens), self.num_labels,
+                           self.bilstm_head)
     model.build()
     if self.bilstm_head:  # no gradient reaches it: keep weight decay off it too
       model.encoder.pooler.trainable = False

@@ -44,9 +44,9 @@ def model_for(ckpt, config):
   """
   shapes = {name: tuple(value.shape) for name, value in ckpt.weights.items()}
   heads = [n for n in shapes if checkpoints.is_head_variable(n)]
-  model = BertEncoder(config)
+  model = encoder = BertEncoder(config)
   if heads:
-    models = [m for m in (c.for_head_variables(config, shapes) for c in TASK_MODELS)
+    models = [m for m in (c.for_head_variables(encoder, shapes) for c in TASK_MODELS)
               if m is not None]
     if len(models) > 1:
       raise ValueError(f"Checkpoint {ckpt.path} holds the heads of several models "

@@ -81,29 +81,18 @@ class TransformerBlock(keras.layers.Layer):
             "attention_dropout_rate": self.attention_dropout_rate}
 
 
-class ConfiguredModel(keras.Model):
-  """A model built from a BertConfig (or its dict), which its get_config round-trips."""
+class BertEncoder(keras.Model):
+  """The BERT encoder (embeddings, transformer blocks, pooler), built from a BertConfig.
 
-  def __init__(self, config, **kwargs):
-    super().__init__(**kwargs)
-    self.config = BertConfig.from_dict(config) if isinstance(config, dict) else config
+  It knows nothing about tasks; task models (modeling/heads.py TaskModel) are
+  given one and add their heads to its outputs.
 
-  def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    return cls(**config)
-
-
-class BertEncoder(ConfiguredModel):
-  """The BERT encoder (embeddings, transformer blocks, pooler).
-
-  It knows nothing about tasks; heads take its outputs.
+  Args:
+    config: a BertConfig, or its dict.
+    pack_tokens: the default of `call`'s pack_tokens (how training built the model; see
+      modeling/training.py packs_tokens). Kept by get_config, so an inference copy
+      (modeling/inference.py) runs as the model it copies.
+    **kwargs: Keras arguments (name, dtype: the policy every block computes under).
 
   Call with a dict:
     input_ids: int [B, S] token ids.
@@ -122,29 +111,28 @@ class BertEncoder(ConfiguredModel):
   With config.causal_attention every position attends to itself and earlier
   positions only (a left-to-right model), besides the padding mask.
 
-  Dropout follows `training`; with training=False the outputs are deterministic.
-  With pooled_only=True the last block computes only the representation row,
-  all the pooler reads, which saves nearly a whole layer's work (the
-  classifier's and multiple choice's heads use it): pooled_output is
-  unchanged up to float rounding, while sequence_output and the last
-  encoder_outputs entry are [B, 1, H] (that row).
-
-  The layers run on rows [R, H] (layers.TokenRows). With pack_tokens set, the
-  rows are the real tokens alone: the outputs are the same up to float rounding,
-  with zeros at padded positions, and dropout draws different masks. Shapes then
-  depend on the input_mask's values, which XLA and TPUs cannot compile, so the
-  Trainer sets it only outside XLA.
-  With blocked_attention set, inference attends in cache-sized blocks
-  (attention.blocked_attention; the exports set it for padded batches and for
-  inputs of 128 tokens or more): the same outputs up to float rounding, not for XLA.
+  The ways it runs, each a call argument; every one gives the same outputs up to
+  float rounding:
+    training: dropout on; with training=False the outputs are deterministic.
+    pooled_only=True: the last block computes only the representation row, all
+      the pooler reads, which saves nearly a whole layer's work (the
+      classifier's and multiple choice's heads use it): sequence_output and
+      the last encoder_outputs entry are then [B, 1, H] (that row).
+    pack_tokens=True (None: the constructor's): the layers run on rows [R, H]
+      (layers.TokenRows) of the real tokens alone, with zeros at padded
+      positions in the outputs; dropout draws different masks. Shapes then
+      depend on the input_mask's values, which XLA and TPUs cannot compile, so
+      the Trainer packs only outside XLA.
+    blocked_attention=True: at inference, attention in cache-sized blocks
+      (attention.blocked_attention; modeling/export.py served_outputs uses it
+      for padded batches and for inputs of 128 tokens or more); not for XLA.
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, pack_tokens=False, **kwargs):
     kwargs.setdefault("name", "bert")
-    super().__init__(config, **kwargs)
-    config = self.config
-    self.pack_tokens = False
-    self.blocked_attention = False
+    super().__init__(**kwargs)
+    self.config = config = BertConfig.from_dict(config) if isinstance(config, dict) else config
+    self.pack_tokens = pack_tokens
     # Embeddings stay float32: the sum of three tables feeds LayerNorm.
     self.embeddings = layers.BertEmbeddings(
         config.vocab_size, config.hidden_size, config.max_position_embeddings,
@@ -183,7 +171,9 @@ class BertEncoder(ConfiguredModel):
       return layers.last_real_positions(input_mask)
     return ops.zeros((ops.shape(input_mask)[0],), "int32")
 
-  def call(self, inputs, training=False, pooled_only=False):
+  def call(self, inputs, training=False, pooled_only=False, pack_tokens=None,
+           blocked_attention=False):
+    """The feature dict -> the output dict (see the class docstring for each argument)."""
     input_ids = inputs["input_ids"]
     input_mask = inputs.get("input_mask")
     segment_ids = inputs.get("segment_ids")
@@ -195,7 +185,8 @@ class BertEncoder(ConfiguredModel):
     bias = ops.cast(attention.attention_bias_from_mask(input_mask, causal),
                     self.compute_dtype)  # [B, 1, 1 or S, S]
     first = self.representation_positions(input_mask)[:, None]  # [B, 1]
-    rows = layers.TokenRows(input_mask, self.pack_tokens)
+    pack_tokens = self.pack_tokens if pack_tokens is None else pack_tokens
+    rows = layers.TokenRows(input_mask, pack_tokens)
     x = self.embeddings(rows.pack(input_ids), rows.pack(segment_ids), rows.position_ids(),
                         training=training)  # [R, H]
     outputs = [rows.pad(x)]
@@ -203,10 +194,10 @@ class BertEncoder(ConfiguredModel):
       if pooled_only and i == len(self.blocks) - 1:  # the representation row only
         row_bias = ops.take_along_axis(bias, first[:, None, :, None], axis=2) if causal else bias
         x = block(x, row_bias, rows=rows, training=training, query_positions=first,
-                  blocked=self.blocked_attention)
+                  blocked=blocked_attention)
         outputs.append(x)  # [B, 1, H]
       else:
-        x = block(x, bias, rows=rows, training=training, blocked=self.blocked_attention)
+        x = block(x, bias, rows=rows, training=training, blocked=blocked_attention)
         outputs.append(rows.pad(x))
     x = outputs[-1]
     if pooled_only or not causal:
@@ -216,3 +207,14 @@ class BertEncoder(ConfiguredModel):
     pooled = ops.cast(self.pooler(row), "float32")  # [B, H]
     return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": outputs[1:], "embedding_output": outputs[0]}
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "pack_tokens": self.pack_tokens,
+            "name": self.name, "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return cls(**config)

@@ -41,25 +41,17 @@ def served_variables(model):
 
 
 def served_outputs(model, features):
-  """model(features) in inference mode. A batch with padding runs packed
-  (BertEncoder.pack_tokens: the dense layers on the real tokens alone) with attention in
-  blocks cut to each block's longest row (BertEncoder.blocked_attention), so that rows of
-  different lengths cost their own length, not the longest's. A batch without padding (a
-  single request always) runs as is: there packing and blocks only add ops, 4.6-8.8 ms of
-  a single MiniLM request at 18-384 tokens (benchmarks/investigations/attention_blocks.py,
-  docs/serving.md). One branch per call, picked at run time; both give the same outputs
-  up to float rounding."""
-  encoder = model.encoder
-
+  """model(features) in inference mode. A batch with padding runs with pack_tokens (the
+  dense layers on the real tokens alone) and blocked_attention (attention in blocks cut to
+  each block's longest row), call arguments the task model passes to BertEncoder, so that
+  rows of different lengths cost their own length, not the longest's. A batch without
+  padding (a single request always) runs as is: there packing and blocks only add ops,
+  4.6-8.8 ms of a single MiniLM request at 18-384 tokens
+  (benchmarks/investigations/attention_blocks.py, docs/serving.md). One branch per call,
+  picked at run time; both give the same outputs up to float rounding."""
   def run(packed_and_blocked):
-    def branch():
-      before = encoder.pack_tokens, encoder.blocked_attention
-      encoder.pack_tokens = encoder.blocked_attention = packed_and_blocked
-      try:
-        return model(features, training=False)
-      finally:
-        encoder.pack_tokens, encoder.blocked_attention = before
-    return branch
+    return lambda: model(features, training=False, pack_tokens=packed_and_blocked,
+                         blocked_attention=packed_and_blocked)
   mask = features["input_mask"]
   padded = tf.reduce_any(tf.equal(mask, 0))
   return tf.switch_case(tf.cast(padded, tf.int32), [run(False), run(True)])

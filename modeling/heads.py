@@ -3,8 +3,8 @@
 A batch's path from its records to its loss: data/pipeline.py gives a feature
 dict; a task (modeling/pretraining.py, classification.py, span_labeling.py,
 tagging.py, multiple_choice.py, language_model.py: each holds its model, its
-loss and its metrics) calls its model (modeling/encoder.py's BertEncoder plus
-the heads below, in a TaskModel) and turns the logits into loss sums.
+loss and its metrics) calls its model (a TaskModel below: the BertEncoder of
+modeling/encoder.py it is given, plus its heads) and turns the logits into loss sums.
 
 Heads return float32 logits whatever the compute dtype, so losses and metrics
 are always computed in float32. A task splits each loss into a numerator (a
@@ -20,7 +20,7 @@ import tensorflow as tf
 from keras import ops
 
 from modeling import layers
-from modeling.encoder import BertEncoder, ConfiguredModel
+from modeling.encoder import BertEncoder
 
 
 # --- Heads -------------------------------------------------------------------
@@ -126,8 +126,18 @@ def squared_error(predictions, targets):
 
 # --- The task model: the encoder, to which each task adds its heads --------
 
-class TaskModel(ConfiguredModel):
-  """Holds a BertEncoder built from `config`; subclasses add heads.
+class TaskModel(keras.Model):
+  """The BertEncoder it is given, to which subclasses add heads.
+
+  Args:
+    encoder: a BertEncoder, built or not (build() builds it if needed); the model
+      holds this very object.
+    **kwargs: Keras arguments but dtype: the model computes under its encoder's
+      policy, so encoder and heads share one precision.
+
+  get_config holds the encoder's config, from which from_config builds the encoder first.
+  Every task model's call takes `pack_tokens` and `blocked_attention` besides
+  `training`, and passes them to its encoder (BertEncoder says what each does).
 
   Each task model names its head variables for checkpoints
   (`head_variable_map`: original-style name -> variable; modeling/checkpoints.py
@@ -137,19 +147,33 @@ class TaskModel(ConfiguredModel):
 
   uses_pooler = True  # False: the pooler is not in the model's outputs (may be absent from files)
 
-  def __init__(self, config, **kwargs):
-    super().__init__(config, **kwargs)
-    self.encoder = BertEncoder(self.config, dtype=self.dtype_policy)
+  def __init__(self, encoder, **kwargs):
+    super().__init__(dtype=encoder.dtype_policy, **kwargs)
+    self.encoder = encoder
+    self.config = encoder.config
+
+  def build(self, input_shape=None):
+    """Builds the encoder unless it came built; subclasses then build their heads."""
+    if not self.encoder.built:
+      self.encoder.build()
 
   def head_variable_map(self):
     """{original-style name: variable} of the head (every variable the encoder does not own)."""
     raise NotImplementedError
 
   @classmethod
-  def for_head_variables(cls, config, shapes):
-    """This model for `config` when `shapes` ({name: shape} of a checkpoint) hold its
+  def for_head_variables(cls, encoder, shapes):
+    """This model on `encoder` when `shapes` ({name: shape} of a checkpoint) hold its
     head variables, else None."""
     raise NotImplementedError
+
+  def get_config(self):
+    return {"encoder": self.encoder.get_config(), "name": self.name}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    return cls(BertEncoder.from_config(config.pop("encoder")), **config)
 
 
 def logits_names(prefix, layer):

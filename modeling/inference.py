@@ -16,10 +16,10 @@ def inference_copy(model):
   embeddings, the BiLSTM) keep float32 variables. Build it under the strategy's scope
   that `model` was built under.
   """
-  dtype = model.dtype_policy.compute_dtype
-  copy = type(model).from_config({**model.get_config(), "dtype": dtype})
+  config = model.get_config()
+  encoder = {**config["encoder"], "dtype": model.dtype_policy.compute_dtype}
+  copy = type(model).from_config({**config, "encoder": encoder})  # pack_tokens kept
   copy.build()
-  copy.encoder.pack_tokens = model.encoder.pack_tokens
   load_weights(copy, model)
   return copy
 

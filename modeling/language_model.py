@@ -20,6 +20,7 @@ from absl import logging
 from keras import ops
 
 from data.dynamic_masking import original_tokens  # also used by tests and benchmarks
+from modeling.encoder import BertEncoder
 from modeling.heads import correct, cross_entropy
 from modeling.pretraining import BertPretrainer, PretrainingTask
 
@@ -105,8 +106,10 @@ class LanguageModelTask:
                        "causal_attention true (run_pretraining.py --objective=ltr sets it).")
     self.config = config
 
-  def build_model(self):
-    model = BertPretrainer(self.config, next_sentence=False)
+  def build_model(self, pack_tokens=False):
+    """The built BertPretrainer without next sentence on a new BertEncoder(config,
+    pack_tokens)."""
+    model = BertPretrainer(BertEncoder(self.config, pack_tokens), next_sentence=False)
     model.build()
     model.encoder.pooler.trainable = False  # no gradient reaches it: keep weight decay off it
     return model

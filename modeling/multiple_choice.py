@@ -11,11 +11,12 @@ from keras import ops
 
 from modeling import heads, layers
 from modeling.classification import ClassificationTask
+from modeling.encoder import BertEncoder
 from modeling.heads import TaskModel
 
 
 class BertMultipleChoice(TaskModel):
-  """Encoder + dropout(0.1) + one dense unit on the pooled output of every choice.
+  """The given encoder + dropout(0.1) + one dense unit on the pooled output of every choice.
 
   Call with input_ids, input_mask and segment_ids int [B, C, S]; returns
   logits float32 [B, C], one score per choice (softmax over C gives the
@@ -23,24 +24,25 @@ class BertMultipleChoice(TaskModel):
   output_weights` [1, H] and `output_bias` [1] in checkpoints.
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, encoder, **kwargs):
     kwargs.setdefault("name", "bert_multiple_choice")
-    super().__init__(config, **kwargs)
+    super().__init__(encoder, **kwargs)
     self.dropout = layers.float32_dropout(0.1)
     self.choice = heads.OutputLogits(1, self.config.initializer_range, name="multiple_choice",
                                      dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
-    self.encoder.build()
+    super().build()
     self.choice.build((None, self.config.hidden_size))
     self.built = True
 
-  def call(self, features, training=False):
+  def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
     shape = ops.shape(features["input_ids"])
     num_choices, length = shape[1], shape[2]
     flat = {k: ops.reshape(features[k], (-1, length))  # [B*C, S]
             for k in ("input_ids", "input_mask", "segment_ids") if k in features}
-    pooled = self.encoder(flat, training=training, pooled_only=True)["pooled_output"]
+    pooled = self.encoder(flat, training=training, pooled_only=True, pack_tokens=pack_tokens,
+                          blocked_attention=blocked_attention)["pooled_output"]
     scores = self.choice(self.dropout(pooled, training=training))  # [B*C, 1]
     return {"logits": ops.reshape(scores, (-1, num_choices))}  # [B, C]
 
@@ -49,8 +51,8 @@ class BertMultipleChoice(TaskModel):
             "cls/multiple_choice/output_bias": self.choice.output_bias}
 
   @classmethod
-  def for_head_variables(cls, config, shapes):
-    return cls(config) if "cls/multiple_choice/output_weights" in shapes else None
+  def for_head_variables(cls, encoder, shapes):
+    return cls(encoder) if "cls/multiple_choice/output_weights" in shapes else None
 
 
 class MultipleChoiceTask(ClassificationTask):
@@ -63,7 +65,8 @@ class MultipleChoiceTask(ClassificationTask):
   def __init__(self, config):
     super().__init__(config, num_labels=1)
 
-  def build_model(self):
-    model = BertMultipleChoice(self.config)
+  def build_model(self, pack_tokens=False):
+    """The built BertMultipleChoice on a new BertEncoder(config, pack_tokens)."""
+    model = BertMultipleChoice(BertEncoder(self.config, pack_tokens))
     model.build()
     return model

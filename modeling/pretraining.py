@@ -8,10 +8,11 @@ import tensorflow as tf
 from keras import ops
 
 from modeling import heads
+from modeling.encoder import BertEncoder
 
 
 class BertPretrainer(heads.TaskModel):
-  """Encoder + masked-LM head + next-sentence head.
+  """The given encoder + masked-LM head + next-sentence head.
 
   Call with the pretraining features (input_ids, input_mask, segment_ids,
   masked_lm_positions); returns masked_lm_logits float32 [B, P, V] and
@@ -20,9 +21,9 @@ class BertPretrainer(heads.TaskModel):
   modeling/language_model.py) there is no next-sentence head or logits.
   """
 
-  def __init__(self, config, next_sentence=True, **kwargs):
+  def __init__(self, encoder, next_sentence=True, **kwargs):
     kwargs.setdefault("name", "bert_pretrainer")
-    super().__init__(config, **kwargs)
+    super().__init__(encoder, **kwargs)
     c = self.config
     self.masked_lm = heads.MaskedLMHead(
         c.vocab_size, c.hidden_size, c.hidden_act, c.initializer_range,
@@ -33,14 +34,15 @@ class BertPretrainer(heads.TaskModel):
     self.uses_pooler = next_sentence  # only the next-sentence head reads it
 
   def build(self, input_shape=None):
-    self.encoder.build()
+    super().build()
     self.masked_lm.build(None)
     if self.next_sentence is not None:
       self.next_sentence.build((None, self.config.hidden_size))
     self.built = True
 
-  def call(self, features, training=False):
-    outputs = self.encoder(features, training=training)
+  def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
+    outputs = self.encoder(features, training=training, pack_tokens=pack_tokens,
+                           blocked_attention=blocked_attention)
     logits = {"masked_lm_logits": self.masked_lm(
         outputs["sequence_output"], features["masked_lm_positions"],
         self.encoder.embedding_table, training=training)}
@@ -60,10 +62,10 @@ class BertPretrainer(heads.TaskModel):
     return names
 
   @classmethod
-  def for_head_variables(cls, config, shapes):
+  def for_head_variables(cls, encoder, shapes):
     if "cls/predictions/output_bias" not in shapes:
       return None
-    return cls(config, next_sentence="cls/seq_relationship/output_weights" in shapes)
+    return cls(encoder, next_sentence="cls/seq_relationship/output_weights" in shapes)
 
   def get_config(self):
     return {**super().get_config(), "next_sentence": self.next_sentence is not None}
@@ -106,8 +108,9 @@ class PretrainingTask:
     self.next_sentence_weight = next_sentence_weight
     self.objectives = ("masked_lm", "next_sentence") if next_sentence_weight else ("masked_lm",)
 
-  def build_model(self):
-    model = BertPretrainer(self.config)
+  def build_model(self, pack_tokens=False):
+    """The built BertPretrainer on a new BertEncoder(config, pack_tokens)."""
+    model = BertPretrainer(BertEncoder(self.config, pack_tokens))
     model.build()
     if not self.next_sentence_weight:  # no gradient reaches them: keep them out of training
       model.next_sentence.trainable = False

@@ -4,10 +4,11 @@ import tensorflow as tf
 from keras import ops
 
 from modeling import heads, layers
+from modeling.encoder import BertEncoder
 
 
 class BertSpanLabeler(heads.TaskModel):
-  """Encoder + two logits per token (answer start and end), as for SQuAD.
+  """The given encoder + two logits per token (answer start and end), as for SQuAD.
 
   Returns start_logits and end_logits, float32 [B, S] each. Padded positions
   (input_mask 0) get -10000 added, the attention mask's bias: the original let
@@ -22,15 +23,15 @@ class BertSpanLabeler(heads.TaskModel):
 
   uses_pooler = False
 
-  def __init__(self, config, bilstm_head=False, **kwargs):
+  def __init__(self, encoder, bilstm_head=False, **kwargs):
     kwargs.setdefault("name", "bert_span_labeler")
-    super().__init__(config, **kwargs)
+    super().__init__(encoder, **kwargs)
     self.bilstm = heads.bilstm(self.config) if bilstm_head else None
     self.span = heads.OutputLogits(2, self.config.initializer_range, name="squad",
                                    dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
-    self.encoder.build()
+    super().build()
     width = self.config.hidden_size
     if self.bilstm is not None:
       self.bilstm.build((None, None, width))
@@ -38,8 +39,9 @@ class BertSpanLabeler(heads.TaskModel):
     self.span.build((None, None, width))
     self.built = True
 
-  def call(self, features, training=False):
-    x = self.encoder(features, training=training)["sequence_output"]  # [B, S, H]
+  def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
+    x = self.encoder(features, training=training, pack_tokens=pack_tokens,
+                     blocked_attention=blocked_attention)["sequence_output"]  # [B, S, H]
     if self.bilstm is not None:
       x = heads.bilstm_over(self.bilstm, x, features, training)  # [B, S, 2u]
     logits = self.span(x)
@@ -53,10 +55,10 @@ class BertSpanLabeler(heads.TaskModel):
     return names
 
   @classmethod
-  def for_head_variables(cls, config, shapes):
+  def for_head_variables(cls, encoder, shapes):
     if "cls/squad/output_weights" not in shapes:
       return None
-    return cls(config, bilstm_head=f"{heads.BILSTM_PREFIX}/fw/kernel" in shapes)
+    return cls(encoder, bilstm_head=f"{heads.BILSTM_PREFIX}/fw/kernel" in shapes)
 
   def get_config(self):
     return {**super().get_config(), "bilstm_head": self.bilstm is not None}
@@ -69,8 +71,9 @@ class SpanTask:
     self.config = config
     self.bilstm_head = bilstm_head
 
-  def build_model(self):
-    model = BertSpanLabeler(self.config, self.bilstm_head)
+  def build_model(self, pack_tokens=False):
+    """The built BertSpanLabeler on a new BertEncoder(config, pack_tokens)."""
+    model = BertSpanLabeler(BertEncoder(self.config, pack_tokens), self.bilstm_head)
     model.build()
     return model
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 from keras import ops
 
 from modeling import heads, layers
+from modeling.encoder import BertEncoder
 from modeling.heads import TaskModel
 
 COMBINES = ("concat", "sum", "weighted")
@@ -46,25 +47,27 @@ def feature_width(hidden_size, num_feature_layers, feature_combine):
 
 
 class BertTagger(TaskModel):
-  """Encoder + dropout(0.1) + dense over sequence_output: logits float32 [B, S, num_labels]."""
+  """The given encoder + dropout(0.1) + dense over sequence_output: logits float32
+  [B, S, num_labels]."""
 
   uses_pooler = False
 
-  def __init__(self, config, num_labels, **kwargs):
+  def __init__(self, encoder, num_labels, **kwargs):
     kwargs.setdefault("name", "bert_tagger")
-    super().__init__(config, **kwargs)
+    super().__init__(encoder, **kwargs)
     self.num_labels = num_labels
     self.dropout = layers.float32_dropout(0.1)
     self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner",
                                      dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
-    self.encoder.build()
+    super().build()
     self.tagger.build((None, None, self.config.hidden_size))
     self.built = True
 
-  def call(self, features, training=False):
-    sequence = self.encoder(features, training=training)["sequence_output"]  # [B, S, H]
+  def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
+    sequence = self.encoder(features, training=training, pack_tokens=pack_tokens,
+                            blocked_attention=blocked_attention)["sequence_output"]  # [B, S, H]
     return {"logits": self.tagger(self.dropout(sequence, training=training))}
 
   def head_variable_map(self):
@@ -73,19 +76,19 @@ class BertTagger(TaskModel):
             "cls/ner/output_bias": self.tagger.output_bias}
 
   @classmethod
-  def for_head_variables(cls, config, shapes):
+  def for_head_variables(cls, encoder, shapes):
     if "cls/ner/output_weights" not in shapes or "cls/ner/lstm_0/fw/kernel" in shapes:
       return None
-    return cls(config, shapes["cls/ner/output_weights"][0])
+    return cls(encoder, shapes["cls/ner/output_weights"][0])
 
   def get_config(self):
     return {**super().get_config(), "num_labels": self.num_labels}
 
 
 class BertFeatureTagger(TaskModel):
-  """Frozen encoder; its layers combined; 2-layer BiLSTM over words; dense.
+  """The given encoder, frozen; its layers combined; 2-layer BiLSTM over words; dense.
 
-  The encoder is not trainable (no gradients, no optimizer slots) and always
+  The encoder is made not trainable (no gradients, no optimizer slots) and always
   runs without dropout: its outputs are fixed features, as in the paper, so
   training computes them once (`encode`, see word_features) and runs only
   `tag_words` over sentences. The BiLSTM reads each word's features at its
@@ -94,10 +97,10 @@ class BertFeatureTagger(TaskModel):
 
   uses_pooler = False
 
-  def __init__(self, config, num_labels, feature_layers=(-1,), feature_combine="concat",
+  def __init__(self, encoder, num_labels, feature_layers=(-1,), feature_combine="concat",
                lstm_units=768, **kwargs):
     kwargs.setdefault("name", "bert_feature_tagger")
-    super().__init__(config, **kwargs)
+    super().__init__(encoder, **kwargs)
     if feature_combine not in COMBINES:
       raise ValueError(f"--feature_combine={feature_combine}: expected one of "
                        f"{', '.join(COMBINES)}.")
@@ -115,7 +118,7 @@ class BertFeatureTagger(TaskModel):
                                      dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
-    self.encoder.build()
+    super().build()
     hidden = self.config.hidden_size
     width = hidden * len(self.indices) if self.feature_combine == "concat" else hidden
     if self.feature_combine == "weighted":
@@ -133,9 +136,10 @@ class BertFeatureTagger(TaskModel):
     """Width of `encode`'s features (see feature_width)."""
     return feature_width(self.config.hidden_size, len(self.indices), self.feature_combine)
 
-  def encode(self, features):
+  def encode(self, features, pack_tokens=None, blocked_attention=False):
     """The frozen encoder's chosen layers at every position: float32 [B, S, feature_width]."""
-    out = self.encoder(features, training=False)
+    out = self.encoder(features, training=False, pack_tokens=pack_tokens,
+                       blocked_attention=blocked_attention)
     hidden = [out["embedding_output"]] + list(out["encoder_outputs"])
     chosen = [tf.stop_gradient(tf.cast(hidden[i], tf.float32)) for i in self.indices]
     if self.feature_combine == "sum":
@@ -155,14 +159,14 @@ class BertFeatureTagger(TaskModel):
       x = lstm(x, mask=mask, training=training)  # [B, W, 2*units], zeros at padding
     return {"logits": self.tagger(self.dropout(x, training=training))}
 
-  def call(self, features, training=False):
+  def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
     """Windows -> logits [B, S, C] at each word's first piece (zeros elsewhere).
 
     Each window row is read as one sentence: the BiLSTM runs over its words,
     whose first pieces `word_starts` (int [B, S], 1 = a word starts here)
     marks; without it every real piece counts as a word.
     """
-    x = self.encode(features)  # [B, S, F]
+    x = self.encode(features, pack_tokens, blocked_attention)  # [B, S, F]
     starts = features.get("word_starts", features.get("input_mask"))
     if starts is None:
       starts = tf.ones(tf.shape(features["input_ids"]), tf.int32)
@@ -188,8 +192,8 @@ class BertFeatureTagger(TaskModel):
     return names
 
   @classmethod
-  def for_head_variables(cls, config, shapes):
-    """The feature tagger whose variables `shapes` hold, or None.
+  def for_head_variables(cls, encoder, shapes):
+    """The feature tagger on `encoder` whose variables `shapes` hold, or None.
 
     Which layers fed the BiLSTM is not in a checkpoint (run.json beside
     run_ner's keeps it): the model gets as many as `layer_weights` or the
@@ -199,7 +203,7 @@ class BertFeatureTagger(TaskModel):
     kernel = shapes.get("cls/ner/lstm_0/fw/kernel")  # [width, 4 * units]
     if kernel is None or "cls/ner/output_weights" not in shapes:
       return None
-    hidden, depth = config.hidden_size, config.num_hidden_layers
+    hidden, depth = encoder.config.hidden_size, encoder.config.num_hidden_layers
     if "cls/ner/layer_weights" in shapes:
       combine, count = "weighted", shapes["cls/ner/layer_weights"][0]
     elif kernel[0] % hidden == 0:
@@ -209,7 +213,7 @@ class BertFeatureTagger(TaskModel):
     if not 1 <= count <= depth + 1:
       return None
     chosen = [-(i + 1) for i in range(min(count, depth))] + ([0] if count > depth else [])
-    return cls(config, shapes["cls/ner/output_weights"][0], chosen, combine, kernel[1] // 4)
+    return cls(encoder, shapes["cls/ner/output_weights"][0], chosen, combine, kernel[1] // 4)
 
   def get_config(self):
     return {**super().get_config(), "num_labels": self.num_labels,
@@ -243,11 +247,14 @@ class TaggingTask:
     return feature_width(self.config.hidden_size, len(self.options["feature_layers"]),
                          self.options["feature_combine"])
 
-  def build_model(self):
+  def build_model(self, pack_tokens=False):
+    """The built tagger (feature-based or fine-tuned) on a new BertEncoder(config,
+    pack_tokens)."""
+    encoder = BertEncoder(self.config, pack_tokens)
     if self.feature_based:
-      model = BertFeatureTagger(self.config, self.num_labels, **self.options)
+      model = BertFeatureTagger(encoder, self.num_labels, **self.options)
     else:
-      model = BertTagger(self.config, self.num_labels)
+      model = BertTagger(encoder, self.num_labels)
     model.build()
     return model
 

@@ -52,7 +52,7 @@ class TrainConfig:
   gradient_accumulation_steps: int = 1
   clip_norm: float = 1.0
   jit_compile: bool = False
-  # Run the encoder on real tokens only (BertEncoder.pack_tokens), except under
+  # Run the encoder on real tokens only (BertEncoder's pack_tokens), except under
   # XLA and on TPUs, which need static shapes.
   pack_tokens: bool = True
   loss_scaling: bool = False  # dynamic loss scaling, for float16
@@ -103,9 +103,7 @@ class Trainer:
           f"{replicas} replica(s) x {config.gradient_accumulation_steps} micro-batch(es) "
           "(gradient accumulation steps).")
     with strategy.scope():
-      self.model = task.build_model()
-      if hasattr(self.model, "encoder"):
-        self.model.encoder.pack_tokens = packs_tokens(config, strategy)
+      self.model = task.build_model(pack_tokens=packs_tokens(config, strategy))
     self.state = train_state.TrainState(strategy, self.model, make_optimizer, config)
     # Under jit_compile, XLA compiles the whole per-replica step (forward, backward,
     # clipping, loss scaling, update) as one function where the strategy allows it;

@@ -48,7 +48,7 @@ def original_pretraining_variables(V, H, L, I, T, P):
 
 def test_bert_base_export_has_the_original_names_and_shapes(tmp_path):
   config = BertConfig(vocab_size=30522, type_vocab_size=2)
-  model = BertPretrainer(config)
+  model = BertPretrainer(BertEncoder(config))
   prefix = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(tmp_path),
                                            config=config)
   written = dict(tf.train.list_variables(prefix))
@@ -68,13 +68,13 @@ def _outputs(model, seed=0):
 
 @pytest.mark.parametrize("fmt", ["tf1", "tf2"])
 def test_round_trip_gives_identical_outputs(tmp_path, fmt):
-  model = BertPretrainer(SMALL)
+  model = BertPretrainer(BertEncoder(SMALL))
   randomize(model, 1)
   if fmt == "tf1":
     path = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(tmp_path))
   else:
     path = checkpoints.save_tf2_checkpoint(model, str(tmp_path / "ckpt"))
-  clone = BertPretrainer(SMALL)
+  clone = BertPretrainer(BertEncoder(SMALL))
   ckpt = checkpoints.load_checkpoint(clone, path)
   assert ckpt.format == fmt
   a, b = _outputs(model), _outputs(clone)
@@ -87,7 +87,7 @@ def test_round_trip_gives_identical_outputs(tmp_path, fmt):
 
 def test_reads_a_checkpoint_written_by_tf1_code(tmp_path):
   """Variables created and saved with tf.compat.v1, as the original did, plus Adam slots."""
-  weights = randomize(BertPretrainer(SMALL), 2)
+  weights = randomize(BertPretrainer(BertEncoder(SMALL)), 2)
   graph = tf.Graph()
   with graph.as_default():
     for name, value in weights.items():
@@ -99,7 +99,7 @@ def test_reads_a_checkpoint_written_by_tf1_code(tmp_path):
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       prefix = saver.save(sess, str(tmp_path / "bert_model.ckpt"))
-  model = BertPretrainer(SMALL)
+  model = BertPretrainer(BertEncoder(SMALL))
   checkpoints.load_checkpoint(model, prefix)
   for name, var in checkpoints.variable_map(model).items():
     np.testing.assert_array_equal(var.numpy(), weights[name])  # exact: copied float32 bits
@@ -128,11 +128,13 @@ def _write_hugging_face(weights, directory, with_prefix):
 @pytest.mark.parametrize("model_class,with_prefix", [
     (BertPretrainer, True), (BertEncoder, False), (BertSpanLabeler, True)])
 def test_reads_hugging_face_safetensors(tmp_path, model_class, with_prefix):
-  weights = randomize(model_class(SMALL), 3)
+  make = lambda config: (BertEncoder(config) if model_class is BertEncoder
+                         else model_class(BertEncoder(config)))
+  weights = randomize(make(SMALL), 3)
   _write_hugging_face(weights, str(tmp_path / "hf"), with_prefix)
   config = checkpoints.find_config(str(tmp_path / "hf"))
   assert config == SMALL
-  model = model_class(config)
+  model = make(config)
   checkpoints.load_checkpoint(model, str(tmp_path / "hf"))
   for name, var in checkpoints.variable_map(model).items():
     np.testing.assert_array_equal(var.numpy(), weights[name])  # exact: copied (transposed) bits
@@ -190,8 +192,8 @@ def test_fine_tuning_from_encoder_only_checkpoint(tmp_path, caplog):
   path = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(encoder), str(tmp_path))
   with pytest.raises(ValueError, match=r"missing from the checkpoint \(2\): output_weights, "
                                        "output_bias"):
-    checkpoints.load_checkpoint(BertClassifier(SMALL, num_labels=3), path)
-  classifier = BertClassifier(SMALL, num_labels=3)
+    checkpoints.load_checkpoint(BertClassifier(BertEncoder(SMALL), num_labels=3), path)
+  classifier = BertClassifier(BertEncoder(SMALL), num_labels=3)
   classifier.build()
   fresh = classifier.classifier.output_weights.numpy()
   checkpoints.load_checkpoint(classifier, path, allow_new_heads=True)
@@ -202,10 +204,10 @@ def test_fine_tuning_from_encoder_only_checkpoint(tmp_path, caplog):
 
 
 def test_pretraining_heads_are_skipped_when_fine_tuning(tmp_path):
-  pretrainer = BertPretrainer(SMALL)
+  pretrainer = BertPretrainer(BertEncoder(SMALL))
   randomize(pretrainer, 5)
   path = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(pretrainer), str(tmp_path))
-  span = BertSpanLabeler(SMALL)
+  span = BertSpanLabeler(BertEncoder(SMALL))
   checkpoints.load_checkpoint(span, path, allow_new_heads=True)
   np.testing.assert_array_equal(span.encoder.pooler.kernel.numpy(),  # exact: copied bits
                                 pretrainer.encoder.pooler.kernel.numpy())
@@ -460,14 +462,14 @@ _POOLER_KEYS = {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
 
 
 @pytest.mark.parametrize("make,architecture,head_keys", [
-    (lambda: BertPretrainer(SMALL), "BertForPreTraining",
+    (lambda: BertPretrainer(BertEncoder(SMALL)), "BertForPreTraining",
      {"cls.predictions.bias", "cls.predictions.transform.dense.weight",
       "cls.predictions.transform.dense.bias", "cls.predictions.transform.LayerNorm.weight",
       "cls.predictions.transform.LayerNorm.bias", "cls.seq_relationship.weight",
       "cls.seq_relationship.bias"}),
-    (lambda: BertClassifier(SMALL, num_labels=3), "BertForSequenceClassification",
+    (lambda: BertClassifier(BertEncoder(SMALL), num_labels=3), "BertForSequenceClassification",
      {"classifier.weight", "classifier.bias"}),
-    (lambda: BertSpanLabeler(SMALL), "BertForQuestionAnswering",
+    (lambda: BertSpanLabeler(BertEncoder(SMALL)), "BertForQuestionAnswering",
      {"qa_outputs.weight", "qa_outputs.bias"})])
 def test_task_models_write_transformers_layouts(tmp_path, make, architecture, head_keys):
   model = make()
@@ -497,9 +499,9 @@ def test_task_models_write_transformers_layouts(tmp_path, make, architecture, he
 def test_a_file_without_pooler_starts_a_fine_tuned_pooler_fresh(tmp_path):
   """A QA export (no pooler) initialises a classifier, whose pooler then starts fresh as in
   transformers; loaded as a whole checkpoint (no new heads allowed), the gap is an error."""
-  weights = randomize(BertSpanLabeler(SMALL), 8)
+  weights = randomize(BertSpanLabeler(BertEncoder(SMALL)), 8)
   hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path), SMALL)
-  classifier = BertClassifier(SMALL, num_labels=3)
+  classifier = BertClassifier(BertEncoder(SMALL), num_labels=3)
   classifier.build()
   fresh = {n: v.numpy().copy() for n, v in checkpoints.variable_map(classifier).items()}
   checkpoints.load_checkpoint(classifier, str(tmp_path), allow_new_heads=True)
@@ -510,19 +512,19 @@ def test_a_file_without_pooler_starts_a_fine_tuned_pooler_fresh(tmp_path):
   with pytest.raises(ValueError, match=r"model: missing from the checkpoint \(4\): "
                                        r"bert/pooler/dense/kernel, bert/pooler/dense/bias, "
                                        r"output_weights, output_bias\.$"):
-    checkpoints.load_checkpoint(BertClassifier(SMALL, num_labels=3), str(tmp_path))
+    checkpoints.load_checkpoint(BertClassifier(BertEncoder(SMALL), num_labels=3), str(tmp_path))
   # A checkpoint with a pooler must hold it whole, even when fine-tuning.
   del weights["bert/pooler/dense/bias"]
   checkpoints.save_tf1_checkpoint(weights, str(tmp_path / "half"), SMALL)
   with pytest.raises(ValueError, match=r"model: missing from the checkpoint \(1\): "
                                        r"bert/pooler/dense/bias\.$"):
-    checkpoints.load_checkpoint(BertClassifier(SMALL, num_labels=3), str(tmp_path / "half"),
-                                allow_new_heads=True)
+    checkpoints.load_checkpoint(BertClassifier(BertEncoder(SMALL), num_labels=3),
+                                str(tmp_path / "half"), allow_new_heads=True)
 
 
 def test_heads_without_a_transformers_layout_are_refused(tmp_path):
   from modeling.tagging import BertFeatureTagger
-  weights = randomize(BertFeatureTagger(SMALL, 3, [-1], "concat", 4), 7)
+  weights = randomize(BertFeatureTagger(BertEncoder(SMALL), 3, [-1], "concat", 4), 7)
   with pytest.raises(ValueError, match="No Hugging Face BERT class holds cls/ner/lstm_0/bw/bias"):
     hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path / "out"), SMALL)
   assert not (tmp_path / "out").exists()

@@ -89,7 +89,7 @@ def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_pat
   texts = ["The film was good!", "Awful plot and very bad acting", "quite fine", ""]
   served = fast_tokenization.load_serving(str(export))(
       text_a=tf.constant(texts))
-  model = BertClassifier(BertConfig.from_json_file(str(d / "bert_config.json")), 2)
+  model = BertClassifier(BertEncoder(BertConfig.from_json_file(str(d / "bert_config.json"))), 2)
   checkpoints.load_checkpoint(model, str(out))
   tokenizer = tokenization.FullTokenizer(vocab)
   batch = features.pad_batch([features.pack_pair(tokenizer, t, None, 24) for t in texts], 24)
@@ -218,7 +218,7 @@ def test_trimmed_batches_train_and_predict_as_fixed_length_ones(model_files, tmp
                "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
                "--learning_rate=1e-4", "--num_train_epochs=1", "--eval_batch_size=4",
                "--predict_batch_size=4", *extra)
-    model = BertClassifier(config, 2)
+    model = BertClassifier(BertEncoder(config), 2)
     checkpoints.load_checkpoint(model, str(out))
     runs[name] = (model, out)
   (fixed, fixed_out), (trimmed, trimmed_out) = runs["fixed"], runs["trimmed"]

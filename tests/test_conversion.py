@@ -32,19 +32,24 @@ SMALL = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attent
                    intermediate_size=16, max_position_embeddings=24, type_vocab_size=2)
 KINDS = {
     "encoder": lambda: BertEncoder(SMALL),
-    "pretraining": lambda: BertPretrainer(SMALL),
-    "classifier": lambda: BertClassifier(SMALL, num_labels=3),
-    "regression": lambda: BertClassifier(SMALL, num_labels=1),
-    "span": lambda: BertSpanLabeler(SMALL),
-    "multiple_choice": lambda: BertMultipleChoice(SMALL),
-    "tagger": lambda: BertTagger(SMALL, 5),
-    "feature_tagger_concat": lambda: BertFeatureTagger(SMALL, 5, [-1, -2], "concat", 4),
-    "feature_tagger_sum": lambda: BertFeatureTagger(SMALL, 5, [-1, 0], "sum", 3),
-    "feature_tagger_weighted": lambda: BertFeatureTagger(SMALL, 5, [0, 1, 2], "weighted", 3),
-    "ltr": lambda: BertPretrainer(language_model.causal_config(SMALL), next_sentence=False),
-    "masked_lm": lambda: BertPretrainer(SMALL, next_sentence=False),  # read from BertForMaskedLM
-    "classifier_bilstm": lambda: BertClassifier(SMALL, num_labels=2, bilstm_head=True),
-    "span_bilstm": lambda: BertSpanLabeler(SMALL, bilstm_head=True),
+    "pretraining": lambda: BertPretrainer(BertEncoder(SMALL)),
+    "classifier": lambda: BertClassifier(BertEncoder(SMALL), num_labels=3),
+    "regression": lambda: BertClassifier(BertEncoder(SMALL), num_labels=1),
+    "span": lambda: BertSpanLabeler(BertEncoder(SMALL)),
+    "multiple_choice": lambda: BertMultipleChoice(BertEncoder(SMALL)),
+    "tagger": lambda: BertTagger(BertEncoder(SMALL), 5),
+    "feature_tagger_concat": lambda: BertFeatureTagger(BertEncoder(SMALL), 5, [-1, -2],
+                                                       "concat", 4),
+    "feature_tagger_sum": lambda: BertFeatureTagger(BertEncoder(SMALL), 5, [-1, 0], "sum", 3),
+    "feature_tagger_weighted": lambda: BertFeatureTagger(BertEncoder(SMALL), 5, [0, 1, 2],
+                                                         "weighted", 3),
+    "ltr": lambda: BertPretrainer(BertEncoder(language_model.causal_config(SMALL)),
+                                  next_sentence=False),
+    # read from BertForMaskedLM
+    "masked_lm": lambda: BertPretrainer(BertEncoder(SMALL), next_sentence=False),
+    "classifier_bilstm": lambda: BertClassifier(BertEncoder(SMALL), num_labels=2,
+                                                bilstm_head=True),
+    "span_bilstm": lambda: BertSpanLabeler(BertEncoder(SMALL), bilstm_head=True),
 }
 NO_HF = {"feature_tagger_concat", "feature_tagger_sum", "feature_tagger_weighted",
          "classifier_bilstm", "span_bilstm"}  # a BiLSTM: no transformers class has one
@@ -67,7 +72,7 @@ def _convert(source, fmt, target, labels=None, config=SMALL):
 def test_the_marker_file_is_written_last(tmp_path, monkeypatch, fmt, marker):
   """A directory that has its marker (README: Paths) is complete: nothing lands after it,
   and writing over an older checkpoint takes the old marker away before any new file."""
-  model = BertClassifier(SMALL, num_labels=3)
+  model = BertClassifier(BertEncoder(SMALL), num_labels=3)
   model.build()
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("".join(f"w{i}\n" for i in range(SMALL.vocab_size)))
@@ -144,7 +149,7 @@ def test_hugging_face_refuses_the_bilstm_naming_every_variable(kind, tmp_path):
 
 
 def test_variables_no_model_takes_are_named_and_nothing_is_written(tmp_path):
-  weights = randomize(BertTagger(SMALL, 5), 2)
+  weights = randomize(BertTagger(BertEncoder(SMALL), 5), 2)
   extra = {**weights, "cls/other/output_weights": np.zeros((2, 8), np.float32)}
   checkpoints.save_tf1_checkpoint(extra, str(tmp_path / "extra"), SMALL)
   with pytest.raises(ValueError, match=r"BertTagger has no place for "
@@ -155,7 +160,7 @@ def test_variables_no_model_takes_are_named_and_nothing_is_written(tmp_path):
   with pytest.raises(ValueError, match=r"no model of ours has the head variable\(s\) "
                                        r"cls/other/output_weights; nothing was converted\.$"):
     _convert(tmp_path / "alone", "tf2", tmp_path / "out")
-  both = {**weights, **randomize(BertSpanLabeler(SMALL), 3)}
+  both = {**weights, **randomize(BertSpanLabeler(BertEncoder(SMALL)), 3)}
   checkpoints.save_tf1_checkpoint(both, str(tmp_path / "both"), SMALL)
   with pytest.raises(ValueError, match=r"heads of several models \(BertSpanLabeler, "
                                        r"BertTagger\)"):
@@ -368,7 +373,7 @@ def _logits_from_file(tensors, ids, segments, mask, pooled):
 
 
 def test_tagger_exports_as_bert_for_token_classification(tmp_path):
-  model = BertTagger(SMALL, 5)
+  model = BertTagger(BertEncoder(SMALL), 5)
   randomize(model, 4)
   conversion.write_checkpoint(model, str(tmp_path), "hf", SMALL)
   tensors = _file_tensors(tmp_path)
@@ -386,7 +391,7 @@ def test_tagger_exports_as_bert_for_token_classification(tmp_path):
 
 
 def test_multiple_choice_exports_as_bert_for_multiple_choice(tmp_path):
-  model = BertMultipleChoice(SMALL)
+  model = BertMultipleChoice(BertEncoder(SMALL))
   randomize(model, 6)
   conversion.write_checkpoint(model, str(tmp_path), "hf", SMALL)
   tensors = _file_tensors(tmp_path)
@@ -408,13 +413,13 @@ def test_left_to_right_model_exports_as_bert_lm_head_model(tmp_path):
   """run_pretraining --objective=ltr's model: transformers' causal BertLMHeadModel (is_decoder
   in config.json). Its logits equal ours: benchmarks/checks/hf_interchange.py."""
   config = language_model.causal_config(SMALL)
-  model = BertPretrainer(config, next_sentence=False)
+  model = BertPretrainer(BertEncoder(config), next_sentence=False)
   randomize(model, 10)
   conversion.write_checkpoint(model, str(tmp_path), "hf", config)
   hf = json.loads((tmp_path / "config.json").read_text())
   assert hf["architectures"] == ["BertLMHeadModel"] and hf["is_decoder"] is True
   # The same head on a bidirectional encoder is transformers' BertForMaskedLM.
-  conversion.write_checkpoint(BertPretrainer(SMALL, next_sentence=False), str(tmp_path / "b"),
-                              "hf", SMALL)
+  conversion.write_checkpoint(BertPretrainer(BertEncoder(SMALL), next_sentence=False),
+                              str(tmp_path / "b"), "hf", SMALL)
   hf = json.loads((tmp_path / "b" / "config.json").read_text())
   assert hf["architectures"] == ["BertForMaskedLM"] and "is_decoder" not in hf

@@ -284,17 +284,14 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkey
   for pooled_only in (False, True):
     want = reference(f, pooled_only=pooled_only)
     outputs = {"padded": encoder(f, pooled_only=pooled_only)} if policy != "float32" else {}
-    encoder.pack_tokens = True
-    outputs["packed"] = encoder(f, pooled_only=pooled_only)
+    outputs["packed"] = encoder(f, pooled_only=pooled_only, pack_tokens=True)
     # Attention in blocks of at most 40 x 40 pairs: unpacked, 4 blocks of one example;
     # packed (cut to lengths), the 3 shorter rows in one block, the longest alone;
     # pooled_only's last layer (1 query row) in one block.
     monkeypatch.setattr(attention, "BLOCK_SCORES", 40 * 40)
-    encoder.blocked_attention = True
-    outputs["packed, blocked"] = encoder(f, pooled_only=pooled_only)
-    encoder.pack_tokens = False
-    outputs["blocked"] = encoder(f, pooled_only=pooled_only)
-    encoder.blocked_attention = False
+    outputs["packed, blocked"] = encoder(f, pooled_only=pooled_only, pack_tokens=True,
+                                         blocked_attention=True)
+    outputs["blocked"] = encoder(f, pooled_only=pooled_only, blocked_attention=True)
     for layout, got in outputs.items():
       close = lambda a, b, ops, name: assert_close(
           np.where(real[:, :a.shape[1]], a, 0), np.where(real[:, :b.shape[1]], b, 0),
@@ -368,17 +365,16 @@ def test_packed_tokens_give_the_same_gradients():
   weights = tf.constant(np.random.default_rng(4).normal(size=32), tf.float32)
   spec = {k: tf.TensorSpec([None, None], tf.int32) for k in f}
 
-  def gradients(batch):
+  def gradients(batch, pack_tokens):
     with tf.GradientTape() as tape:
-      out = encoder(batch, training=True)
+      out = encoder(batch, training=True, pack_tokens=pack_tokens)
       real = tf.cast(batch["input_mask"], tf.float32)[:, :, None]
       loss = (tf.reduce_sum(tf.sin(out["pooled_output"][:4]) * weights)
               + tf.reduce_sum(tf.cos(out["sequence_output"]) * real * weights))
     return [tf.convert_to_tensor(g) for g in tape.gradient(loss, encoder.trainable_variables)]
 
-  padded = tf.function(gradients, input_signature=[spec])(f)
-  encoder.pack_tokens = True
-  packed = tf.function(gradients, input_signature=[spec])(f)
+  padded = tf.function(lambda b: gradients(b, False), input_signature=[spec])(f)
+  packed = tf.function(lambda b: gradients(b, True), input_signature=[spec])(f)
   # float32, other shapes: forward and backward through 3 blocks, and weight gradients
   # summed over the batch's 60 positions; relative to the largest gradient (a
   # variable's own may be a sum that cancels).
@@ -394,10 +390,9 @@ def test_packed_batch_of_padding_rows_alone():
   replica that gets no real example) has no rows to pack: the classifier's path
   (pooled_only) gives finite outputs of the batch's shape."""
   encoder = _encoder_without_dropout(7)
-  encoder.pack_tokens = True
   f = {k: np.zeros((3, 12), np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
   spec = {k: tf.TensorSpec([None, None], tf.int32) for k in f}
-  pooled = tf.function(lambda b: encoder(b, pooled_only=True)["pooled_output"],
+  pooled = tf.function(lambda b: encoder(b, pooled_only=True, pack_tokens=True)["pooled_output"],
                        input_signature=[spec])(f)
   assert pooled.shape == (3, 32) and np.all(np.isfinite(pooled))
 
@@ -436,8 +431,7 @@ def test_packed_layers_add_no_shape_arithmetic_to_the_graph():
   def shape_ops(layers_count):
     config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=layers_count,
                         num_attention_heads=4, intermediate_size=64, max_position_embeddings=16)
-    encoder = BertEncoder(config)
-    encoder.pack_tokens = True
+    encoder = BertEncoder(config, pack_tokens=True)
     spec = {k: tf.TensorSpec([None, None], tf.int32)
             for k in ("input_ids", "input_mask", "segment_ids")}
     graph = tf.function(lambda f: encoder(f, pooled_only=True)["pooled_output"],

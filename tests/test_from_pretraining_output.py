@@ -10,6 +10,7 @@ from scripts import run_script
 from test_training import L, P, training_files
 from modeling.classification import BertClassifier
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.pretraining import BertPretrainer
 
 CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
@@ -19,7 +20,7 @@ CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=1, num_atten
 def test_output_dir_with_config_in_export_fine_tunes_with_one_line_on_heads(tmp_path, caplog):
   """The layout run_pretraining leaves: our checkpoints at the top, config, vocab and the
   original checkpoint in export/ (older runs wrote no config beside the checkpoints)."""
-  pretrainer = BertPretrainer(CONFIG)
+  pretrainer = BertPretrainer(BertEncoder(CONFIG))
   weights = randomize(pretrainer, seed=2)
   out = tmp_path / "pretraining"
   checkpoints.save_tf2_checkpoint(pretrainer, str(out / "ckpt-3"))
@@ -29,7 +30,7 @@ def test_output_dir_with_config_in_export_fine_tunes_with_one_line_on_heads(tmp_
   for start in (out, out / "export"):
     assert checkpoints.find_config(str(start)) == CONFIG
     assert checkpoints.find_vocab(str(start)).endswith("vocab.txt")
-    classifier = BertClassifier(CONFIG, num_labels=2)
+    classifier = BertClassifier(BertEncoder(CONFIG), num_labels=2)
     caplog.clear()
     with caplog.at_level("INFO", logger="absl"):
       checkpoints.load_checkpoint(classifier, str(start), allow_new_heads=True)

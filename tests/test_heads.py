@@ -10,6 +10,7 @@ from modeling import checkpoints, classification, heads, pretraining, span_label
 from modeling.multiple_choice import MultipleChoiceTask
 from modeling.tagging import TaggingTask
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.classification import BertClassifier
 from modeling.pretraining import BertPretrainer
 from modeling.span_labeling import BertSpanLabeler
@@ -100,7 +101,7 @@ def _layer_norm(x, gamma, beta):
 
 
 def test_pretrainer_heads_follow_the_original_formulas():
-  model = BertPretrainer(CONFIG)
+  model = BertPretrainer(BertEncoder(CONFIG))
   w = randomize(model, 2)
   f = random_features(np.random.default_rng(3), 2, 9, CONFIG.vocab_size)
   f["masked_lm_positions"] = np.array([[0, 3, 5], [8, 1, 1]])
@@ -121,14 +122,14 @@ def test_pretrainer_heads_follow_the_original_formulas():
 
 
 def test_classifier_and_span_heads():
-  clf = BertClassifier(CONFIG, num_labels=3)
+  clf = BertClassifier(BertEncoder(CONFIG), num_labels=3)
   w = randomize(clf, 4)
   f = random_features(np.random.default_rng(5), 2, 7, CONFIG.vocab_size)
   enc = clf.encoder(f)
   pooled = enc["pooled_output"].numpy().astype("float64")
   # float32 against float64 from the same pooled output: a sum of 16.
   assert_close(clf(f)["logits"], pooled @ w["output_weights"].T + w["output_bias"], "float32", 16)
-  span = BertSpanLabeler(CONFIG)
+  span = BertSpanLabeler(BertEncoder(CONFIG))
   w = randomize(span, 6)
   enc = span.encoder(f)["sequence_output"].numpy().astype("float64")
   logits = enc @ w["cls/squad/output_weights"].T + w["cls/squad/output_bias"]
@@ -144,9 +145,9 @@ def test_classifier_and_span_heads():
     assert_close(np.asarray(out[name])[~real], want[~real], "float32", 2, what=name)
 
 
-@pytest.mark.parametrize("make", [lambda: BertPretrainer(CONFIG),
-                                  lambda: BertClassifier(CONFIG, num_labels=5),
-                                  lambda: BertSpanLabeler(CONFIG)])
+@pytest.mark.parametrize("make", [lambda: BertPretrainer(BertEncoder(CONFIG)),
+                                  lambda: BertClassifier(BertEncoder(CONFIG), num_labels=5),
+                                  lambda: BertSpanLabeler(BertEncoder(CONFIG))])
 def test_task_models_round_trip_config(make):
   """A model rebuilt from its get_config has the same variables and, given the same
   weights, computes the same outputs (a config that lost a head or a size would not)."""
@@ -170,11 +171,29 @@ def test_task_models_round_trip_config(make):
     assert_close(got[key], want[key], "float32", block_ops(CONFIG, 6) + 2 * 40, what=key)
 
 
+def test_a_task_model_holds_the_encoder_it_is_given():
+  """The encoder given (built already: no second copy of its variables) is the model's, the
+  model computes under its policy, and get_config keeps the encoder's settings."""
+  encoder = BertEncoder(CONFIG, pack_tokens=True, dtype="mixed_bfloat16")
+  encoder.build()
+  model = BertClassifier(encoder, num_labels=3)
+  model.build()
+  assert model.encoder is encoder and model.config is encoder.config
+  assert model.dtype_policy.name == "mixed_bfloat16"
+  assert model.classifier.compute_dtype == "bfloat16"
+  names = checkpoints.variable_map(model)
+  assert all(names[n] is v for n, v in checkpoints.variable_map(encoder).items())
+  assert len(model.trainable_variables) == len(encoder.trainable_variables) + 2  # the head's two
+  clone = BertClassifier.from_config(model.get_config())
+  assert clone.encoder is not encoder and clone.encoder.pack_tokens
+  assert clone.encoder.dtype_policy.name == clone.dtype_policy.name == "mixed_bfloat16"
+
+
 @pytest.mark.bfloat16
 def test_mixed_precision_heads_return_float32_close_to_float32():
-  full = BertPretrainer(CONFIG)
+  full = BertPretrainer(BertEncoder(CONFIG))
   w = randomize(full, 8)
-  half = BertPretrainer(CONFIG, dtype="mixed_bfloat16")
+  half = BertPretrainer(BertEncoder(CONFIG, dtype="mixed_bfloat16"))
   half.build()
   for name, var in checkpoints.variable_map(half).items():
     var.assign(w[name])

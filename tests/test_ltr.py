@@ -42,8 +42,8 @@ def _tiny_causal(_):
   return encoder
 
 
-def _outputs(encoder, f):
-  out = encoder(f)
+def _outputs(encoder, f, pack_tokens=False):
+  out = encoder(f, pack_tokens=pack_tokens)
   return [np.asarray(out["embedding_output"])] + [np.asarray(x) for x in out["encoder_outputs"]]
 
 
@@ -62,8 +62,7 @@ def test_a_later_token_changes_no_earlier_position(minilm_dir, make, packed):
   cut = [int(rng.integers(1, n)) if n > 1 else 0 for n in lengths]  # the changed position
   for row, j in enumerate(cut[:-1]):
     changed["input_ids"][row, j] = (f["input_ids"][row, j] + 1 + row) % vocab
-  encoder.pack_tokens = packed
-  before, after = _outputs(encoder, f), _outputs(encoder, changed)
+  before, after = _outputs(encoder, f, packed), _outputs(encoder, changed, packed)
   for layer, (a, b) in enumerate(zip(before, after)):
     for row, j in enumerate(cut[:-1]):
       # Equal in exact arithmetic, and in float32 too (a later key weighs exp(-10000) = 0):
@@ -75,7 +74,7 @@ def test_a_later_token_changes_no_earlier_position(minilm_dir, make, packed):
   # The same weights attending both ways: earlier positions do see the change.
   encoder.config.causal_attention = False
   try:
-    a, b = _outputs(encoder, f)[-1], _outputs(encoder, changed)[-1]
+    a, b = _outputs(encoder, f, packed)[-1], _outputs(encoder, changed, packed)[-1]
   finally:
     encoder.config.causal_attention = True
   assert all(np.abs(b[row, :j] - a[row, :j]).max() > 1e-3 for row, j in enumerate(cut[:-1]))
@@ -106,8 +105,7 @@ def test_causal_pooled_output_reads_the_last_real_token(minilm_dir, make):
   assert_close(full["pooled_output"], np.tanh(h.astype("float64") @ kernel + bias), "float32",
                hidden, np.abs(h).max())
   for packed in (False, True):
-    encoder.pack_tokens = packed
-    short = encoder(f, pooled_only=True)
+    short = encoder(f, pooled_only=True, pack_tokens=packed)
     rows = slice(None, -1 if packed else None)  # packed, a padding row is what zeros give
     # float32, other shapes through every block (packed) or the last (padded), then
     # the pooler; relative to the hidden states.
@@ -116,7 +114,6 @@ def test_causal_pooled_output_reads_the_last_real_token(minilm_dir, make):
                  np.abs(h).max())
     assert_close(short["sequence_output"][rows, 0], h[rows], "float32", ops)
     assert np.isfinite(short["pooled_output"]).all()
-  encoder.pack_tokens = False
   changed = {k: v.copy() for k, v in f.items()}
   changed["input_ids"][0, last[0]] = (f["input_ids"][0, last[0]] + 1) % encoder.config.vocab_size
   # The last token moves the pooled output by O(0.1), far beyond rounding.
@@ -126,7 +123,7 @@ def test_causal_pooled_output_reads_the_last_real_token(minilm_dir, make):
 
 def test_causal_multiple_choice_scores_each_choice_at_its_last_token():
   from modeling import multiple_choice
-  model = multiple_choice.BertMultipleChoice(CAUSAL)
+  model = multiple_choice.BertMultipleChoice(BertEncoder(CAUSAL))
   model.build()
   randomize(model, 9)
   flat = _batch(np.random.default_rng(9), 50, batch=6, seq=10)
@@ -376,7 +373,7 @@ def test_bilstm_heads_by_hand(config):
                       **{f"bilstm/{d}/{v}": s for d in ("fw", "bw") for v, s in (
                           ("kernel", (16, 4 * units)), ("recurrent_kernel", (units, 4 * units)),
                           ("bias", (4 * units,)))}}
-    rebuilt = type(model).for_head_variables(config, {n: w[n].shape for n in w})
+    rebuilt = type(model).for_head_variables(BertEncoder(config), {n: w[n].shape for n in w})
     assert rebuilt.bilstm is not None and rebuilt.get_config() == model.get_config()
     sequence = np.asarray(model.encoder(f)["sequence_output"]).astype("float64")
     hidden = _numpy_bilstm(sequence, f["input_mask"], w)
@@ -571,7 +568,7 @@ def test_classifier_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_pat
   assert config.causal_attention
 
   def logits(config):
-    model = classification.BertClassifier(config, 2)
+    model = classification.BertClassifier(BertEncoder(config), 2)
     checkpoints.load_checkpoint(model, str(out))
     return model(batch)["logits"].numpy()
   want = logits(config)
@@ -615,7 +612,7 @@ def test_squad_fine_tunes_the_causal_encoder_with_the_bilstm_head(ltr_export, tm
   weights = checkpoints.read_checkpoint(str(out)).weights
   config = checkpoints.find_config(str(ltr_export / "export"))
   model = span_labeling.BertSpanLabeler.for_head_variables(
-      config, {n: v.shape for n, v in weights.items()})
+      BertEncoder(config), {n: v.shape for n, v in weights.items()})
   assert model.bilstm is not None and model.encoder.config.causal_attention
   checkpoints.load_checkpoint(model, str(out))  # every variable in place, shapes equal
   assert weights["bilstm/fw/kernel"].shape == (32, 64)  # hidden 32 -> 16 units x 4 gates
@@ -681,8 +678,8 @@ def test_ner_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_path):
   config = checkpoints.find_config(str(ltr_export / "export"))
 
   def tags(causal):
-    model = tagging.BertTagger(
-        BertConfig.from_dict({**config.to_dict(), "causal_attention": causal}), len(labels))
+    model = tagging.BertTagger(BertEncoder(
+        BertConfig.from_dict({**config.to_dict(), "causal_attention": causal})), len(labels))
     checkpoints.load_checkpoint(model, str(out))
     best = model(batch)["logits"].numpy().argmax(-1)
     return [labels[best[i, j + 1]] for i, s in enumerate(tests) for j in range(len(s))]
@@ -723,8 +720,8 @@ def test_swag_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_path):
   config = checkpoints.find_config(str(ltr_export / "export"))
 
   def logits(causal):
-    model = BertMultipleChoice(
-        BertConfig.from_dict({**config.to_dict(), "causal_attention": causal}))
+    model = BertMultipleChoice(BertEncoder(
+        BertConfig.from_dict({**config.to_dict(), "causal_attention": causal})))
     checkpoints.load_checkpoint(model, str(out))
     return model(batch)["logits"].numpy()
   want = logits(True)

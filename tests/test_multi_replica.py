@@ -17,6 +17,7 @@ from conftest import write_vocab
 from data import glue, squad, tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.classification import BertClassifier
 from modeling.span_labeling import BertSpanLabeler
 from helpers import assert_close, assert_same_numbers, block_ops, randomize, read_eval_results
@@ -35,7 +36,8 @@ def model_dir(tmp_path_factory):
   config = BertConfig(vocab_size=5 + len(WORDS), hidden_size=16, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
                       type_vocab_size=2)
-  models = {"classifier": BertClassifier(config, 2), "span": BertSpanLabeler(config)}
+  models = {"classifier": BertClassifier(BertEncoder(config), 2),
+            "span": BertSpanLabeler(BertEncoder(config))}
   for seed, model in enumerate(models.values()):
     model.build()
     randomize(model, seed=seed, scale=0.3)  # far from uniform outputs: every row differs

@@ -346,7 +346,7 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
   served = fast_tokenization.load_serving(str(export))(
       text=tf.constant(sentences))
   labels = (out / "label_list.txt").read_text().split()
-  model = BertTagger(config, len(labels))
+  model = BertTagger(BertEncoder(config), len(labels))
   checkpoints.load_checkpoint(model, str(out))
   path = _write(tmp_path / "raw.txt", [l for s in sentences if s for l in
                                        [f"{w} O" for w in s.split()] + [""]])
@@ -516,7 +516,7 @@ def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, 
   from modeling import export, tagging
   d, vocab, config, _ = model_files
   labels = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
-  model = tagging.BertFeatureTagger(config, len(labels), [-1, 0], "weighted", 6)
+  model = tagging.BertFeatureTagger(BertEncoder(config), len(labels), [-1, 0], "weighted", 6)
   randomize(model, seed=5, scale=0.3)
   rng = random.Random(3)
   path = tmp_path / "t.txt"

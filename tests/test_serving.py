@@ -16,6 +16,7 @@ from helpers import assert_close, block_ops, randomize, read_eval_results
 from scripts import last_error_line, run_script
 from modeling import checkpoints, squad_export
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.span_labeling import BertSpanLabeler
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "sat", "on", "mat",
@@ -55,7 +56,7 @@ def span_model(tmp_path_factory):
   config = BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=1,
                       num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
                       type_vocab_size=2)
-  model = BertSpanLabeler(config)
+  model = BertSpanLabeler(BertEncoder(config))
   randomize(model, seed=3, scale=0.5)
   return model, vocab, d
 
@@ -215,7 +216,7 @@ def test_classifier_export_averages_the_windows_logits(classifier_files):
   from modeling import export
   from modeling.classification import BertClassifier
   d, vocab, config = classifier_files
-  model = BertClassifier(config, 2)
+  model = BertClassifier(BertEncoder(config), 2)
   randomize(model, seed=4, scale=0.5)
   rng = random.Random(2)
   texts = [_late_label_document(rng, i % 2, lead=rng.choice([0, 5, 30])) for i in range(12)]
@@ -242,9 +243,9 @@ def test_bfloat16_export_stores_its_weights_and_records_its_precision(classifier
   from modeling import export
   from modeling.classification import BertClassifier
   _, vocab, config = classifier_files
-  full = BertClassifier(config, 2)
+  full = BertClassifier(BertEncoder(config), 2)
   weights = randomize(full, seed=5, scale=0.5)
-  mixed = BertClassifier(config, 2, dtype="mixed_bfloat16")
+  mixed = BertClassifier(BertEncoder(config, dtype="mixed_bfloat16"), 2)
   mixed.build()
   for name, variable in checkpoints.variable_map(mixed).items():
     variable.assign(weights[name])
@@ -349,8 +350,10 @@ def _exports(root, span_model, trained_squad, windows_run):
                               {"sent1": "who", "sent2": "", "endings": ["is", "did", "what"]}]}
   # Cased (do_lower_case False): a much smaller graph to trace; the inputs are lower case.
   modules = {
-      "tagger": export.TextTagger(BertTagger(config, 3), vocab, False, 24, ["O", "B", "I"]),
-      "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(config), vocab, False, 24)}
+      "tagger": export.TextTagger(BertTagger(BertEncoder(config), 3), vocab, False, 24,
+                                  ["O", "B", "I"]),
+      "multiple_choice": export.TextMultipleChoice(BertMultipleChoice(BertEncoder(config)), vocab,
+                                                   False, 24)}
   # predict.py runs this one in test_squad_export_and_predict_command.
   yield "squad", None, trained_squad[1], [
       {"question": "who sat ?", "context": "steve smith sat on the mat."},
@@ -480,7 +483,7 @@ def test_served_outputs_pick_a_branch_by_padding(monkeypatch):
   from modeling import attention, export
   config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=160)
-  model = BertSpanLabeler(config)
+  model = BertSpanLabeler(BertEncoder(config))
   randomize(model, 3)
   monkeypatch.setattr(attention, "BLOCK_SCORES", 2 * 130 * 130)  # blocks of 2 examples
   ran = tf.Variable(0)  # layers that ran blocked_attention, counted at run time

@@ -12,6 +12,7 @@ from data import fast_tokenization, pipeline, swag, tfrecords, tokenization
 from helpers import assert_close, block_ops, read_eval_results
 from modeling import checkpoints, conversion
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.multiple_choice import BertMultipleChoice, MultipleChoiceTask
 from scripts import last_error_line, run_script
 
@@ -232,7 +233,7 @@ def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
       sent2=tf.constant([e.start for e in examples]),
       endings=tf.constant([e.endings for e in examples]))
   # The checkpoint reloads into a fresh model by its names.
-  model = BertMultipleChoice(config)
+  model = BertMultipleChoice(BertEncoder(config))
   checkpoints.load_checkpoint(model, str(out))
   arrays = swag.feature_arrays(examples, tokenization.FullTokenizer(vocab), 32, 4)
   logits = model({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})["logits"]

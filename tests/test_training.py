@@ -18,6 +18,7 @@ from data.pretraining import generation, instances
 from helpers import assert_close, block_ops
 from modeling import checkpoints, optimization, pretraining, training
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.pretraining import BertPretrainer
 from scripts import ROOT, last_error_line, run_script
 from test_pretraining_data import make_corpus, make_vocab
@@ -38,7 +39,7 @@ def training_files(d):
                       intermediate_size=32, max_position_embeddings=64, type_vocab_size=2,
                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   config.to_json_file(str(d / "bert_config.json"))
-  model = BertPretrainer(config)
+  model = BertPretrainer(BertEncoder(config))
   model.build()
   init = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(d / "init"))
   return d, vocab, records, config, init
@@ -273,9 +274,9 @@ def test_outputs_eval_results_export_and_plot(setup, tmp_path):
   names = dict(tf.train.list_variables(str(out / "export" / "bert_model.ckpt")))
   assert "cls/predictions/output_bias" in names and "bert/pooler/dense/kernel" in names
   config = BertConfig.from_json_file(str(out / "export" / "bert_config.json"))
-  model = BertPretrainer(config)
+  model = BertPretrainer(BertEncoder(config))
   checkpoints.load_checkpoint(model, str(out / "export"))
-  trained = BertPretrainer(config)
+  trained = BertPretrainer(BertEncoder(config))
   checkpoints.load_checkpoint(trained, str(out))  # our TF2 checkpoint of the same run
   batch = _batches(setup[2], 4, 1)[0]
   # float32, the same weights (the export copies their bits) through the same layers.

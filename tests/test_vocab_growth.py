@@ -10,6 +10,7 @@ from helpers import randomize
 from data import tokenization
 from modeling import checkpoints, conversion, vocab_growth
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.pretraining import BertPretrainer
 
 BASE = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]", "the", "cat",
@@ -50,14 +51,14 @@ def test_new_rows_take_the_pieces_the_original_tokenizer_gives():
 
 
 def test_grown_model_loads_stays_tied_and_converts(tmp_path, caplog):
-  base = BertPretrainer(CONFIG)
+  base = BertPretrainer(BertEncoder(CONFIG))
   weights = randomize(base, seed=3)
   base_dir = tmp_path / "base"
   checkpoints.save_tf1_checkpoint(checkpoints.model_weights(base), str(base_dir), CONFIG,
                                   write_vocab(tmp_path / "base_vocab.txt", BASE))
   config = dataclasses.replace(CONFIG, vocab_size=len(NEW))
   new_vocab = write_vocab(tmp_path / "vocab.txt", NEW)
-  model = BertPretrainer(config)
+  model = BertPretrainer(BertEncoder(config))
   for mode in ("random", "mean_of_pieces"):  # the second load is the one checked
     growth = vocab_growth.growth_for(str(base_dir), new_vocab, config, mode, seed=1)
     with caplog.at_level("INFO", logger="absl"):

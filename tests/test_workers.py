@@ -34,6 +34,7 @@ from data.pretraining import generation, instances
 from helpers import assert_same_numbers, randomize, read_eval_results
 from modeling import checkpoints, cluster, distribution
 from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from modeling.classification import BertClassifier
 from modeling.pretraining import BertPretrainer
 from scripts import ROOT, last_error_line, run_script, start_script
@@ -234,7 +235,7 @@ def test_classifier_two_workers_write_once_what_one_worker_writes(tmp_path, proc
   rng = random.Random(0)
   vocab = write_vocab(tmp_path / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + WORDS)
   config = _tiny_config(4 + len(WORDS))
-  model = BertClassifier(config, 2)
+  model = BertClassifier(BertEncoder(config), 2)
   model.build()
   randomize(model, seed=0, scale=0.3)
   init = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(tmp_path / "init"),
@@ -322,7 +323,7 @@ def test_pretraining_two_workers_resume_after_a_kill_and_match_one_worker(tmp_pa
   vocab, records = _identical_records(tmp_path, 64)
   config = _tiny_config(len(open(vocab).read().split()))
   config.to_json_file(str(tmp_path / "bert_config.json"))
-  model = BertPretrainer(config)
+  model = BertPretrainer(BertEncoder(config))
   model.build()
   init = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(tmp_path / "init"))
   steps = 30

@@ -99,6 +99,7 @@ def logit_gap(task, output_dir, examples):
   import tensorflow as tf
   from data import glue, tokenization
   from modeling import checkpoints, classification, inference
+  from modeling.encoder import BertEncoder
   config = checkpoints.find_config(output_dir)
   tokenizer = tokenization.FullTokenizer(os.path.join(output_dir, "vocab.txt"), True)
   spec = glue.get_task(task)
@@ -109,12 +110,11 @@ def logit_gap(task, output_dir, examples):
   for dtype in ("float32", "bfloat16"):
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16"
                                             else "float32")
-    model = classification.BertClassifier(config, len(spec.labels))
+    model = classification.BertClassifier(BertEncoder(config), len(spec.labels))
     model.build()
     checkpoints.load_checkpoint(model, output_dir)
     served = inference.inference_copy(model)
-    served.encoder.pack_tokens = True
-    call = tf.function(lambda f, m=served: m(f, training=False)["logits"])
+    call = tf.function(lambda f, m=served: m(f, training=False, pack_tokens=True)["logits"])
     logits[dtype] = np.concatenate([call({k: v[i:i + 64] for k, v in features.items()})
                                     for i in range(0, len(examples), 64)])
   keras.mixed_precision.set_global_policy("float32")

@@ -65,6 +65,7 @@ def main(_):
   import numpy as np
   import tensorflow as tf
   from data import tokenization
+  from modeling.encoder import BertEncoder
   from modeling import (checkpoints, classification, language_model, multiple_choice,
                         pretraining, span_labeling, tagging)
 
@@ -75,14 +76,15 @@ def main(_):
   vocab = checkpoints.find_vocab(minilm)
   features = inputs(tokenization.FullTokenizer(vocab, do_lower_case=True))
   rng = np.random.default_rng(FLAGS.seed)
-  for name, model in (("squad", span_labeling.BertSpanLabeler(config)),
-                      ("classifier", classification.BertClassifier(config, num_labels=3)),
-                      ("tagger", tagging.BertTagger(config, 5)),
-                      ("multiple_choice", multiple_choice.BertMultipleChoice(config)),
-                      ("ltr", pretraining.BertPretrainer(language_model.causal_config(config),
-                                                         next_sentence=False)),
-                      ("pretraining", pretraining.BertPretrainer(config)),
-                      ("masked_lm", pretraining.BertPretrainer(config, next_sentence=False))):
+  causal = language_model.causal_config(config)
+  for name, model in (("squad", span_labeling.BertSpanLabeler(BertEncoder(config))),
+                      ("classifier", classification.BertClassifier(BertEncoder(config), 3)),
+                      ("tagger", tagging.BertTagger(BertEncoder(config), 5)),
+                      ("multiple_choice", multiple_choice.BertMultipleChoice(BertEncoder(config))),
+                      ("ltr", pretraining.BertPretrainer(BertEncoder(causal), next_sentence=False)),
+                      ("pretraining", pretraining.BertPretrainer(BertEncoder(config))),
+                      ("masked_lm", pretraining.BertPretrainer(BertEncoder(config),
+                                                               next_sentence=False))):
     model.build()
     checkpoints.load_checkpoint(model, minilm, allow_new_heads=True)
     for variable in model.variables:  # the head: every variable the encoder does not own

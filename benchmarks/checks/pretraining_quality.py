@@ -50,8 +50,9 @@ def initial_weights(config_file, seed, directory, heldout):
   import tensorflow as tf
   from modeling import checkpoints, pretraining
   from modeling.config import BertConfig
+  from modeling.encoder import BertEncoder
   config = BertConfig.from_json_file(config_file)
-  model = pretraining.BertPretrainer(config)
+  model = pretraining.BertPretrainer(BertEncoder(config))
   if not os.path.exists(os.path.join(directory, "checkpoint")):
     keras.utils.set_random_seed(seed)
     model.build()

@@ -41,6 +41,7 @@ def split_losses(checkpoint, config_file, vocab_file, records, max_records, seed
   import tensorflow as tf
   from modeling import checkpoints, pretraining, vocab_growth
   from modeling.config import BertConfig
+  from modeling.encoder import BertEncoder
   config = BertConfig.from_json_file(config_file)
   ckpt = checkpoints.read_checkpoint(checkpoint)
   base_tokens = vocab_growth.read_tokens(checkpoints.find_vocab(ckpt.path))
@@ -51,7 +52,7 @@ def split_losses(checkpoint, config_file, vocab_file, records, max_records, seed
       base_tokens, tokens, config.vocab_size, mode, config.initializer_range, seed))
       for mode in MODES}
   batches = read_batches(records, max_records)
-  model = pretraining.BertPretrainer(config, next_sentence=False)
+  model = pretraining.BertPretrainer(BertEncoder(config), next_sentence=False)
   model.build()
   head = model.masked_lm
   rows = []

