@@ -40,21 +40,27 @@ def served_variables(model):
       {name: v.value if isinstance(v, keras.Variable) else v for name, v in named.items()})
 
 
+# A padded batch of this many positions (batch x length) or more runs packed with attention
+# in blocks; smaller ones run as is, where the ops that packing adds cost more than the
+# padding (benchmarks/investigations/attention_blocks.py, docs/serving.md).
+PACKED_FROM_POSITIONS = 512
+
+
 def served_outputs(model, features):
-  """model(features) in inference mode. A batch with padding runs with pack_tokens (the
-  dense layers on the real tokens alone) and blocked_attention (attention in blocks cut to
-  each block's longest row), call arguments the task model passes to BertEncoder, so that
-  rows of different lengths cost their own length, not the longest's. A batch without
-  padding (a single request always) runs as is: there packing and blocks only add ops,
-  4.6-8.8 ms of a single MiniLM request at 18-384 tokens
-  (benchmarks/investigations/attention_blocks.py, docs/serving.md). One branch per call,
-  picked at run time; both give the same outputs up to float rounding."""
+  """model(features) in inference mode. A batch with padding, of PACKED_FROM_POSITIONS
+  positions or more, runs with pack_tokens (the dense layers on the real tokens alone) and
+  blocked_attention (attention in blocks cut to each block's longest row), call arguments
+  the task model passes to BertEncoder, so that rows of different lengths cost their own
+  length, not the longest's. Any other batch runs as is: a batch without padding (a single
+  request always) has nothing to skip, and in a small padded one the added ops cost more
+  than the padding. One branch per call, picked at run time; both give the same outputs
+  up to float rounding."""
   def run(packed_and_blocked):
     return lambda: model(features, training=False, pack_tokens=packed_and_blocked,
                          blocked_attention=packed_and_blocked)
   mask = features["input_mask"]
-  padded = tf.reduce_any(tf.equal(mask, 0))
-  return tf.switch_case(tf.cast(padded, tf.int32), [run(False), run(True)])
+  packed = tf.reduce_any(tf.equal(mask, 0)) & (tf.size(mask) >= PACKED_FROM_POSITIONS)
+  return tf.switch_case(tf.cast(packed, tf.int32), [run(False), run(True)])
 
 
 class TextClassifier(tf.Module):

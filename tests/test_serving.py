@@ -476,10 +476,10 @@ def test_rows_from_lines_tsv_and_json_lines(tmp_path):
   assert text_rows.input_format("x.JSONL") == "jsonl" and text_rows.input_format("x.txt") == "lines"
 
 
-def test_served_outputs_pick_a_branch_by_padding(monkeypatch):
-  """Each batch runs one of two branches at run time (as is without padding, whatever its
-  length; packed with attention in blocks with padding) and each gives the model's own
-  outputs at real positions."""
+def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):
+  """Each batch runs one of two branches at run time (packed with attention in blocks when
+  it has padding and export.PACKED_FROM_POSITIONS positions or more; else as is, whatever
+  its length) and each gives the model's own outputs at real positions."""
   from modeling import attention, export
   config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=160)
@@ -498,7 +498,7 @@ def test_served_outputs_pick_a_branch_by_padding(monkeypatch):
   served = tf.function(lambda f: export.served_outputs(model, f)["start_logits"],
                        input_signature=[spec])
   rng = np.random.default_rng(4)
-  for length, padded, blocked in ((20, False, 0), (20, True, 2), (130, False, 0),
+  for length, padded, blocked in ((20, False, 0), (20, True, 0), (130, False, 0),
                                   (130, True, 2)):
     lengths = rng.integers(1, length, size=5) if padded else np.full(5, length)
     mask = (np.arange(length) < lengths[:, None]).astype(np.int32)
