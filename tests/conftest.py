@@ -1,6 +1,9 @@
 """Shared fixtures: the real MiniLM checkpoint, tiny vocabularies and configs."""
 
+import contextlib
+import importlib
 import os
+import sys
 
 # XLA's CPU code generated without LLVM's optimisations: the same operations, compiled in
 # less than half the time, which is most of what the XLA tests spend (tests/test_xla.py:
@@ -28,6 +31,21 @@ def minilm_dir():
 @pytest.fixture(scope="session")
 def minilm_vocab(minilm_dir):
   return os.path.join(minilm_dir, "vocab.txt")
+
+
+@contextlib.contextmanager
+def script_module(name):
+  """Entry script `name` imported as a module. Importing it defines its flags in absl's
+  registry (never parsed here); they are removed on leaving, with the module, so that
+  another script defining the same flag names can be imported later in this process."""
+  from absl import flags
+  defined = set(flags.FLAGS)
+  try:
+    yield importlib.import_module(name)
+  finally:
+    for flag in set(flags.FLAGS) - defined:
+      delattr(flags.FLAGS, flag)
+    sys.modules.pop(name, None)
 
 
 def write_vocab(path, tokens):

@@ -10,6 +10,7 @@ import tensorflow as tf
 from modeling import checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from conftest import script_module
 from scripts import last_error_line, run_script
 
 
@@ -136,18 +137,19 @@ def test_bad_vocab_stops_before_anything_is_written(tmp_path, vocab):
 def test_class_names_beside_a_checkpoint(tmp_path):
   """hf's id2label names: label_list.txt first, then run.json's labels; a run.json that
   does not fit, names nothing, or cannot be read leaves LABEL_i (the conversion goes on)."""
-  import convert_checkpoint
-  ckpt = str(tmp_path / "ckpt-3")
-  run = tmp_path / "run.json"
-  assert convert_checkpoint._labels_beside(ckpt, 3) is None  # nothing beside it
-  run.write_text(json.dumps({"task_name": "mnli", "labels": ["contradiction", "entailment",
-                                                            "neutral"]}))
-  assert convert_checkpoint._labels_beside(ckpt, 3) == ["contradiction", "entailment", "neutral"]
-  assert convert_checkpoint._labels_beside(ckpt, 2) is None  # another head
-  assert convert_checkpoint._labels_beside(ckpt, None) is None  # no classes at all
-  run.write_text(json.dumps({"task_name": "sts-b", "labels": None}))  # regression
-  assert convert_checkpoint._labels_beside(ckpt, 1) is None
-  run.write_text("{not json")
-  assert convert_checkpoint._labels_beside(ckpt, 3) is None
-  (tmp_path / "label_list.txt").write_text("O\nB-PER\nI-PER\n")
-  assert convert_checkpoint._labels_beside(ckpt, 3) == ["O", "B-PER", "I-PER"]
+  with script_module("convert_checkpoint") as convert_checkpoint:
+    labels_beside = convert_checkpoint._labels_beside
+    ckpt = str(tmp_path / "ckpt-3")
+    run = tmp_path / "run.json"
+    assert labels_beside(ckpt, 3) is None  # nothing beside it
+    run.write_text(json.dumps({"task_name": "mnli", "labels": ["contradiction", "entailment",
+                                                              "neutral"]}))
+    assert labels_beside(ckpt, 3) == ["contradiction", "entailment", "neutral"]
+    assert labels_beside(ckpt, 2) is None  # another head
+    assert labels_beside(ckpt, None) is None  # no classes at all
+    run.write_text(json.dumps({"task_name": "sts-b", "labels": None}))  # regression
+    assert labels_beside(ckpt, 1) is None
+    run.write_text("{not json")
+    assert labels_beside(ckpt, 3) is None
+    (tmp_path / "label_list.txt").write_text("O\nB-PER\nI-PER\n")
+    assert labels_beside(ckpt, 3) == ["O", "B-PER", "I-PER"]

@@ -2,8 +2,6 @@
 step from settings alone, without absl's flags (cli/task_adapter.py, run_classifier.py)."""
 
 import dataclasses
-import importlib
-import sys
 import types
 
 import pytest
@@ -12,7 +10,7 @@ from absl import flags
 from cli.model_files import ModelFiles
 from cli.settings import FineTuningSettings, RunSettings, with_flags
 from cli.task_adapter import TrainSteps
-from conftest import write_vocab
+from conftest import script_module, write_vocab
 from data import tokenization
 from modeling.config import BertConfig
 
@@ -32,15 +30,9 @@ SHARED = dict(bert_config_file=None, vocab_file=None, init_checkpoint=None, max_
 
 @pytest.fixture(scope="module")
 def run_classifier():
-  """run_classifier.py as a module. Importing it defines its flags in absl's registry (never
-  parsed here); they are removed afterwards, so that another script can be imported later
-  in this process."""
-  defined = set(flags.FLAGS)
-  module = importlib.import_module("run_classifier")
-  yield module
-  for name in set(flags.FLAGS) - defined:
-    delattr(flags.FLAGS, name)
-  sys.modules.pop("run_classifier", None)
+  """run_classifier.py as a module (its flags defined while the module's tests run)."""
+  with script_module("run_classifier") as module:
+    yield module
 
 
 def _flag_values(**values):
