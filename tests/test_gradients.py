@@ -85,15 +85,21 @@ def _assert_equal_gradients(got, want, label, config, clipped=False):
     assert_close(got[name], want[name], "float32", ops, scale, what=f"{label}: {name}")
 
 
-@pytest.mark.parametrize("accumulation", [1, 2, 4])
-def test_accumulated_gradients_equal_the_full_batch(setup, reference, tmp_path, accumulation):
-  _, _, records, config, init = setup
+def _one_step_trainer(config, init, tmp_path, **train_config):
+  """A one-device pretraining Trainer (AdamW, one step) restored from `init`."""
   trainer = training.Trainer(
       tf.distribute.get_strategy(), pretraining.PretrainingTask(config),
       lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
       training.TrainConfig(output_dir=str(tmp_path), num_train_steps=1, global_batch_size=BATCH,
-                           gradient_accumulation_steps=accumulation))
+                           **train_config))
   trainer.restore(init)
+  return trainer
+
+
+@pytest.mark.parametrize("accumulation", [1, 2, 4])
+def test_accumulated_gradients_equal_the_full_batch(setup, reference, tmp_path, accumulation):
+  _, _, records, config, init = setup
+  trainer = _one_step_trainer(config, init, tmp_path, gradient_accumulation_steps=accumulation)
   names = {v.path: n for n, v in checkpoints.variable_map(trainer.model).items()}
   got = {names[p]: g for p, g in trainer.summed_gradients(_dataset_fn(records)).items()}
   _assert_equal_gradients(got, reference, f"accumulation {accumulation}", config)
@@ -112,12 +118,7 @@ def test_clipping_applies_only_past_the_norm(setup, reference, tmp_path, within)
   and gradients past it are scaled to clip_norm: Adam's m after one step, either way."""
   _, _, records, config, init = setup
   clip_norm = 2.0 * _norm(reference) if within else 0.5 * _norm(reference)
-  trainer = training.Trainer(
-      tf.distribute.get_strategy(), pretraining.PretrainingTask(config),
-      lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
-      training.TrainConfig(output_dir=str(tmp_path), num_train_steps=1, global_batch_size=BATCH,
-                           clip_norm=clip_norm))
-  trainer.restore(init)
+  trainer = _one_step_trainer(config, init, tmp_path, clip_norm=clip_norm)
   names = {v.path: n for n, v in checkpoints.variable_map(trainer.model).items()}
   trainer.train(_dataset_fn(records))
   moments = {names[v.path]: trainer.optimizer.slots(v)[0].numpy()

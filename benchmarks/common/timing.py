@@ -85,3 +85,26 @@ def benchmark_trainer(task, dtype, batch_size, learning_rate=5e-5, pack_tokens=T
                              jit_compile=jit_compile))
   finally:
     keras.mixed_precision.set_global_policy("float32")
+
+
+# The fixed-shape benchmarks' models: (layers, hidden), 12 heads of hidden / 12.
+CLASSIFIER_SHAPES = {"minilm": (6, 384), "base": (12, 768)}
+
+
+def classifier_config(size):
+  """BertConfig of a CLASSIFIER_SHAPES model with BERT's vocabulary and 4H intermediate."""
+  from modeling.config import BertConfig
+  layers, hidden = CLASSIFIER_SHAPES[size]
+  return BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+                    num_attention_heads=12, intermediate_size=4 * hidden, type_vocab_size=2)
+
+
+def classifier_batch(batch_size, seq_length, seed=0):
+  """A classifier batch of random ids and labels without padding: int32 arrays."""
+  import numpy as np
+  rng = np.random.default_rng(seed)
+  b, s = batch_size, seq_length
+  batch = {"input_ids": rng.integers(1, 30522, (b, s)), "input_mask": np.ones((b, s)),
+           "segment_ids": np.zeros((b, s)), "label_ids": rng.integers(0, 2, b),
+           "is_real_example": np.ones(b)}
+  return {k: np.asarray(v, np.int32) for k, v in batch.items()}

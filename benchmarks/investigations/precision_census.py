@@ -30,25 +30,16 @@ flags.DEFINE_bool("verbose", False, "Also run under ONEDNN_VERBOSE=1 and count k
 flags.DEFINE_bool("child", False, "Internal: run one step and one batch, then exit.")
 FLAGS = flags.FLAGS
 
-SHAPES = {"minilm": (6, 384), "base": (12, 768)}
 MARK = "=== census: measured part"
 
 
 def _setup():
-  import numpy as np
   import tensorflow as tf
   from benchmarks.common import timing
   from modeling import classification
-  from modeling.config import BertConfig
-  layers, hidden = SHAPES[FLAGS.model]
-  config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
-                      num_attention_heads=12, intermediate_size=4 * hidden, type_vocab_size=2)
+  config = timing.classifier_config(FLAGS.model)
   B, S = FLAGS.batch_size, FLAGS.seq_length
-  rng = np.random.default_rng(0)
-  batch = {"input_ids": rng.integers(1, 30522, (B, S)), "input_mask": np.ones((B, S)),
-           "segment_ids": np.zeros((B, S)), "label_ids": rng.integers(0, 2, B),
-           "is_real_example": np.ones(B)}
-  batch = {k: np.asarray(v, np.int32) for k, v in batch.items()}
+  batch = timing.classifier_batch(B, S)
   trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), "bfloat16",
                                      B, pack_tokens=False)
   trainer.build_optimizer()

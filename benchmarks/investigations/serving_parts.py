@@ -15,8 +15,6 @@ where the CPU has bfloat16 instructions, bfloat16.
   python benchmarks/investigations/serving_parts.py --requests=200 --threads=2
 """
 
-import csv
-import json
 import os
 import sys
 import time
@@ -28,6 +26,8 @@ use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 
 from absl import app, flags  # noqa: E402
 
+from benchmarks.common.serving_rows import real_rows  # noqa: E402
+
 flags.DEFINE_integer("requests", 200, "Requests per task (after 20 untimed ones).",
                      lower_bound=1)
 flags.DEFINE_integer("threads", 2, "Intra-op threads (0: TensorFlow's choice).", lower_bound=0)
@@ -37,28 +37,6 @@ flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(__file__), "..", ".
                     "squad/dev-v2.0-half.json.")
 flags.DEFINE_list("tasks", ["classifier", "tagger", "squad"], "Tasks to time.")
 FLAGS = flags.FLAGS
-
-
-def rows(task):
-  """Real requests of `task`, in file order: [{input name: text}]."""
-  if task == "classifier":
-    with open(os.path.join(FLAGS.data_dir, "glue", "RTE", "dev.tsv"), encoding="utf-8") as f:
-      return [{"text_a": r[1]} for r in list(csv.reader(f, delimiter="\t",
-                                                        quoting=csv.QUOTE_NONE))[1:]]
-  if task == "tagger":
-    out, words = [], []
-    with open(os.path.join(FLAGS.data_dir, "conll2003", "valid.txt"), encoding="utf-8") as f:
-      for line in list(f) + [""]:
-        if line.strip() and not line.startswith("-DOCSTART-"):
-          words.append(line.split()[0])
-        elif words:
-          out.append({"text": " ".join(words)})
-          words = []
-    return out
-  with open(os.path.join(FLAGS.data_dir, "squad", "dev-v2.0-half.json"), encoding="utf-8") as f:
-    articles = json.load(f)["data"]
-  return [{"question": qa["question"], "context": p["context"]}
-          for a in articles for p in a["paragraphs"] for qa in p["qas"]]
 
 
 def module(task, checkpoint):
@@ -134,7 +112,7 @@ def main(_):
   for dtype in dtypes:
     distribution.set_precision(dtype)
     for task in FLAGS.tasks:
-      requests = rows(task)[:FLAGS.requests + 20]
+      requests = real_rows(task, FLAGS.data_dir)[:FLAGS.requests + 20]
       parts = time_parts(module(task, checkpoint), requests)
       cells = "".join(f"{'%.2f / %.2f' % percentiles(parts[p]):>26}" for p in columns)
       print(f"{task:<11}{dtype:<10}{cells}", flush=True)

@@ -34,7 +34,6 @@ flags.DEFINE_integer("seq_length", 128, "Tokens per sequence (no padding).")
 flags.DEFINE_integer("steps", 3, "Steps profiled (after 3 untimed ones).")
 FLAGS = flags.FLAGS
 
-SHAPES = {"minilm": (6, 384), "base": (12, 768)}
 KINDS = (("products", re.compile(r":\w*(MatMul|Einsum)\w*$")),
          ("optimizer (norm, clip, update)",
           re.compile(r"adam_weight_decay|clip_by_global_norm|global_norm|L2Loss")),
@@ -54,21 +53,13 @@ def kind_of(name):
 
 def profile(dtype):
   """{kind: milliseconds per step} summed over the ops that ran, and the step's wall ms."""
-  import numpy as np
   import tensorflow as tf
   from tensorflow.tsl.profiler.protobuf import xplane_pb2
   from benchmarks.common import timing
   from modeling import classification
-  from modeling.config import BertConfig
-  layers, hidden = SHAPES[FLAGS.model]
-  config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
-                      num_attention_heads=12, intermediate_size=4 * hidden, type_vocab_size=2)
+  config = timing.classifier_config(FLAGS.model)
   B, S = FLAGS.batch_size, FLAGS.seq_length
-  rng = np.random.default_rng(0)
-  batch = {"input_ids": rng.integers(1, 30522, (B, S)), "input_mask": np.ones((B, S)),
-           "segment_ids": np.zeros((B, S)), "label_ids": rng.integers(0, 2, B),
-           "is_real_example": np.ones(B)}
-  batch = {k: np.asarray(v, np.int32) for k, v in batch.items()}
+  batch = timing.classifier_batch(B, S)
   trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2), dtype, B)
   iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
   for _ in range(3):

@@ -37,9 +37,9 @@ flags.DEFINE_float("seconds", 15.0, "Least measuring time per case.")
 flags.DEFINE_bool("tf_models", True, "Also run tf-models-official's classifier (float32).")
 flags.DEFINE_string("hf_python", None, "A Python with torch and transformers: also run "
                     "Hugging Face's classifier in PyTorch.")
+flags.register_validator("models", lambda v: set(v) <= set(timing.CLASSIFIER_SHAPES),
+                         f"--models: each one of {', '.join(timing.CLASSIFIER_SHAPES)}")
 FLAGS = flags.FLAGS
-
-SHAPES = {"minilm": (6, 384, 12), "base": (12, 768, 12)}
 
 
 def timed(run):
@@ -91,28 +91,21 @@ def peer_rates(layers, hidden, dtype):
 
 
 def main(_):
-  import numpy as np
   import tensorflow as tf
   from benchmarks.common import flops
   from modeling import inference
   from modeling.classification import ClassificationTask
-  from modeling.config import BertConfig
 
-  rng = np.random.default_rng(0)
   B, S = FLAGS.batch_size, FLAGS.seq_length
-  batch = {"input_ids": rng.integers(1, 30522, (B, S)).astype(np.int32),
-           "input_mask": np.ones((B, S), np.int32), "segment_ids": np.zeros((B, S), np.int32),
-           "label_ids": rng.integers(0, 2, B).astype(np.int32),
-           "is_real_example": np.ones(B, np.int32)}
+  batch = timing.classifier_batch(B, S)
   print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; batch {B} x {S} tokens, "
         "no padding")
   print(f"{'model':<7} {'run':<28} {'train seq/s':>12} {'predict seq/s':>14} "
         f"{'of peak':>8} {'train x peer':>13} {'predict x peer':>15}")
   for size in FLAGS.models:
-    layers, hidden, heads = SHAPES[size]
-    config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
-                        num_attention_heads=heads, intermediate_size=4 * hidden,
-                        type_vocab_size=2)
+    config = timing.classifier_config(size)
+    layers, hidden, heads = (config.num_hidden_layers, config.hidden_size,
+                             config.num_attention_heads)
     step_flops = B * 3 * flops.forward(config, S, 0)
     rows = []
     if FLAGS.tf_models:

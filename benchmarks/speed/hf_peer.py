@@ -263,6 +263,20 @@ def autocast(args):
   return contextlib.nullcontext()
 
 
+def train_step(model, batch, optimizer, args, schedule=None):
+  """One step as Hugging Face's examples take it: forward (under autocast), backward,
+  gradient clipping, the update (and the schedule's); returns the loss."""
+  with autocast(args):
+    loss = model(**batch).loss
+  loss.backward()
+  torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+  optimizer.step()
+  if schedule is not None:
+    schedule.step()
+  optimizer.zero_grad()
+  return loss.item()
+
+
 def fixed_shapes(args):
   """Training and prediction speed at one shape, random weights (JSON)."""
   config = transformers.BertConfig(
@@ -281,13 +295,7 @@ def fixed_shapes(args):
                                 weight_decay=args.weight_decay)
 
   def train():
-    with autocast(args):
-      loss = model(**batch).loss
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-    optimizer.step()
-    optimizer.zero_grad()
-    return loss.item()
+    return train_step(model, batch, optimizer, args)
 
   def predict():
     with torch.no_grad(), autocast(args):
@@ -388,14 +396,7 @@ def main():
   start = timed_start = time.perf_counter()
   while step < total:
     for batch in loader:
-      with autocast(args):
-        loss = model(**batch).loss
-      loss.backward()
-      torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-      optimizer.step()
-      schedule.step()
-      optimizer.zero_grad()
-      losses.append(loss.item())
+      losses.append(train_step(model, batch, optimizer, args, schedule))
       step += 1
       if step == 2:
         timed_start = time.perf_counter()

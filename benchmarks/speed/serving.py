@@ -23,7 +23,6 @@ a shared machine's speed during the run falls on both.
   python benchmarks/speed/serving.py --quick --threads=2
 """
 
-import csv
 import json
 import os
 import subprocess
@@ -31,13 +30,15 @@ import sys
 import tempfile
 import time
 
-if not any(a.startswith("--hf_side") for a in sys.argv):  # that side: torch alone, no project
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+if not any(a.startswith("--hf_side") for a in sys.argv):  # that side: torch, no TensorFlow
   from cli.app import use_tensorflow_defaults
 
   use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks.common.serving_rows import real_rows  # noqa: E402
 
 flags.DEFINE_bool("quick", False, "Fewer repetitions (a busy machine).")
 flags.DEFINE_integer("threads", 0, "Intra-op threads on both sides (0: the library's choice).",
@@ -102,28 +103,6 @@ def measure(call, task, source, round_, warm):
   return times
 
 
-def real_rows(task):
-  """The real-text rows of a task from --data_dir, in file order: [{input name: text}]."""
-  if task == "classifier":
-    with open(os.path.join(FLAGS.data_dir, "glue", "RTE", "dev.tsv"), encoding="utf-8") as f:
-      rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-    return [{"text_a": r[1]} for r in rows]
-  if task == "tagger":
-    sentences, words = [], []
-    with open(os.path.join(FLAGS.data_dir, "conll2003", "valid.txt"), encoding="utf-8") as f:
-      for line in list(f) + [""]:
-        if line.strip() and not line.startswith("-DOCSTART-"):
-          words.append(line.split()[0])
-        elif words:
-          sentences.append({"text": " ".join(words)})
-          words = []
-    return sentences
-  with open(os.path.join(FLAGS.data_dir, "squad", "dev-v2.0-half.json"), encoding="utf-8") as f:
-    articles = json.load(f)["data"]
-  return [{"question": qa["question"], "context": p["context"]}
-          for a in articles for p in a["paragraphs"] for qa in p["qas"]]
-
-
 _REAL = {}
 
 
@@ -131,7 +110,7 @@ def inputs(task, source, first, n):
   """n rows of a task's inputs from `source` ("embedded" or "real"), from row `first` on
   (cycling), as {input name: list}."""
   if source == "real":
-    rows = _REAL.setdefault(task, real_rows(task))
+    rows = _REAL.setdefault(task, real_rows(task, FLAGS.data_dir))
     picked = [rows[(first + i) % len(rows)] for i in range(n)]
     return {k: [r[k] for r in picked] for k in picked[0]}
   if task == "squad":
@@ -254,7 +233,7 @@ def main(_):
   if FLAGS.data_dir:
     for task in TASKS:  # a missing or unreadable file stops here, before any work
       try:
-        real_rows(task)
+        real_rows(task, FLAGS.data_dir)
       except (OSError, ValueError, KeyError, IndexError) as e:
         sys.exit(f"error: --data_dir={FLAGS.data_dir}: {task} rows unreadable ({e}); "
                  "--data_dir='' times the embedded inputs alone")
