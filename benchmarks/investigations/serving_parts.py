@@ -36,6 +36,8 @@ flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(__file__), "..", ".
                     "Directory with glue/RTE/dev.tsv, conll2003/valid.txt and "
                     "squad/dev-v2.0-half.json.")
 flags.DEFINE_list("tasks", ["classifier", "tagger", "squad"], "Tasks to time.")
+flags.register_validator("tasks", lambda v: set(v) <= {"classifier", "tagger", "squad"},
+                         "--tasks: each one of classifier, tagger, squad")
 FLAGS = flags.FLAGS
 
 
