@@ -26,42 +26,18 @@ use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks.common.serving_rows import real_rows  # noqa: E402
+from benchmarks.common import serving_tasks  # noqa: E402
 
 flags.DEFINE_integer("requests", 200, "Requests per task (after 20 untimed ones).",
                      lower_bound=1)
 flags.DEFINE_integer("threads", 2, "Intra-op threads (0: TensorFlow's choice).", lower_bound=0)
-flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(__file__), "..", "..", "..",
-                                             "shared", "data"),
+flags.DEFINE_string("data_dir", serving_tasks.DATA_DIR,
                     "Directory with glue/RTE/dev.tsv, conll2003/valid.txt and "
                     "squad/dev-v2.0-half.json.")
 flags.DEFINE_list("tasks", ["classifier", "tagger", "squad"], "Tasks to time.")
 flags.register_validator("tasks", lambda v: set(v) <= {"classifier", "tagger", "squad"},
                          "--tasks: each one of classifier, tagger, squad")
 FLAGS = flags.FLAGS
-
-
-def module(task, checkpoint):
-  """The task's raw-text module (modeling/export.py, squad_export.py) on MiniLM."""
-  from cli import model_files
-  from modeling import checkpoints, export, squad_export
-  from modeling.classification import BertClassifier
-  from modeling.encoder import BertEncoder
-  from modeling.span_labeling import BertSpanLabeler
-  from modeling.tagging import BertTagger
-  config, vocab = model_files.config_and_vocab(None, None, checkpoint)
-  if task == "classifier":
-    model = BertClassifier(BertEncoder(config), 2)
-    make = lambda m: export.TextClassifier(m, vocab, True, 128, ["0", "1"], False)
-  elif task == "tagger":
-    model = BertTagger(BertEncoder(config), 9)
-    make = lambda m: export.TextTagger(m, vocab, True, 128, [str(i) for i in range(9)])
-  else:
-    model = BertSpanLabeler(BertEncoder(config))
-    make = lambda m: squad_export.TextQuestionAnswerer(m, vocab, True, 384, 128, 64, 20, 30,
-                                                       False, 0.0)
-  checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)
-  return make(model)
 
 
 def percentiles(values):
@@ -114,8 +90,8 @@ def main(_):
   for dtype in dtypes:
     distribution.set_precision(dtype)
     for task in FLAGS.tasks:
-      requests = real_rows(task, FLAGS.data_dir)[:FLAGS.requests + 20]
-      parts = time_parts(module(task, checkpoint), requests)
+      requests = serving_tasks.real_rows(task, FLAGS.data_dir)[:FLAGS.requests + 20]
+      parts = time_parts(serving_tasks.raw_text_module(task, checkpoint), requests)
       cells = "".join(f"{'%.2f / %.2f' % percentiles(parts[p]):>26}" for p in columns)
       print(f"{task:<11}{dtype:<10}{cells}", flush=True)
   distribution.set_precision("float32")

@@ -38,14 +38,13 @@ if not any(a.startswith("--hf_side") for a in sys.argv):  # that side: torch, no
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks.common.serving_rows import real_rows  # noqa: E402
+from benchmarks.common import serving_tasks  # noqa: E402
 
 flags.DEFINE_bool("quick", False, "Fewer repetitions (a busy machine).")
 flags.DEFINE_integer("threads", 0, "Intra-op threads on both sides (0: the library's choice).",
                      lower_bound=0)
 flags.DEFINE_integer("batch_size", 64, "Sentences per batch for throughput.", lower_bound=1)
-flags.DEFINE_string("data_dir", os.path.join(os.path.dirname(__file__), "..", "..", "..",
-                                             "shared", "data"),
+flags.DEFINE_string("data_dir", serving_tasks.DATA_DIR,
                     "Directory with glue/RTE/dev.tsv, conll2003/valid.txt and "
                     "squad/dev-v2.0-half.json for the real-text rows; '' for the embedded "
                     "inputs alone.")
@@ -110,7 +109,7 @@ def inputs(task, source, first, n):
   """n rows of a task's inputs from `source` ("embedded" or "real"), from row `first` on
   (cycling), as {input name: list}."""
   if source == "real":
-    rows = _REAL.setdefault(task, real_rows(task, FLAGS.data_dir))
+    rows = _REAL.setdefault(task, serving_tasks.real_rows(task, FLAGS.data_dir))
     picked = [rows[(first + i) % len(rows)] for i in range(n)]
     return {k: [r[k] for r in picked] for k in picked[0]}
   if task == "squad":
@@ -122,31 +121,15 @@ def inputs(task, source, first, n):
 def ours(checkpoint, dtype, tmp):
   """{task: call} of our exports, saved under tmp and loaded back as a server would."""
   import tensorflow as tf
-  from cli import model_files
-  from modeling import checkpoints, distribution, export, squad_export
-  from modeling.classification import BertClassifier
-  from modeling.encoder import BertEncoder
-  from modeling.span_labeling import BertSpanLabeler
-  from modeling.tagging import BertTagger
+  from modeling import distribution, export
   if FLAGS.threads:
     tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   distribution.set_precision(dtype)
-  config, vocab = model_files.config_and_vocab(None, None, checkpoint)
   calls = {}
   for task in TASKS:
-    if task == "classifier":
-      model = BertClassifier(BertEncoder(config), 2)
-      module = lambda m: export.TextClassifier(m, vocab, True, 128, ["0", "1"], False)
-    elif task == "tagger":
-      model = BertTagger(BertEncoder(config), 9)
-      module = lambda m: export.TextTagger(m, vocab, True, 128, [str(i) for i in range(9)])
-    else:
-      model = BertSpanLabeler(BertEncoder(config))
-      module = lambda m: squad_export.TextQuestionAnswerer(m, vocab, True, 384, 128, 64, 20,
-                                                           30, False, 0.0)
-    checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)
-    path = export.save(module(model), os.path.join(tmp, f"{task}_{dtype}"))
+    path = export.save(serving_tasks.raw_text_module(task, checkpoint),
+                       os.path.join(tmp, f"{task}_{dtype}"))
     serve = tf.saved_model.load(path).signatures["serving_default"]
     calls[task] = lambda batch, serve=serve: serve(
         **{k: tf.constant(v) for k, v in batch.items()})
@@ -233,7 +216,7 @@ def main(_):
   if FLAGS.data_dir:
     for task in TASKS:  # a missing or unreadable file stops here, before any work
       try:
-        real_rows(task, FLAGS.data_dir)
+        serving_tasks.real_rows(task, FLAGS.data_dir)
       except (OSError, ValueError, KeyError, IndexError) as e:
         sys.exit(f"error: --data_dir={FLAGS.data_dir}: {task} rows unreadable ({e}); "
                  "--data_dir='' times the embedded inputs alone")

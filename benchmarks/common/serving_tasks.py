@@ -1,0 +1,59 @@
+"""What the serving benchmarks serve: each task's raw-text module on all-MiniLM-L6-v2, and
+real text of mixed lengths, one row per request, in file order (RTE's dev premises for the
+classifier, CoNLL-2003's validation sentences for the tagger, SQuAD's dev questions with
+their paragraphs). Only the standard library at import: the Hugging Face side of
+benchmarks/speed/serving.py reads its rows here without TensorFlow."""
+
+import csv
+import json
+import os
+
+# The developers' data folder beside the repository (../shared/data).
+DATA_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
+
+def real_rows(task, data_dir):
+  """[{input name: text}] of `task` ("classifier", "tagger" or "squad") from `data_dir`
+  (glue/RTE/dev.tsv, conll2003/valid.txt, squad/dev-v2.0-half.json)."""
+  if task == "classifier":
+    with open(os.path.join(data_dir, "glue", "RTE", "dev.tsv"), encoding="utf-8") as f:
+      rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+    return [{"text_a": r[1]} for r in rows]
+  if task == "tagger":
+    sentences, words = [], []
+    with open(os.path.join(data_dir, "conll2003", "valid.txt"), encoding="utf-8") as f:
+      for line in list(f) + [""]:
+        if line.strip() and not line.startswith("-DOCSTART-"):
+          words.append(line.split()[0])
+        elif words:
+          sentences.append({"text": " ".join(words)})
+          words = []
+    return sentences
+  with open(os.path.join(data_dir, "squad", "dev-v2.0-half.json"), encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  return [{"question": qa["question"], "context": p["context"]}
+          for a in articles for p in a["paragraphs"] for qa in p["qas"]]
+
+
+def raw_text_module(task, checkpoint):
+  """The task's export module (modeling/export.py, squad_export.py) on `checkpoint`, its
+  head new: a classifier of 2 labels, a tagger of 9, question answering as run_squad.py's
+  defaults (384 tokens, stride 128)."""
+  from cli import model_files
+  from modeling import checkpoints, export, squad_export
+  from modeling.classification import BertClassifier
+  from modeling.encoder import BertEncoder
+  from modeling.span_labeling import BertSpanLabeler
+  from modeling.tagging import BertTagger
+  config, vocab = model_files.config_and_vocab(None, None, checkpoint)
+  if task == "classifier":
+    model = BertClassifier(BertEncoder(config), 2)
+    make = lambda m: export.TextClassifier(m, vocab, True, 128, ["0", "1"], False)  # noqa: E731
+  elif task == "tagger":
+    model = BertTagger(BertEncoder(config), 9)
+    make = lambda m: export.TextTagger(m, vocab, True, 128, [str(i) for i in range(9)])  # noqa: E731
+  else:
+    model = BertSpanLabeler(BertEncoder(config))
+    make = lambda m: squad_export.TextQuestionAnswerer(  # noqa: E731
+        m, vocab, True, 384, 128, 64, 20, 30, False, 0.0)
+  checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)
+  return make(model)
