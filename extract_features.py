@@ -94,4 +94,5 @@ def main(_):
 
 
 if __name__ == "__main__":
+  app.use_inference_defaults()  # the checkpoint is loaded before the encoder first runs
   app.run(main)

@@ -48,7 +48,9 @@ def main(_):
   logging.info("%d rows%s; inputs %s", len(ids),
                f" ({blank} blank lines skipped)" if blank else "", ", ".join(inputs))
   model = served_model.ServedModel(FLAGS.export_dir)
-  logging.info("The export computes in %s.", model.precision)
+  logging.info("The export computes in %s%s.", model.precision,
+               "; dense layers convert their weights once (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS)"
+               if app.frozen_weights() else "")
   report = progress.Progress("predicting", total=len(ids))
   outputs = []
   for first in range(0, len(ids), FLAGS.batch_size):
@@ -62,4 +64,5 @@ def main(_):
 
 
 if __name__ == "__main__":
+  app.use_inference_defaults()  # this process only predicts: the export's weights never change
   app.run(main)

@@ -78,7 +78,7 @@ class SelfAttention(keras.layers.Layer):
 
     rows: the layers.TokenRows that puts x's rows in [B, S] place.
     queries: [B, Q, H], the rows whose outputs are wanted (default: x itself, Q = S);
-      keys and values always come from all of x. The output is then [B, Q, H].
+      keys and values always come from all of x. The output is then [B * Q, H].
     blocked: at inference, attend in cache-sized blocks (blocked_attention).
     """
     n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
@@ -108,8 +108,7 @@ class SelfAttention(keras.layers.Layer):
     context = tf.transpose(context, [0, 2, 1, 3])  # [B, Q, N, D]
     if own_queries:
       return self.output_dense(tf.reshape(rows.pack(context), [-1, self.hidden_size]))  # [R, H]
-    out = self.output_dense(tf.reshape(context, [-1, self.hidden_size]))  # [B * Q, H]
-    return tf.reshape(out, tf.shape(queries))
+    return self.output_dense(tf.reshape(context, [-1, self.hidden_size]))  # [B * Q, H]
 
   def _joined_weights(self, training):
     """The query, key and value kernels side by side [H, 3H] and biases [3H], the query's

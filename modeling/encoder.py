@@ -6,6 +6,7 @@ R rows of the dense layers (layers.TokenRows: B * S, or the real tokens of a pac
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from modeling import attention, layers
@@ -63,13 +64,15 @@ class TransformerBlock(keras.layers.Layer):
     else:
       queries = rows.gather(x, query_positions)  # [B, Q, H]
     attended = self.attention(x, attention_bias, rows=rows, training=training, queries=queries,
-                              blocked=blocked)
-    queries = x if queries is None else queries
+                              blocked=blocked)  # [R or B * Q, H]
+    residual = x if queries is None else tf.reshape(queries, [-1, self.hidden_size])
     attended = self.dropout(ops.cast(attended, "float32"), training=training)
-    x = self.attention_layer_norm(attended + queries, training=training)
+    x = self.attention_layer_norm(attended + residual, training=training)
     y = self.activation(self.intermediate(x), training=training)  # [R, I]
     y = self.dropout(ops.cast(self.output_dense(y), "float32"), training=training)  # [R, H]
-    return self.output_layer_norm(y + x, training=training)
+    y = self.output_layer_norm(y + x, training=training)
+    # Rows stay 2-D up to here: the remapper fuses 2-D products with their bias and GELU.
+    return y if queries is None else tf.reshape(y, tf.shape(queries))
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,

@@ -286,6 +286,39 @@ def test_bfloat16_export_stores_its_weights_and_records_its_precision(classifier
   assert_close(got, want, "bfloat16", block_ops(config, 16, "bfloat16") + 2 * 4, 1.0)
 
 
+def test_predict_converts_weights_once_and_gives_the_exports_outputs(classifier_files,
+                                                                     tmp_path):
+  """predict.py lets the dense layers convert their weights once (cli/app.py
+  use_inference_defaults: oneDNN's blocked-layout kernels, the cached weights) and says so; its
+  probabilities are the export's own, called here in a process that converts at every
+  call, up to float32 rounding (other kernels, other orders of the sums). Its requests of
+  several lengths and batch sizes reuse each layer's converted weights."""
+  from modeling import export
+  from modeling.classification import BertClassifier
+  d, vocab, config = classifier_files
+  model = BertClassifier(BertEncoder(config), 2)
+  randomize(model, seed=6, scale=0.5)
+  module = export.TextClassifier(model, vocab, True, 16, ["0", "1"], False)
+  directory = export.save(module, str(tmp_path / "export"))
+  rng = random.Random(3)
+  texts = [_late_label_document(rng, i % 2, lead=rng.choice([0, 2, 6])) for i in range(11)]
+  (tmp_path / "rows.txt").write_text("".join(t + "\n" for t in texts))
+  proc = run_script("predict.py", f"--export_dir={directory}",
+                    f"--input_file={tmp_path / 'rows.txt'}",
+                    f"--output_file={tmp_path / 'out.jsonl'}", "--batch_size=4")
+  assert "dense layers convert their weights once" in proc.stderr
+  got = [json.loads(line)["probabilities"]
+         for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+  want = tf.saved_model.load(directory).signatures["serving_default"](
+      text_a=tf.constant(texts))["probabilities"].numpy()
+  assert len(got) == len(texts) and np.abs(want - 0.5).max() > 0.05  # not a constant model
+  # float32, two kernels of the same products, each side rounding: one block and the
+  # classifier, twice. A probability moves at most half as much as the logits, whose size
+  # is at most the log-odds'.
+  odds = float(np.abs(np.log(want[:, 0] / want[:, 1])).max())
+  assert_close(np.array(got), want, "float32", 2 * (block_ops(config, 16) + 16), max(odds, 1.0))
+
+
 @pytest.fixture(scope="module")
 def windows_run(classifier_files, tmp_path_factory):
   """run_classifier.py --doc_stride on documents whose label word lies past the first

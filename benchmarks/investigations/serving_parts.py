@@ -20,9 +20,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from cli.app import use_tensorflow_defaults  # noqa: E402
+from cli.app import use_inference_defaults, use_tensorflow_defaults  # noqa: E402
 
 use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
+use_inference_defaults()  # as predict.py: the exports' weights never change
 
 from absl import app, flags  # noqa: E402
 

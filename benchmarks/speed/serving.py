@@ -32,9 +32,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 if not any(a.startswith("--hf_side") for a in sys.argv):  # that side: torch, no TensorFlow
-  from cli.app import use_tensorflow_defaults
+  from cli.app import use_inference_defaults, use_tensorflow_defaults
 
   use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
+  use_inference_defaults()  # as predict.py: the exports' weights never change
 
 from absl import app, flags  # noqa: E402
 
