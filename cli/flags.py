@@ -8,6 +8,8 @@ import sys
 
 from absl import flags
 
+from modeling import selection  # pure Python: no TensorFlow
+
 ACTIONS = ("do_train", "do_eval", "do_predict")
 
 # The original fine-tuning scripts' flags (export_dir added): (kind, name, default, help, bounds).
@@ -129,6 +131,14 @@ def define_batching_flags(bucketing=True):
                     "Faster still, but it changes which examples share a batch.")
 
 
+def _headline_metrics():
+  """modeling/selection.py's table of headline metrics as help text: "cola
+  eval_matthews_corrcoef, ..., else eval_accuracy"."""
+  named = [f"{task} {metric}" for task, metric in selection.HEADLINE.items()
+           if metric != selection.DEFAULT_METRIC]
+  return ", ".join(named + [f"else {selection.DEFAULT_METRIC}"])
+
+
 def define_protocol_flags():
   """Flags added for the fine-tuning scripts: evaluation during training, the best
   checkpoint, early stopping (cli/runner.py, modeling/periodic_eval.py)."""
@@ -143,8 +153,7 @@ def define_protocol_flags():
   flags.DEFINE_string("best_metric", None,
                       "The eval_results.txt key that chooses the best checkpoint (keys with "
                       "'loss' go down, others up). Default: the task's headline metric "
-                      "(MRPC eval_f1, STS-B eval_spearman, CoLA eval_matthews_corrcoef, "
-                      "SQuAD f1, NER eval_f1, else eval_accuracy).")
+                      f"({_headline_metrics()}).")
   flags.DEFINE_integer("early_stopping_patience", 0,
                        "Stop training after this many evaluations in a row without a better "
                        "--best_metric. 0: never.", lower_bound=0)

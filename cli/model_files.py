@@ -10,7 +10,7 @@ import os
 from typing import Optional
 
 from data import files, path_checks, tokenization
-from modeling import checkpoints
+from modeling import checkpoint_paths, checkpoints
 from modeling.config import BertConfig
 
 
@@ -70,7 +70,7 @@ def check_lengths_and_case(config, max_seq_length, do_lower_case, init_checkpoin
 def check_checkpoint(path):
   """Raises ValueError naming --init_checkpoint when `path` holds no readable checkpoint."""
   try:
-    checkpoints.resolve_checkpoint(path)
+    checkpoint_paths.resolve_checkpoint(path)
   except ValueError as e:
     raise ValueError(f"--init_checkpoint: {e}") from None
 

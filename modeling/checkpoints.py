@@ -11,7 +11,8 @@ Formats, detected from the path:
 
 Every reader returns {original name: numpy array}; `load_checkpoint` assigns
 such a dict to a model through `variable_map`, the one table from original
-names to our variables.
+names to our variables. Which checkpoint and format a path names is
+modeling/checkpoint_paths.py's.
 """
 
 import dataclasses
@@ -22,7 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from data import files, path_checks
-from modeling import hf_checkpoints
+from modeling import checkpoint_paths, hf_checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 
@@ -70,11 +71,6 @@ def _encoder_map(encoder):
       names.update(_layer_norm(f"{prefix}/{suffix}", getattr(block, attr)))
   names.update(_dense("bert/pooler/dense", encoder.pooler))
   return names
-
-
-def _logits_map(prefix, layer):
-  return {f"{prefix}output_weights": layer.output_weights,
-          f"{prefix}output_bias": layer.output_bias}
 
 
 def variable_map(model):
@@ -133,62 +129,6 @@ class Checkpoint:
   weights: dict
 
 
-def resolve_checkpoint(path):
-  """(format, concrete path) for a checkpoint prefix, directory or safetensors file.
-
-  Raises:
-    ValueError: one line saying the path does not exist, holds no checkpoint,
-      or names a checkpoint file that is truncated or corrupt.
-  """
-  if not path:
-    raise ValueError("No checkpoint path given.")
-  if files.isdir(path):
-    if files.exists(os.path.join(path, "model.safetensors")):
-      return "hf", os.path.join(path, "model.safetensors")
-    latest = tf.train.latest_checkpoint(path)
-    if latest is None and files.exists(os.path.join(path, "bert_model.ckpt.index")):
-      latest = os.path.join(path, "bert_model.ckpt")
-    if latest is None:
-      raise ValueError(f"{path} holds no checkpoint (no model.safetensors, "
-                       "'checkpoint' file or bert_model.ckpt.index).")
-    path = latest
-  if path.endswith(".safetensors"):
-    if not files.exists(path):
-      raise ValueError(f"Checkpoint file {path} does not exist.")
-    return "hf", path
-  # Any file of a TF bundle stands for its prefix.
-  path = re.sub(r"\.(index|data-\d+-of-\d+)$", "", path)
-  if not files.exists(path + ".index"):
-    if _data_files(path):
-      raise ValueError(f"Checkpoint {path} is incomplete: {path}.index is missing.")
-    if files.exists(path):
-      raise ValueError(f"{path} is not a checkpoint: expected a checkpoint prefix (with "
-                       f"{path}.index), a directory holding a checkpoint, or a "
-                       ".safetensors file.")
-    raise ValueError(f"Checkpoint {path} does not exist (no {path}.index, no directory "
-                     "or .safetensors file of that name).")
-  reader = _open_bundle(path)
-  return ("tf2" if reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH") else "tf1"), path
-
-
-def _data_files(prefix):
-  return files.glob(prefix + ".data-*")
-
-
-def _first_line(error):
-  text = str(getattr(error, "message", error)).strip()
-  return text.splitlines()[0] if text else type(error).__name__
-
-
-def _open_bundle(prefix):
-  """tf.train.load_checkpoint, with an unreadable index reported as one line."""
-  try:
-    return tf.train.load_checkpoint(prefix)
-  except tf.errors.OpError as e:
-    raise ValueError(f"Checkpoint file {prefix}.index is truncated or corrupt "
-                     f"({_first_line(e)}).") from e
-
-
 def _unescape(name):
   # tf.train.Checkpoint escapes "/" as ".S" and "." as "..".
   return re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), name)
@@ -200,11 +140,11 @@ def read_checkpoint(path):
   Raises:
     ValueError: one line naming a missing, truncated or corrupt file.
   """
-  fmt, path = resolve_checkpoint(path)
+  fmt, path = checkpoint_paths.resolve_checkpoint(path)
   if fmt == "hf":
     return Checkpoint(path, fmt, hf_checkpoints.read_safetensors(
         path, hf_checkpoints.architecture_beside(path)))
-  reader = _open_bundle(path)
+  reader = checkpoint_paths.open_bundle(path)
   weights = {}
   try:
     for key in reader.get_variable_to_shape_map():
@@ -215,9 +155,9 @@ def read_checkpoint(path):
         weights[_unescape(key[len(_TF2_PREFIX):-len(_TF2_SUFFIX)])] = reader.get_tensor(key)
   except (tf.errors.OpError, IndexError) as e:
     # A data file cut short raises IndexError ("Read less bytes than requested").
-    data = ", ".join(_data_files(path)) or f"{path}.data-*"
+    data = ", ".join(checkpoint_paths.data_files(path)) or f"{path}.data-*"
     raise ValueError(f"Checkpoint file {data} is truncated or corrupt "
-                     f"({_first_line(e)}).") from e
+                     f"({checkpoint_paths.first_line(e)}).") from e
   if not weights:
     raise ValueError(f"Checkpoint {path} holds no BERT variables.")
   return Checkpoint(path, fmt, weights)
@@ -365,7 +305,7 @@ def save_tf2_checkpoint(model, prefix):
 
 def _checkpoint_dir(checkpoint_path):
   """The directory of a checkpoint that exists; a missing one is reported as such."""
-  resolve_checkpoint(checkpoint_path)
+  checkpoint_paths.resolve_checkpoint(checkpoint_path)
   if files.isdir(checkpoint_path):
     return checkpoint_path
   return os.path.dirname(checkpoint_path)

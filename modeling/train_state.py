@@ -4,9 +4,10 @@ A checkpoint of the scripts holds four entries: `model` (the model's
 variables under their original names), `optimizer` (the global step and the
 Adam moments of every trainable variable), `state` (the dynamic loss scale
 and the dropout RNG states) and, under the default strategy, `iterator` (the
-input's position). The optimizer is built only when something trains: a run
-that only evaluates or predicts restores the model and the step from a
-training checkpoint and leaves the moments unread.
+input's position; under other strategies positioned_input skips the batches
+already trained on instead). The optimizer is built only when something
+trains: a run that only evaluates or predicts restores the model and the step
+from a training checkpoint and leaves the moments unread.
 """
 
 import keras
@@ -123,6 +124,32 @@ class TrainState:
       self.restore()
     elif init_checkpoint:
       self._initialized = (init_checkpoint, self.restore(init_checkpoint))
+
+  def positioned_input(self, dataset_fn, init_checkpoint=None, load_fn=None):
+    """Restores the state for training (restore()); returns the training iterator,
+    positioned where a resumed run stopped, and restore()'s description.
+
+    dataset_fn(input_context) -> per-replica batched tf.data.Dataset; load_fn(dataset)
+    -> dataset, applied after positioning (see Trainer.train). Under the default
+    strategy the iterator is a plain tf.data one and its state goes into the
+    checkpoint. Distributed iterators (every other strategy, even with one replica)
+    cannot be checkpointed, so there the input skips the batches the restored steps
+    consumed (reproducing the order when the shuffle is seeded), and load_fn comes
+    after the skip.
+    """
+    load = load_fn or (lambda dataset: dataset)
+    dataset = self.strategy.distribute_datasets_from_function(
+        lambda context: load(dataset_fn(context)))
+    if isinstance(dataset, tf.data.Dataset):  # no iterator made yet: none reads in vain
+      iterator = iter(dataset)
+      return iterator, self.restore(init_checkpoint, iterator)
+    description = self.restore(init_checkpoint)
+    done = int(self.step.numpy())
+
+    def positioned(context):
+      per_step = context.num_replicas_in_sync // context.num_input_pipelines
+      return load(dataset_fn(context).skip(done * per_step))
+    return iter(self.strategy.distribute_datasets_from_function(positioned)), description
 
   def weights_checkpoint(self):
     """A tf.train.Checkpoint of the model's variables and the step alone (no optimizer

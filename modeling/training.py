@@ -3,9 +3,9 @@
 The Trainer only runs steps: the entry script gives it batches
 (data/pipeline.py) and a task (e.g. modeling/classification.py) that builds
 the model and turns a batch into its loss; no loss or model is defined here.
-What a checkpoint holds (and restoring it) is modeling/train_state.py's;
-evaluation and prediction are modeling/prediction.py's, which the Trainer
-hands its model to.
+What a checkpoint holds (and restoring it, the input's position included) is
+modeling/train_state.py's; evaluation and prediction are
+modeling/prediction.py's, which the Trainer hands its model to.
 
 One optimizer step:
   1. the task's loss denominators (mask weights, example counts) are summed
@@ -294,7 +294,7 @@ class Trainer:
     calls at its steps; a checkpoint is saved right after each of its evaluations.
     """
     config = self.config
-    iterator, description = self._input(dataset_fn, init_checkpoint, load_fn)
+    iterator, description = self.state.positioned_input(dataset_fn, init_checkpoint, load_fn)
     logging.info("Model %s.", description)
     checkpoint = self.state.checkpoint(
         iterator if isinstance(iterator, tf.data.Iterator) else None)
@@ -350,29 +350,6 @@ class Trainer:
     if on_finish is not None and self.chief:
       on_finish()
     return step
-
-  def _input(self, dataset_fn, init_checkpoint, load_fn=None):
-    """The training iterator, positioned where a resumed run stopped; and what was loaded.
-
-    Under the default strategy the iterator is a plain tf.data one and its state
-    goes into the checkpoint. Distributed iterators (every other strategy, even
-    with one replica) cannot be checkpointed, so there the input skips the
-    batches the restored steps consumed (reproducing the order when the shuffle
-    is seeded), and load_fn comes after the skip.
-    """
-    load = load_fn or (lambda dataset: dataset)
-    dataset = self.strategy.distribute_datasets_from_function(
-        lambda context: load(dataset_fn(context)))
-    if isinstance(dataset, tf.data.Dataset):  # no iterator made yet: none reads in vain
-      iterator = iter(dataset)
-      return iterator, self.restore(init_checkpoint, iterator)
-    description = self.restore(init_checkpoint)
-    done = self.global_step
-
-    def positioned(context):
-      per_step = context.num_replicas_in_sync // context.num_input_pipelines
-      return load(dataset_fn(context).skip(done * per_step))
-    return iter(self.strategy.distribute_datasets_from_function(positioned)), description
 
   def _steps_until_boundary(self, step, seconds_per_step=None, eval_every=None):
     """Steps for the next device call: up to the next log, checkpoint, evaluation or the

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import checkpoints, hf_checkpoints
+from modeling import checkpoint_paths, checkpoints, hf_checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.classification import BertClassifier
@@ -82,7 +82,7 @@ def test_round_trip_gives_identical_outputs(tmp_path, fmt):
     # Exact: the same weights (copied bits) through the same program.
     np.testing.assert_array_equal(a[key], b[key])
   # A directory resolves to its latest checkpoint.
-  assert checkpoints.resolve_checkpoint(str(tmp_path))[0] == fmt
+  assert checkpoint_paths.resolve_checkpoint(str(tmp_path))[0] == fmt
 
 
 def test_reads_a_checkpoint_written_by_tf1_code(tmp_path):

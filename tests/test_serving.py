@@ -101,6 +101,125 @@ def test_question_answering_export_gives_the_scripts_answers(span_model):
                "float32", 4 * (block_ops(model.config, 24) + 16), np.abs(out["start_logits"]).max())
 
 
+def _planted_logits(rng, features, width, max_answer):
+  """Start and end logits [F, width] float32 for `features`, with the spans each selection
+  rule must refuse planted above the rest.
+
+  The base is uniform in [-3, 3], in half of the windows rounded to halves (tied logits,
+  tied spans across windows). Each window then gets one to three traps, each at 3 plus 1, 2
+  or 3 (tied across the windows of a question): a span in the question, one ending before
+  it starts, one a piece longer than max_answer beside the longest allowed one, one starting
+  where another window has more context, the null position, the final [SEP], two valid spans
+  with equal logits, a one-piece span. Positions past a window's end get the highest logits:
+  the graph must never rank them (the Python side receives each window's own positions).
+  """
+  start = rng.uniform(-3, 3, (len(features), width)).astype(np.float32)
+  end = rng.uniform(-3, 3, (len(features), width)).astype(np.float32)
+  kinds = ["question", "reversed", "long", "other_context", "null", "sep", "tie", "single"]
+  for i, f in enumerate(features):
+    if rng.random() < 0.5:
+      start[i], end[i] = np.round(start[i] * 2) / 2, np.round(end[i] * 2) / 2
+    start[i, len(f.tokens):] = end[i, len(f.tokens):] = 9.0
+    doc = sorted(f.token_to_orig_map)
+    own = [p for p in doc if f.token_is_max_context[p]]
+    other = [p for p in doc if not f.token_is_max_context[p]]
+    question = range(1, doc[0] - 1)
+    for kind in rng.choice(kinds, size=rng.integers(1, 4), replace=False):
+      high = 3.0 + rng.integers(1, 4)
+      if kind == "question" and len(question) > 0:
+        a, b = sorted(rng.choice(question, size=2))
+        start[i, a] = end[i, b] = high
+      elif kind == "reversed" and len(doc) > 1:
+        a, b = sorted(rng.choice(doc, size=2, replace=False))
+        start[i, b] = end[i, a] = high
+      elif kind == "long" and own and own[0] + max_answer <= doc[-1]:
+        a = rng.choice([p for p in own if p + max_answer <= doc[-1]])
+        start[i, a], end[i, a + max_answer], end[i, a + max_answer - 1] = high, high, high - 0.5
+      elif kind == "other_context" and other:
+        a = rng.choice(other)
+        start[i, a] = end[i, a] = high
+      elif kind == "null":
+        start[i, 0] = end[i, 0] = high
+      elif kind == "sep":
+        start[i, len(f.tokens) - 1] = end[i, len(f.tokens) - 1] = high
+      elif kind == "tie" and len(own) > 1:
+        a, b = sorted(rng.choice(own, size=2, replace=False))
+        start[i, [a, b]] = end[i, [a, b]] = high
+      elif kind == "single" and own:
+        a = rng.choice(own)
+        start[i, a] = end[i, a] = high
+  return start, end
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_squad_selection_in_graph_and_python_agree_on_the_same_logits(span_model, monkeypatch,
+                                                                      v2):
+  """The n-best and final-text rules in two forms, data/squad_predictions.py's
+  compute_predictions and modeling/squad_export.py's graph (the model replaced by the
+  planted logits of _planted_logits), pick the same answer for every question, with the
+  same score and, for v2.0, the same null odds and no-answer decision. Windows overlap
+  (doc_stride 5 on 24 positions); the graph gives no n-best list nor probabilities, so only
+  the chosen answer is compared."""
+  from modeling import export
+  model, vocab, d = span_model
+  seq, stride, query, n_best, max_answer = 24, 5, 4, 4, 3
+  pairs = _paragraphs(random.Random(10 + v2), 40)
+  examples = squad.read_squad_examples(_squad_file(d / f"parity{v2}.json", pairs), False, v2)
+  features = squad.convert_examples_to_features(
+      examples, tokenization.FullTokenizer(vocab), seq, stride, query, False)
+  width = max(len(f.tokens) for f in features)
+  start, end = _planted_logits(np.random.default_rng(v2), features, width, max_answer)
+  results = [squad_predictions.RawResult(f.unique_id, start[i, :len(f.tokens)].tolist(),
+                                         end[i, :len(f.tokens)].tolist())
+             for i, f in enumerate(features)]
+  threshold = 0.0
+  if v2:  # a threshold that some question's null odds equal exactly (both sides keep the
+    # answer there), the median of the questions with a span
+    _, first, odds = squad_predictions.compute_predictions(
+        examples, features, results, n_best, max_answer, True, v2, threshold)
+    odds = sorted(odds[q] for q, entries in first.items() if any(e["text"] for e in entries))
+    threshold = odds[len(odds) // 2]
+  predictions, nbest, null_odds = squad_predictions.compute_predictions(
+      examples, features, results, n_best, max_answer, True, v2, threshold)
+
+  input_ids = np.array([f.input_ids[:width] for f in features], np.int32)
+
+  def planted(unused_model, windows):  # the same windows as the Python features, then logits
+    with tf.control_dependencies([tf.debugging.assert_equal(windows["input_ids"], input_ids)]):
+      return {"start_logits": tf.identity(start), "end_logits": tf.identity(end)}
+  monkeypatch.setattr(export, "served_outputs", planted)
+  module = squad_export.TextQuestionAnswerer(model, vocab, True, seq, stride, query, n_best,
+                                             max_answer, v2, threshold)
+  served = module.serve(question=tf.constant([q for q, _ in pairs]),
+                        context=tf.constant([c for _, c in pairs]))
+
+  ids = [f"q{i}" for i in range(len(pairs))]
+  # A question without any valid span: Python's nonce "empty" (v1.1) or "" with null odds 0
+  # (v2.0); the graph's "" with score -inf (squad_export's documented difference).
+  spans = [[e for e in nbest[q] if e["text"]] for q in ids]
+  has_span = [bool(s) and not (s[0]["text"] == "empty" and s[0]["start_logit"] == 0.0)
+              for s in spans]
+  texts = [t.decode() for t in served["text"].numpy()]
+  assert texts == [predictions[q] if found else "" for q, found in zip(ids, has_span)]
+  score = served["score"].numpy()
+  np.testing.assert_array_equal(np.isfinite(score), has_span)
+  want = np.array([s[0]["start_logit"] + s[0]["end_logit"] for s, found in zip(spans, has_span)
+                   if found])
+  # Both sides sum the same two float32 logits in float64 (bit for bit the same); the graph
+  # then rounds the score to float32 once: within u * |score|, inside the bound 2 * u * |score|.
+  assert_close(score[has_span], want, "float32", 1, np.abs(want), what="score")
+  assert 0 < sum(has_span) and sum(bool(t) for t in texts) > len(pairs) // 4
+  if v2:
+    np.testing.assert_array_equal(served["no_answer"].numpy(), [not t for t in texts])
+    assert 0 < sum(not t for t in texts) < len(pairs)
+    assert any(found and null_odds[q] == threshold for q, found in zip(ids, has_span))
+    # The same float64 difference of three float32 logits on both sides, rounded to float32
+    # once by the graph.
+    want = np.array([null_odds[q] for q in ids])
+    assert_close(served["null_score_diff"].numpy(), want, "float32", 1, np.abs(want),
+                 what="null odds")
+
+
 @pytest.fixture(scope="module")
 def trained_squad(tmp_path_factory):
   """run_squad.py --do_train --do_predict --export_dir (v1.1, a few steps) once for the file:
