@@ -22,6 +22,21 @@ def test_headline_metrics_are_the_papers():
   assert selection.higher_is_better("eval_f1") and not selection.higher_is_better("eval_loss")
 
 
+def test_docs_table_of_headline_metrics_is_the_codes():
+  """docs/protocol.md's table of default --best_metric values says what HEADLINE holds."""
+  import os
+  import re
+  path = os.path.join(os.path.dirname(__file__), "..", "docs", "protocol.md")
+  with open(path, encoding="utf-8") as f:
+    rows = re.findall(r"^\| (.+?) \| `(\w+)`", f.read(), re.M)
+  table = {}
+  for tasks, metric in rows:
+    for task in re.split(r", | and ", tasks.replace("the other GLUE tasks", "").strip(", ")):
+      table[task.lower()] = metric
+  assert {t: selection.headline_metric(t) for t in table} == table
+  assert set(selection.HEADLINE) <= set(table)
+
+
 def _evaluate(tracker, values, start=1):
   """Adds evaluations at steps start, start+1, ...; returns the step where it stopped."""
   for step, value in enumerate(values, start):
