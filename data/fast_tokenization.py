@@ -339,7 +339,8 @@ def truncated_lengths(length_a, length_b, max_seq_length):
 def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
   """[CLS] a [SEP] (b [SEP]) model inputs from ragged ids [B, (T)], truncated as the original.
 
-  Returns int32 [B, L] input_ids, input_mask and segment_ids, L the longest row.
+  Returns int32 [B, L] input_ids, input_mask and segment_ids, L the longest row rounded up
+  (pad_to_longest).
   """
   def keep(ids, length):
     return tf.ragged.boolean_mask(ids, tf.ragged.range(ids.row_lengths()) < length[:, None])
@@ -350,13 +351,21 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
   return pad_to_longest(ids, segment_ids, max_seq_length)
 
 
+# The exports pad a batch's length up to a multiple of this (at most max_seq_length): a length
+# oneDNN has seen reuses the kernels it built for it, and single requests of real text, each
+# of its own length, otherwise pay for new kernels at every length (docs/serving.md).
+LENGTH_MULTIPLE = 8
+
+
 def pad_to_longest(ids, segment_ids, max_seq_length):
   """int32 input_ids, input_mask, segment_ids [B, L] of ragged rows of at most max_seq_length:
-  L is the longest row (at least 1), as prediction trims batches; padding is masked, so
-  the model's outputs at real positions are those of a max_seq_length batch."""
+  L is the longest row rounded up to a multiple of LENGTH_MULTIPLE (at most max_seq_length);
+  padding is masked, so the model's outputs at real positions are those of a max_seq_length
+  batch."""
   input_ids, input_mask = tf_text.pad_model_inputs(ids, max_seq_length)
   segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length)
-  width = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1)), 1)
+  longest = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1)), 1)
+  width = tf.minimum(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, max_seq_length)
   return {"input_ids": tf.cast(input_ids[:, :width], tf.int32),
           "input_mask": tf.cast(input_mask[:, :width], tf.int32),
           "segment_ids": tf.cast(segment_ids[:, :width], tf.int32)}

@@ -40,26 +40,28 @@ def served_variables(model):
       {name: v.value if isinstance(v, keras.Variable) else v for name, v in named.items()})
 
 
-# A padded batch of this many positions (batch x length) or more runs packed with attention
-# in blocks; smaller ones run as is, where the ops that packing adds cost more than the
-# padding (benchmarks/investigations/attention_blocks.py, docs/serving.md).
+# A padded batch of several rows and this many positions (rows x length) or more runs packed
+# with attention in blocks; other batches run as is, where the ops that packing adds cost more
+# than the padding (benchmarks/investigations/attention_blocks.py, docs/serving.md).
 PACKED_FROM_POSITIONS = 512
 
 
 def served_outputs(model, features):
-  """model(features) in inference mode. A batch with padding, of PACKED_FROM_POSITIONS
-  positions or more, runs with pack_tokens (the dense layers on the real tokens alone) and
-  blocked_attention (attention in blocks cut to each block's longest row), call arguments
-  the task model passes to BertEncoder, so that rows of different lengths cost their own
-  length, not the longest's. Any other batch runs as is: a batch without padding (a single
-  request always) has nothing to skip, and in a small padded one the added ops cost more
-  than the padding. One branch per call, picked at run time; both give the same outputs
-  up to float rounding."""
+  """model(features) in inference mode. A batch of several rows with padding, of
+  PACKED_FROM_POSITIONS positions or more, runs with pack_tokens (the dense layers on the
+  real tokens alone) and blocked_attention (attention in blocks cut to each block's longest
+  row), call arguments the task model passes to BertEncoder, so that rows of different
+  lengths cost their own length, not the longest's. Any other batch runs as is: without
+  padding there is nothing to skip; a single request's padding is only its length rounded
+  up (fast_tokenization.LENGTH_MULTIPLE); and in a small padded batch the added ops cost more
+  than the padding. One branch per call, picked at run time; both give the same outputs up
+  to float rounding."""
   def run(packed_and_blocked):
     return lambda: model(features, training=False, pack_tokens=packed_and_blocked,
                          blocked_attention=packed_and_blocked)
   mask = features["input_mask"]
-  packed = tf.reduce_any(tf.equal(mask, 0)) & (tf.size(mask) >= PACKED_FROM_POSITIONS)
+  packed = (tf.reduce_any(tf.equal(mask, 0)) & (tf.shape(mask)[0] > 1)
+            & (tf.size(mask) >= PACKED_FROM_POSITIONS))
   return tf.switch_case(tf.cast(packed, tf.int32), [run(False), run(True)])
 
 

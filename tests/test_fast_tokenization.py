@@ -130,3 +130,19 @@ def test_vocab_without_unk_is_rejected(tmp_path):
   vocab = write_vocab(tmp_path / "v.txt", ["a", "b"])
   with pytest.raises(ValueError, match=r"v.txt lacks required token\(s\) \[UNK\]"):
     F.FastTokenizer(vocab)
+
+
+def test_exports_pad_a_batch_to_a_multiple_of_the_length_step():
+  """pack_inputs pads to the longest row rounded up to LENGTH_MULTIPLE, at most
+  max_seq_length, with the original's [CLS] a [SEP] b [SEP] and masked padding."""
+  step = F.LENGTH_MULTIPLE
+  a = tf.ragged.constant([[5] * (step - 2), [6, 7]], tf.int64)
+  b = tf.ragged.constant([[8], [9, 9]], tf.int64)
+  out = F.pack_inputs(a, b, 4 * step, 101, 102)
+  assert out["input_ids"].shape == (2, 2 * step)  # step + 2 real pieces: the next multiple
+  assert out["input_ids"].numpy()[1, :7].tolist() == [101, 6, 7, 102, 9, 9, 102]
+  assert out["input_mask"].numpy().sum(axis=1).tolist() == [step + 2, 7]
+  assert out["segment_ids"].numpy()[1, :8].tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
+  # A short row pads to one step; max_seq_length caps the rounding.
+  assert F.pack_inputs(a[1:], None, 4 * step, 101, 102)["input_ids"].shape == (1, step)
+  assert F.pack_inputs(a, b, step + 3, 101, 102)["input_ids"].shape == (2, step + 3)

@@ -630,11 +630,11 @@ def test_rows_from_lines_tsv_and_json_lines(tmp_path):
 
 def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):
   """Each batch runs one of two branches at run time (packed with attention in blocks when
-  it has padding and export.PACKED_FROM_POSITIONS positions or more; else as is, whatever
-  its length) and each gives the model's own outputs at real positions."""
+  it has several rows, padding and export.PACKED_FROM_POSITIONS positions or more; else as
+  is, whatever its length) and each gives the model's own outputs at real positions."""
   from modeling import attention, export
   config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=32, max_position_embeddings=160)
+                      intermediate_size=32, max_position_embeddings=640)
   model = BertSpanLabeler(BertEncoder(config))
   randomize(model, 3)
   monkeypatch.setattr(attention, "BLOCK_SCORES", 2 * 130 * 130)  # blocks of 2 examples
@@ -650,9 +650,9 @@ def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):
   served = tf.function(lambda f: export.served_outputs(model, f)["start_logits"],
                        input_signature=[spec])
   rng = np.random.default_rng(4)
-  for length, padded, blocked in ((20, False, 0), (20, True, 0), (130, False, 0),
-                                  (130, True, 2)):
-    lengths = rng.integers(1, length, size=5) if padded else np.full(5, length)
+  for rows, length, padded, blocked in ((5, 20, False, 0), (5, 20, True, 0), (5, 130, False, 0),
+                                        (5, 130, True, 2), (1, 600, True, 0)):
+    lengths = rng.integers(1, length, size=rows) if padded else np.full(rows, length)
     mask = (np.arange(length) < lengths[:, None]).astype(np.int32)
     f = {"input_ids": rng.integers(1, 60, size=mask.shape).astype(np.int32) * mask,
          "input_mask": mask, "segment_ids": np.zeros_like(mask)}
