@@ -34,17 +34,13 @@ def use_tensorflow_defaults():
 def use_inference_defaults():
   """For a process that only runs models whose weights are in place before their first call
   and never change (predict.py, extract_features.py; a server), where the environment does
-  not say otherwise:
-  - TF_ONEDNN_ASSUME_FROZEN_WEIGHTS: TensorFlow's oneDNN dense layers convert each weight
-    once, at their first call, to the blocked layout their fastest kernels read, and keep
-    it, instead of reading the plain layout at every call. Wrong for a process that trains
-    or assigns weights: a layer would go on with the values of its first call.
-  - TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD: a oneDNN kernel's calling thread computes a
-    share itself instead of waiting for the pool's threads.
-  Together they made single bfloat16 requests 20-40% faster (docs/serving.md). In effect
-  when called before the first model runs."""
+  not say otherwise: TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, so that TensorFlow's oneDNN dense
+  layers convert each weight once, at their first call, to the blocked layout their fastest
+  kernels read, and keep it, instead of reading the plain layout at every call (single
+  requests and batches faster, docs/serving.md). Wrong for a process that trains or assigns
+  weights: a layer would go on with the values of its first call. In effect when called
+  before the first model runs."""
   os.environ.setdefault("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "1")
-  os.environ.setdefault("TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD", "1")
 
 
 def frozen_weights():
