@@ -60,7 +60,8 @@ def served_outputs(model, features):
     return lambda: model(features, training=False, pack_tokens=packed_and_blocked,
                          blocked_attention=packed_and_blocked)
   mask = features["input_mask"]
-  packed = (tf.reduce_any(tf.equal(mask, 0)) & (tf.shape(mask)[0] > 1)
+  rows = tf.size(mask) // tf.maximum(tf.shape(mask)[-1], 1)  # multiple choice: [N, C, S]
+  packed = (tf.reduce_any(tf.equal(mask, 0)) & (rows > 1)
             & (tf.size(mask) >= PACKED_FROM_POSITIONS))
   return tf.switch_case(tf.cast(packed, tf.int32), [run(False), run(True)])
 

@@ -37,11 +37,12 @@ def real_rows(task, data_dir):
 def raw_text_module(task, checkpoint):
   """The task's export module (modeling/export.py, squad_export.py) on `checkpoint`, its
   head new: a classifier of 2 labels, a tagger of 9, question answering as run_squad.py's
-  defaults (384 tokens, stride 128)."""
+  defaults (384 tokens, stride 128), multiple choice ("choice") of 128 tokens a choice."""
   from cli import model_files
   from modeling import checkpoints, export, squad_export
   from modeling.classification import BertClassifier
   from modeling.encoder import BertEncoder
+  from modeling.multiple_choice import BertMultipleChoice
   from modeling.span_labeling import BertSpanLabeler
   from modeling.tagging import BertTagger
   config, vocab = model_files.config_and_vocab(None, None, checkpoint)
@@ -51,6 +52,9 @@ def raw_text_module(task, checkpoint):
   elif task == "tagger":
     model = BertTagger(BertEncoder(config), 9)
     make = lambda m: export.TextTagger(m, vocab, True, 128, [str(i) for i in range(9)])  # noqa: E731
+  elif task == "choice":
+    model = BertMultipleChoice(BertEncoder(config))
+    make = lambda m: export.TextMultipleChoice(m, vocab, True, 128)  # noqa: E731
   else:
     model = BertSpanLabeler(BertEncoder(config))
     make = lambda m: squad_export.TextQuestionAnswerer(  # noqa: E731

@@ -1,15 +1,18 @@
 """Serving speed from raw text: our exports against Hugging Face's pipeline, side by side.
 
-For each task (sentence classification, word tagging, question answering) the
-same MiniLM checkpoint (all-MiniLM-L6-v2 with a fresh head: speed does not
+For each task (sentence classification, word tagging, question answering, multiple
+choice) the same MiniLM checkpoint (all-MiniLM-L6-v2 with a fresh head: speed does not
 depend on the head's values) is exported by modeling/export.py and
 squad_export.py and loaded as TensorFlow Serving would load it, and also
-wrapped in transformers' pipeline for that task. Both take raw strings.
+wrapped in transformers' pipeline for that task (question answering and multiple
+choice, which transformers 5 has no pipeline for: the same steps written out). Both
+take raw strings.
 Measured: latency of one request of one sentence (median and p99), and
 throughput of large batches (sentences/s). float32, plus bfloat16 where the
 CPU has bfloat16 instructions (avx512_bf16 or amx_bf16 in /proc/cpuinfo).
 Two kinds of input: the embedded sentences below (four sentences of 14-16
-pieces, one short SQuAD-like context: every batch nearly one length) and,
+pieces, one short SQuAD-like context, one SWAG-like question of four endings:
+every batch nearly one length) and,
 with --data_dir, real text of mixed lengths in file order (RTE's premises,
 CoNLL-2003's validation sentences, SQuAD's questions with their contexts),
 each request and each batch different, the same on both sides.
@@ -56,7 +59,8 @@ flags.DEFINE_string("hf_side", None, "Internal: run the Hugging Face side for th
 flags.DEFINE_string("dtype", "float32", "Internal: the Hugging Face side's dtype.")
 FLAGS = flags.FLAGS
 
-TASKS = ("classifier", "tagger", "squad")
+TASKS = ("classifier", "tagger", "squad", "choice")
+REAL_TASKS = ("classifier", "tagger", "squad")  # no multiple-choice data in --data_dir
 SENTENCES = [
     "The committee approved the new budget after a long debate on Tuesday evening.",
     "Researchers in Lisbon measured how quickly the glacier retreated over ten years.",
@@ -67,6 +71,11 @@ CONTEXT = ("The Apollo program was the third United States human spaceflight pro
            "out by NASA, which accomplished landing the first humans on the Moon from 1969 to "
            "1972. It was first conceived during Dwight D. Eisenhower's administration.")
 QUESTION = "Who carried out the Apollo program?"
+# Multiple choice: a context, the start of every ending, four endings (SWAG's layout).
+CHOICE = ("The chef puts a pan of chopped onions on the stove.", "He",
+          ["stirs them slowly with a wooden spoon.", "throws the pan out of the window at once.",
+           "reads a newspaper about the weather in Spain.",
+           "paints the kitchen wall a bright shade of blue."])
 
 
 def counts():
@@ -115,6 +124,8 @@ def inputs(task, source, first, n):
     return {k: [r[k] for r in picked] for k in picked[0]}
   if task == "squad":
     return {"question": [QUESTION] * n, "context": [CONTEXT] * n}
+  if task == "choice":
+    return {"sent1": [CHOICE[0]] * n, "sent2": [CHOICE[1]] * n, "endings": [CHOICE[2]] * n}
   key = "text_a" if task == "classifier" else "text"
   return {key: [SENTENCES[(first + i) % len(SENTENCES)] for i in range(n)]}
 
@@ -188,6 +199,21 @@ def hugging_face(checkpoint, dtype):
           int(offsets[i, s, 0]):int(offsets[i, e, 1])])
     return answers
   calls["squad"] = answer
+  # No multiple-choice pipeline either: each choice "[CLS] sent1 [SEP] sent2 ending [SEP]",
+  # cut longest-first to 128 pieces as our export and the original cut it.
+  chooser = transformers.AutoModelForMultipleChoice.from_pretrained(
+      checkpoint, dtype=torch_dtype).eval()
+
+  def choose(batch):
+    n, c = len(batch["sent1"]), len(batch["endings"][0])
+    enc = tokenizer([a for a in batch["sent1"] for _ in range(c)],
+                    [f"{b} {e}".strip() for b, ends in zip(batch["sent2"], batch["endings"])
+                     for e in ends],
+                    truncation=True, max_length=128, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+      logits = chooser(**{k: v.view(n, c, -1) for k, v in enc.items()}).logits
+    return logits.float().softmax(-1).argmax(-1).tolist()
+  calls["choice"] = choose
   return calls
 
 
@@ -215,13 +241,15 @@ def main(_):
              "transformers)")
   sources = ["embedded"]
   if FLAGS.data_dir:
-    for task in TASKS:  # a missing or unreadable file stops here, before any work
+    for task in REAL_TASKS:  # a missing or unreadable file stops here, before any work
       try:
         serving_tasks.real_rows(task, FLAGS.data_dir)
       except (OSError, ValueError, KeyError, IndexError) as e:
         sys.exit(f"error: --data_dir={FLAGS.data_dir}: {task} rows unreadable ({e}); "
                  "--data_dir='' times the embedded inputs alone")
     sources.append("real")
+  cases = [(task, source) for task in TASKS for source in sources
+           if source == "embedded" or task in REAL_TASKS]
   rows = []
   for dtype in dtypes:
     hf = subprocess.Popen(
@@ -243,22 +271,20 @@ def main(_):
     with tempfile.TemporaryDirectory() as tmp:
       mine = ours(checkpoint, dtype, tmp)
       times = {(side, task, source): {"one": [], "many": []} for side in ("ours", "hf")
-               for task in TASKS for source in sources}
+               for task, source in cases}
       for round_ in range(counts()[0]):
-        for task in TASKS:
-          for source in sources:
-            for side in ("ours", "hf")[::1 - 2 * (round_ % 2)]:  # turns: one machine for both
-              got = (measure(mine[task], task, source, round_, round_ == 0) if side == "ours"
-                     else theirs_round(task, source, round_))
-              for key in ("one", "many"):
-                times[side, task, source][key] += got[key]
+        for task, source in cases:
+          for side in ("ours", "hf")[::1 - 2 * (round_ % 2)]:  # turns: one machine for both
+            got = (measure(mine[task], task, source, round_, round_ == 0) if side == "ours"
+                   else theirs_round(task, source, round_))
+            for key in ("one", "many"):
+              times[side, task, source][key] += got[key]
     hf.stdin.close()
     hf.wait()
-    for task in TASKS:
-      for source in sources:
-        rows.append((task, source, dtype) + tuple(
-            stats(times[side, task, source]["one"], times[side, task, source]["many"],
-                  FLAGS.batch_size) for side in ("ours", "hf")))
+    for task, source in cases:
+      rows.append((task, source, dtype) + tuple(
+          stats(times[side, task, source]["one"], times[side, task, source]["many"],
+                FLAGS.batch_size) for side in ("ours", "hf")))
   print(f"{'task':<11}{'input':<10}{'dtype':<10}{'ours p50/p99 ms':>18}{'HF p50/p99 ms':>17}"
         f"{'ours sent/s':>13}{'HF sent/s':>11}{'ratio':>7}")
   for task, source, dtype, a, b in rows:
