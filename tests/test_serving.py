@@ -663,3 +663,18 @@ def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):
     # float32, other summation orders through 2 blocks and the span head (H terms).
     assert_close(got * mask, want * mask, "float32",
                  2 * block_ops(config, length) + config.hidden_size, what=(length, padded))
+  # Multiple choice [N, C, S]: one question's four choices are four rows, so a padded one of
+  # 4 x 130 positions runs packed.
+  from modeling.multiple_choice import BertMultipleChoice
+  chooser = BertMultipleChoice(model.encoder)
+  chooser.build()
+  lengths = rng.integers(1, 130, size=(1, 4))
+  mask = (np.arange(130) < lengths[..., None]).astype(np.int32)
+  f = {"input_ids": rng.integers(1, 60, size=mask.shape).astype(np.int32) * mask,
+       "input_mask": mask, "segment_ids": np.zeros_like(mask)}
+  ran.assign(0)
+  got = tf.function(lambda f: export.served_outputs(chooser, f)["logits"])(f).numpy()
+  assert ran.numpy() == 2
+  want = chooser(f, training=False)["logits"].numpy()
+  # As above, then the pooler and the choice unit (2 H terms).
+  assert_close(got, want, "float32", 2 * block_ops(config, 130) + 2 * config.hidden_size)
