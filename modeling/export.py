@@ -238,8 +238,10 @@ class TextMultipleChoice(tf.Module):
     repeat = lambda t: tf.reshape(tf.repeat(t[:, None], num_choices, axis=1), [-1])  # [N*C]
     segment_b = tf.strings.strip(tf.strings.join([repeat(sent2), tf.reshape(endings, [-1])],
                                                  separator=" "))
+    contexts = self.tokenizer.tokenize(sent1)  # [N, (T)]: each context once, then repeated
+    contexts = tf.gather(contexts, repeat(tf.range(tf.shape(sent1)[0])))  # [N*C, (T)]
     packed = fast_tokenization.pack_inputs(
-        self.tokenizer.tokenize(repeat(sent1)), self.tokenizer.tokenize(segment_b),
+        contexts, self.tokenizer.tokenize(segment_b),
         self.max_seq_length, self.cls_id, self.sep_id)  # [N*C, S] each
     features = {k: tf.reshape(v, [-1, num_choices, tf.shape(v)[1]])
                 for k, v in packed.items()}
