@@ -127,8 +127,9 @@ class BertEncoder(keras.Model):
       depend on the input_mask's values, which XLA and TPUs cannot compile, so
       the Trainer packs only outside XLA.
     blocked_attention=True: at inference, attention in cache-sized blocks
-      (attention.blocked_attention; modeling/export.py served_outputs uses it
-      for padded batches and for inputs of 128 tokens or more); not for XLA.
+      (attention.blocked_attention; modeling/export.py served_outputs uses it, with
+      pack_tokens, for padded batches of several rows and 512 positions or more); not
+      for XLA.
   """
 
   def __init__(self, config, pack_tokens=False, **kwargs):
