@@ -22,6 +22,38 @@ _MASK_BIAS = -10000.0
 BLOCK_SCORES = 1 << 20
 
 
+def transpose(x, perm, shape, view=True):
+  """tf.transpose(x, perm), for a perm that keeps the last axis last; with `view`, in
+  TensorFlow's own kernel. shape: x's shape, an int tensor the caller has (no shape read).
+
+  On CPUs the scripts' oneDNN setting puts oneDNN's transpose in tf.transpose's place,
+  which sets up a reorder at every call: 45-85 us on one request's attention heads, most of
+  it that setup. The same bytes viewed as float64 (a type oneDNN leaves to TensorFlow) move
+  in 5-20 us; on large bfloat16 batches TensorFlow's kernel is the slower one, up to 1.6x
+  (benchmarks/investigations/transposes.py; docs/serving.md). Exact, gradient included.
+  tf.transpose itself without `view`, for rows whose bytes are not a multiple of 8, and on
+  TPUs.
+  """
+  width = x.shape[-1]
+  group = 8 // x.dtype.size if x.dtype.is_floating and x.dtype.size < 8 else 0
+  if (not view or not group or width is None or width % group or perm[-1] != len(perm) - 1
+      or isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)):
+    return tf.transpose(x, perm)
+  words = tf.constant([1] * (len(perm) - 1) + [group], shape.dtype)  # [..., width / group]
+  inverse = [perm.index(i) for i in range(len(perm))]
+
+  def moved(t, t_shape, order):
+    view = tf.reshape(tf.bitcast(tf.reshape(t, [-1, group]), tf.float64), t_shape // words)
+    out = tf.reshape(tf.bitcast(tf.transpose(view, order), t.dtype), tf.gather(t_shape, order))
+    out.set_shape([t.shape[i] for i in order])
+    return out
+
+  @tf.custom_gradient
+  def run(t):  # a bitcast has no gradient; a transpose's is the inverse transpose
+    return moved(t, shape, perm), lambda dy: moved(dy, tf.gather(shape, perm), inverse)
+  return run(x)
+
+
 def attention_bias_from_mask(input_mask, causal=False):
   """int/bool [B, S] mask (1 = real token) -> float32 additive bias [B, 1, 1, S].
 
@@ -88,15 +120,18 @@ class SelfAttention(keras.layers.Layer):
       kernel, bias = kernel[:, h:], bias[h:]
     count = kernel.shape[1] // h
     projected = tf.reshape(self._product(x, kernel, bias), [-1, count, n, d])  # [R, P, N, D]
-    heads = tf.unstack(tf.transpose(rows.pad(projected), [2, 0, 3, 1, 4]))  # P x [B, N, S, D]
+    # One request or a small batch at inference: the transposes in TensorFlow's kernel.
+    view = not (training or blocked)
+    heads = tf.unstack(transpose(rows.pad(projected), [2, 0, 3, 1, 4],
+                                 rows.padded_shape((count, n, d)), view))  # P x [B, N, S, D]
     if own_queries:
       q, k, v = heads
     else:
       k, v = heads
       kernel, bias = self._joined_weights(training)
       q = self._product(tf.reshape(queries, [-1, h]), kernel[:, :h], bias[:h])
-      q = tf.transpose(tf.reshape(q, tf.concat([tf.shape(queries)[:2], [n, d]], 0)),
-                       [0, 2, 1, 3])  # [B, N, Q, D]
+      q_shape = tf.concat([tf.shape(queries)[:2], [n, d]], 0)
+      q = transpose(tf.reshape(q, q_shape), [0, 2, 1, 3], q_shape, view)  # [B, N, Q, D]
     if blocked and not training:
       context = blocked_attention(q, k, v, attention_bias, lengths=rows.lengths,
                                   trim_queries=own_queries and rows.packed)
@@ -105,7 +140,9 @@ class SelfAttention(keras.layers.Layer):
       probs = tf.nn.softmax(scores + attention_bias, axis=-1)
       probs = self.dropout.zero_out(probs, training=training)
       context = tf.matmul(probs, v)  # [B, N, Q, D]
-    context = tf.transpose(context, [0, 2, 1, 3])  # [B, Q, N, D]
+    # [B, Q, N, D] (the perm is its own inverse: context's shape is that of its output).
+    context = transpose(context, [0, 2, 1, 3], tf.gather(
+        rows.padded_shape((n, d)) if own_queries else q_shape, [0, 2, 1, 3]), view)
     if own_queries:
       return self.output_dense(tf.reshape(rows.pack(context), [-1, self.hidden_size]))  # [R, H]
     return self.output_dense(tf.reshape(context, [-1, self.hidden_size]))  # [B * Q, H]

@@ -323,16 +323,21 @@ class TokenRows:
       return tf.reshape(padded, [-1] + trailing.as_list())
     return tf.reshape(padded, tf.concat([[-1], tf.shape(padded)[2:]], 0))
 
+  def padded_shape(self, trailing):
+    """int64 [B, S, *trailing], made once per call for each static `trailing`."""
+    trailing = tuple(trailing)
+    if trailing not in self._padded_shapes:
+      self._padded_shapes[trailing] = tf.concat(
+          [self.shape, tf.constant(trailing, tf.int64)], 0)
+    return self._padded_shapes[trailing]
+
   def pad(self, rows):
     """The rows [R, ...] -> [B, S, ...] (zeros at padding when packed)."""
     trailing = tuple(rows.shape[1:])
     if None in trailing:
       shape = tf.concat([self.shape, tf.shape(rows, out_type=tf.int64)[1:]], 0)
     else:
-      if trailing not in self._padded_shapes:
-        self._padded_shapes[trailing] = tf.concat(
-            [self.shape, tf.constant(trailing, tf.int64)], 0)
-      shape = self._padded_shapes[trailing]
+      shape = self.padded_shape(trailing)
     if self.packed:
       padded = tf.cond(self._full, lambda: tf.reshape(rows, shape),
                        lambda: tf.scatter_nd(self.positions, rows, shape))

@@ -246,6 +246,25 @@ def test_attention_bias_masks_only_keys():
   np.testing.assert_array_equal(np.asarray(bias)[0, 0, 0], [0.0, 0.0, -10000.0])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape,perm", [
+    ([2, 5, 3, 4, 8], [2, 0, 3, 1, 4]), ([2, 3, 5, 6], [0, 2, 1, 3]),
+    ([2, 3, 5, 7], [0, 2, 1, 3])])  # 7 16-bit values (14 bytes) a row: tf.transpose's path
+def test_attention_transpose_is_tf_transpose(dtype, shape, perm):
+  """attention.transpose moves the same bits as tf.transpose, in a graph of unknown sizes,
+  through the float64 view where a row's bytes allow it."""
+  x = tf.cast(tf.random.stateless_normal(shape, [1, 2]), dtype)
+  spec = tf.TensorSpec([None] * (len(shape) - 1) + shape[-1:], dtype)
+  run = tf.function(lambda t: attention.transpose(t, perm, tf.shape(t)), input_signature=[spec])
+  got = run(x)
+  assert got.shape == tf.transpose(x, perm).shape
+  bits = lambda t: tf.bitcast(t, tf.int16 if t.dtype.size == 2 else tf.int32).numpy()  # noqa: E731
+  np.testing.assert_array_equal(bits(got), bits(tf.transpose(x, perm)))
+  moved = [op.get_attr("T") for op in run.get_concrete_function().graph.get_operations()
+           if op.type == "Transpose"]
+  assert moved == [tf.float64 if shape[-1] * x.dtype.size % 8 == 0 else x.dtype]
+
+
 def _minilm_batch(tokenizer):
   """Four sequences padded to 40: three lengths and one all-padding row (a padding example)."""
   rows = [_minilm_features(tokenizer, "Who jumps?", "The quick brown fox jumps."),
