@@ -251,18 +251,27 @@ def test_attention_bias_masks_only_keys():
     ([2, 5, 3, 4, 8], [2, 0, 3, 1, 4]), ([2, 3, 5, 6], [0, 2, 1, 3]),
     ([2, 3, 5, 7], [0, 2, 1, 3])])  # 7 16-bit values (14 bytes) a row: tf.transpose's path
 def test_attention_transpose_is_tf_transpose(dtype, shape, perm):
-  """attention.transpose moves the same bits as tf.transpose, in a graph of unknown sizes,
-  through the float64 view where a row's bytes allow it."""
+  """attention.transpose moves the same bits as tf.transpose, forward and backward, in a graph
+  of unknown sizes, through the float64 view where a row's bytes allow it."""
   x = tf.cast(tf.random.stateless_normal(shape, [1, 2]), dtype)
+  upstream = tf.cast(tf.random.stateless_normal(tf.transpose(x, perm).shape, [3, 4]), dtype)
   spec = tf.TensorSpec([None] * (len(shape) - 1) + shape[-1:], dtype)
-  run = tf.function(lambda t: attention.transpose(t, perm, tf.shape(t)), input_signature=[spec])
-  got = run(x)
+
+  @tf.function(input_signature=[spec])
+  def run(t):
+    with tf.GradientTape() as tape:
+      tape.watch(t)
+      y = attention.transpose(t, perm, tf.shape(t))
+      loss = tf.reduce_sum(tf.cast(y * upstream, "float32"))
+    return y, tape.gradient(loss, t)
+  got, grad = run(x)
   assert got.shape == tf.transpose(x, perm).shape
   bits = lambda t: tf.bitcast(t, tf.int16 if t.dtype.size == 2 else tf.int32).numpy()  # noqa: E731
   np.testing.assert_array_equal(bits(got), bits(tf.transpose(x, perm)))
+  np.testing.assert_array_equal(bits(grad), bits(tf.transpose(upstream, np.argsort(perm))))
   moved = [op.get_attr("T") for op in run.get_concrete_function().graph.get_operations()
-           if op.type == "Transpose"]
-  assert moved == [tf.float64 if shape[-1] * x.dtype.size % 8 == 0 else x.dtype]
+           if op.type == "Transpose"]  # forward and backward
+  assert moved == [tf.float64 if shape[-1] * x.dtype.size % 8 == 0 else x.dtype] * 2
 
 
 def _minilm_batch(tokenizer):

@@ -68,7 +68,7 @@ def transposes_alone(dtype, batch, length, calls):
         for _ in range(CHAIN):
           t = tf.reshape(step(t), tf.shape(t))  # back to the input's shape, values moved
         return t
-      return tf.function(run, input_signature=[spec])
+      return tf.function(run, input_signature=[spec], autograph=False)
     functions = {
         "none": chain(lambda t: t),
         "tf": chain(lambda t: tf.transpose(t, perm)),
