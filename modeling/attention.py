@@ -22,6 +22,11 @@ _MASK_BIAS = -10000.0
 BLOCK_SCORES = 1 << 20
 
 
+# attention.transpose's view is for tensors of at most this many values where their size is
+# known when traced; larger ones move faster in oneDNN's kernel (bfloat16 the most).
+VIEW_TRANSPOSE_SIZE = 1 << 18
+
+
 def transpose(x, perm, shape, view=True):
   """tf.transpose(x, perm), for a perm that keeps the last axis last; with `view`, in
   TensorFlow's own kernel. shape: x's shape, an int tensor the caller has (no shape read).
@@ -30,12 +35,15 @@ def transpose(x, perm, shape, view=True):
   which sets up a reorder at every call: 45-85 us on one request's attention heads, most of
   it that setup. The same bytes viewed as float64 (a type oneDNN leaves to TensorFlow) move
   in 5-20 us; on large bfloat16 batches TensorFlow's kernel is the slower one, up to 1.6x
-  (benchmarks/investigations/transposes.py; docs/serving.md). Exact, gradient included.
+  (benchmarks/investigations/transposes.py; docs/serving.md), so an x of a size known when
+  traced takes the view only up to VIEW_TRANSPOSE_SIZE values. Exact, gradient included.
   tf.transpose itself without `view`, for rows whose bytes are not a multiple of 8, and on
   TPUs.
   """
   width = x.shape[-1]
   group = 8 // x.dtype.size if x.dtype.is_floating and x.dtype.size < 8 else 0
+  if x.shape.is_fully_defined():
+    view = view and x.shape.num_elements() <= VIEW_TRANSPOSE_SIZE
   if (not view or not group or width is None or width % group or perm[-1] != len(perm) - 1
       or isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)):
     return tf.transpose(x, perm)

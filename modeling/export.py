@@ -7,7 +7,6 @@ which writes any of them.
 
 import keras
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from data import fast_tokenization, files
 from modeling import checkpoints, inference
@@ -178,8 +177,8 @@ class TextTagger(tf.Module):
     starts = tf.ragged.range(windows) * budget  # [B, (K)] offsets within each sentence
     lengths = tf.maximum(tf.minimum(per_sentence[:, None] - starts, budget), 0).flat_values
     chunks = tf.RaggedTensor.from_row_lengths(pieces.flat_values, lengths)  # [M, (<= budget)]
-    ids, segments = tf_text.combine_segments([chunks], self.cls_id, self.sep_id)
-    inputs = fast_tokenization.pad_to_longest(ids, segments, self.max_seq_length)
+    inputs = fast_tokenization.packed_features([(chunks, chunks.row_lengths())], self.cls_id,
+                                                self.sep_id, self.max_seq_length)
     first = tf.cumsum(per_word, exclusive=True)  # [N] each word's first piece overall
     window_starts = tf.cumsum(lengths, exclusive=True)  # [M]
     # "right": an empty window shares its start with the next one, which holds the piece.

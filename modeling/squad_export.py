@@ -32,7 +32,6 @@ the nonce "empty".
 """
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from data import fast_tokenization
 from modeling import export, inference
@@ -137,9 +136,10 @@ class TextQuestionAnswerer(tf.Module):
 
     # Features: [CLS] query [SEP] window [SEP], as data/squad.py packs them.
     doc_ids = tf.RaggedTensor.from_row_lengths(tf.gather(pieces, piece), length)  # [F, (L)]
-    ids, segments = tf_text.combine_segments([tf.gather(query, example), doc_ids],
-                                             self.cls_id, self.sep_id)
-    features = fast_tokenization.pad_to_longest(ids, segments, s)  # [F, S'], S' <= S
+    window_query = tf.gather(query, example)  # [F, (Q)]
+    features = fast_tokenization.packed_features(
+        [(window_query, window_query.row_lengths()), (doc_ids, length)], self.cls_id,
+        self.sep_id, s)  # [F, S'], S' <= S
     return dict(n=n, chars=chars, words=words, basic=basic, word_begin=word_begin, pieces=pieces,
                 piece_word=piece_word, doc_first=doc_first, query_length=query_length,
                 example=example, begin=begin, length=length, num_windows=num_windows,

@@ -274,6 +274,19 @@ def test_attention_transpose_is_tf_transpose(dtype, shape, perm):
   assert moved == [tf.float64 if shape[-1] * x.dtype.size % 8 == 0 else x.dtype] * 2
 
 
+def test_attention_transpose_of_known_size_takes_the_view_up_to_its_limit(monkeypatch):
+  """Sizes known when traced: the float64 view up to VIEW_TRANSPOSE_SIZE values, oneDNN's
+  kernel (a float32 Transpose) beyond; the values the same either way."""
+  x = tf.random.stateless_normal([2, 3, 5, 8], [1, 2])
+  for limit, kernel in ((240, tf.float64), (239, tf.float32)):  # x holds 240 values
+    monkeypatch.setattr(attention, "VIEW_TRANSPOSE_SIZE", limit)  # read when traced
+    run = tf.function(lambda t: attention.transpose(t, [0, 2, 1, 3], tf.shape(t)))
+    np.testing.assert_array_equal(run(x).numpy(), tf.transpose(x, [0, 2, 1, 3]).numpy())
+    moved = [op.get_attr("T") for op in run.get_concrete_function(x).graph.get_operations()
+             if op.type == "Transpose"]
+    assert moved == [kernel]
+
+
 def _minilm_batch(tokenizer):
   """Four sequences padded to 40: three lengths and one all-padding row (a padding example)."""
   rows = [_minilm_features(tokenizer, "Who jumps?", "The quick brown fox jumps."),

@@ -132,6 +132,37 @@ def test_vocab_without_unk_is_rejected(tmp_path):
     F.FastTokenizer(vocab)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_features_match_tensorflow_text(seed):
+  """packed_features against tensorflow-text's combine_segments and pad_model_inputs on the
+  same kept pieces: one or two segments, empty rows, counts below the row lengths, rows cut
+  at max_seq_length, int32 and int64 ids."""
+  import numpy as np
+  import tensorflow_text as tf_text
+  rng = random.Random(seed)
+  rows = rng.choice([0, 1, 3, 7])
+  max_seq_length = rng.choice([3, 9, 16, 40])
+  dtype = rng.choice([tf.int32, tf.int64])
+  segments = []
+  for _ in range(rng.choice([1, 2])):
+    ids = tf.ragged.constant([[rng.randrange(5, 99) for _ in range(rng.randrange(0, 20))]
+                              for _ in range(rows)], dtype, ragged_rank=1, inner_shape=())
+    counts = [rng.randrange(0, n + 1) for n in ids.row_lengths().numpy()]
+    segments.append((ids, tf.constant(counts, tf.int64)))
+  got = F.packed_features(segments, 101, 102, max_seq_length)
+  kept = [tf.ragged.boolean_mask(ids, tf.ragged.range(ids.row_lengths()) < count[:, None])
+          for ids, count in segments]
+  ids, segment_ids = tf_text.combine_segments(kept, 101, 102)
+  want_ids, want_mask = tf_text.pad_model_inputs(ids, max_seq_length)
+  want_segments, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length)
+  longest = max([1] + [int(n) for n in want_mask.numpy().sum(axis=1)])
+  width = min(-(-longest // F.LENGTH_MULTIPLE) * F.LENGTH_MULTIPLE, max_seq_length)
+  for key, want in (("input_ids", want_ids), ("input_mask", want_mask),
+                    ("segment_ids", want_segments)):
+    assert got[key].dtype == tf.int32
+    np.testing.assert_array_equal(got[key].numpy(), want.numpy()[:, :width], err_msg=key)
+
+
 def test_exports_pad_a_batch_to_a_multiple_of_the_length_step():
   """pack_inputs pads to the longest row rounded up to LENGTH_MULTIPLE, at most
   max_seq_length, with the original's [CLS] a [SEP] b [SEP] and masked padding."""
