@@ -51,8 +51,9 @@ def transpose(x, perm, shape, view=True):
   inverse = [perm.index(i) for i in range(len(perm))]
 
   def moved(t, t_shape, order):
-    view = tf.reshape(tf.bitcast(tf.reshape(t, [-1, group]), tf.float64), t_shape // words)
-    out = tf.reshape(tf.bitcast(tf.transpose(view, order), t.dtype), tf.gather(t_shape, order))
+    as_words = tf.reshape(tf.bitcast(tf.reshape(t, [-1, group]), tf.float64), t_shape // words)
+    out = tf.reshape(tf.bitcast(tf.transpose(as_words, order), t.dtype),
+                     tf.gather(t_shape, order))
     out.set_shape([t.shape[i] for i in order])
     return out
 
