@@ -287,6 +287,32 @@ def test_attention_transpose_of_known_size_takes_the_view_up_to_its_limit(monkey
     assert moved == [kernel]
 
 
+@pytest.mark.parametrize("rows", [3, 400])
+@pytest.mark.parametrize("known", [True, False])
+def test_inference_layer_norm_against_float64(rows, known, monkeypatch):
+  """LayerNorm at inference, in both forms (elementwise below FUSED_LAYER_NORM_SIZE values,
+  one fused normalization from there; the size known when traced or only at run time),
+  against float64, on rows whose mean is large beside their spread."""
+  monkeypatch.setattr(layers, "FUSED_LAYER_NORM_SIZE", 1000)  # 3 rows: elementwise; 400: fused
+  norm = layers.LayerNorm()
+  norm.build((None, 384))
+  rng = np.random.default_rng(5)
+  norm.gamma.assign(rng.normal(1.0, 0.1, 384).astype("float32"))
+  norm.beta.assign(rng.normal(0.0, 0.1, 384).astype("float32"))
+  x = (rng.normal(0.0, 1.0, (rows, 384)) * rng.uniform(0.5, 4.0, (rows, 1))
+       + rng.uniform(-8.0, 8.0, (rows, 1))).astype("float32")
+  spec = tf.TensorSpec([rows if known else None, 384], tf.float32)
+  got = tf.function(lambda t: norm(t), input_signature=[spec])(x).numpy()
+  x64 = x.astype(np.float64)
+  want = ((x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-12)
+          * norm.gamma.numpy() + norm.beta.numpy())
+  # The mean's and the variance's sums of 384 terms, relative to the output's size; the
+  # fused form takes the variance from the sums of x and of x^2, whose rounding is relative
+  # to mean^2 + variance, so the bound grows by 1 + mean^2 / variance (up to 257 here).
+  growth = 1 + (x64.mean(-1) ** 2 / x64.var(-1)).max()
+  assert_close(got, want, "float32", 2 * 384, np.abs(want).max() * growth, what="layer norm")
+
+
 def _minilm_batch(tokenizer):
   """Four sequences padded to 40: three lengths and one all-padding row (a padding example)."""
   rows = [_minilm_features(tokenizer, "Who jumps?", "The quick brown fox jumps."),

@@ -10,6 +10,67 @@ def timed(run):
   return time.perf_counter() - start, result
 
 
+def median_ms(functions, args, calls):
+  """{name: median ms per call} of each function of `functions`, called in turns."""
+  import numpy as np
+  times = {name: [] for name in functions}
+  for f in functions.values():  # warm up: kernels set up, caches filled
+    f(*args)
+    f(*args)
+  for _ in range(calls):
+    for name, f in functions.items():
+      start = time.perf_counter()
+      f(*args)
+      times[name].append(1000 * (time.perf_counter() - start))
+  return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def served_variants(dtype, variants, shapes, calls):
+  """MiniLM's classifier as the exports serve it (inference.inference_copy through
+  export.served_outputs, random weights, traced for unknown batch and length), once per
+  variant, timed in turns on unpadded batches of random ids.
+
+  variants: {name: [(module, attribute, value)]}, set while that variant is traced.
+  shapes: [(batch, length)]; calls: timed calls at batch 1 (fewer, at least 10, for more).
+  Returns {(batch, length): ({name: median ms per call}, largest |logit difference| from
+  the first variant)}.
+  """
+  import numpy as np
+  import tensorflow as tf
+  from modeling import classification, distribution, export, inference
+  from modeling.encoder import BertEncoder
+  distribution.set_precision(dtype)
+  model = classification.BertClassifier(BertEncoder(classifier_config("minilm")), 2)
+  model.build()
+  copy = inference.inference_copy(model)
+  distribution.set_precision("float32")
+  spec = {k: tf.TensorSpec([None, None], tf.int32)
+          for k in ("input_ids", "input_mask", "segment_ids")}
+  functions = {}
+  for name, patches in variants.items():
+    saved = [(module, attribute, getattr(module, attribute)) for module, attribute, _ in patches]
+    try:
+      for module, attribute, value in patches:
+        setattr(module, attribute, value)
+      function = tf.function(lambda f: export.served_outputs(copy, f)["logits"],
+                             input_signature=[spec]).get_concrete_function()
+      functions[name] = lambda f, function=function: function(f).numpy()
+    finally:
+      for module, attribute, value in saved:
+        setattr(module, attribute, value)
+  rng = np.random.default_rng(0)
+  out = {}
+  for batch, length in shapes:
+    features = {"input_ids": tf.constant(rng.integers(1000, 2000, (batch, length)), tf.int32),
+                "input_mask": tf.ones((batch, length), tf.int32),
+                "segment_ids": tf.zeros((batch, length), tf.int32)}
+    logits = [f(features) for f in functions.values()]
+    difference = max(float(np.abs(v - logits[0]).max()) for v in logits)
+    out[(batch, length)] = (median_ms(functions, (features,), max(10, calls // batch)),
+                            difference)
+  return out
+
+
 def items_per_second(run, items_per_call, seconds, min_calls=3, warmup_calls=2,
                      warmup_seconds=0.0):
   """Items/s of run() over at least `seconds` and `min_calls` calls, after `warmup_calls`

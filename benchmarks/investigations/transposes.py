@@ -16,7 +16,6 @@ on both alike:
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from cli.app import use_inference_defaults, use_tensorflow_defaults  # noqa: E402
@@ -25,6 +24,8 @@ use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 use_inference_defaults()  # as predict.py: the exports' weights never change
 
 from absl import app, flags  # noqa: E402
+
+from benchmarks.common import timing  # noqa: E402
 
 flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow's choice).",
                      lower_bound=0)
@@ -36,21 +37,6 @@ flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes.")
 FLAGS = flags.FLAGS
 
 CHAIN = 12  # transposes per timed call, so that the call's own overhead is shared
-
-
-def median_ms(functions, args, calls):
-  """{name: median ms per call} of each function of `functions`, called in turns."""
-  import numpy as np
-  times = {name: [] for name in functions}
-  for f in functions.values():  # warm up: kernels set up, caches filled
-    f(*args)
-    f(*args)
-  for _ in range(calls):
-    for name, f in functions.items():
-      start = time.perf_counter()
-      f(*args)
-      times[name].append(1000 * (time.perf_counter() - start))
-  return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def transposes_alone(dtype, batch, length, calls):
@@ -73,46 +59,9 @@ def transposes_alone(dtype, batch, length, calls):
         "none": chain(lambda t: t),
         "tf": chain(lambda t: tf.transpose(t, perm)),
         "view": chain(lambda t: attention.transpose(t, perm, tf.shape(t)))}
-    ms = median_ms({k: (lambda f: lambda t: f(t).numpy())(f) for k, f in functions.items()},
+    ms = timing.median_ms({k: (lambda f: lambda t: f(t).numpy())(f) for k, f in functions.items()},
                    (x,), calls)
     out.append(tuple(1000 * (ms[k] - ms["none"]) / CHAIN for k in ("tf", "view")))
-  return out
-
-
-def served(dtype, shapes, calls):
-  """{shape: (tf.transpose ms, attention.transpose ms, equal)} of MiniLM's served forward."""
-  import numpy as np
-  import tensorflow as tf
-  from benchmarks.common import timing
-  from modeling import attention, classification, distribution, export, inference
-  from modeling.encoder import BertEncoder
-  distribution.set_precision(dtype)
-  model = classification.BertClassifier(BertEncoder(timing.classifier_config("minilm")), 2)
-  model.build()
-  copy = inference.inference_copy(model)
-  distribution.set_precision("float32")
-  spec = {k: tf.TensorSpec([None, None], tf.int32)
-          for k in ("input_ids", "input_mask", "segment_ids")}
-  view = attention.transpose
-  functions = {}
-  try:
-    for name, step in (("tf", lambda x, perm, shape, _=True: view(x, perm, shape, False)),
-                       ("view", view)):
-      attention.transpose = step  # read when the function is traced, just below
-      functions[name] = tf.function(lambda f: export.served_outputs(copy, f)["logits"],
-                                    input_signature=[spec]).get_concrete_function()
-  finally:
-    attention.transpose = view
-  rng = np.random.default_rng(0)
-  out = {}
-  for batch, length in shapes:
-    features = {"input_ids": tf.constant(rng.integers(1000, 2000, (batch, length)), tf.int32),
-                "input_mask": tf.ones((batch, length), tf.int32),
-                "segment_ids": tf.zeros((batch, length), tf.int32)}
-    equal = np.array_equal(functions["tf"](features).numpy(), functions["view"](features).numpy())
-    ms = median_ms({k: (lambda f: lambda x: f(x).numpy())(f) for k, f in functions.items()},
-                   (features,), max(10, calls // batch))
-    out[(batch, length)] = (ms["tf"], ms["view"], equal)
   return out
 
 
@@ -123,7 +72,8 @@ def main(_):
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   shapes = [tuple(int(v) for v in s.split("x")) for s in FLAGS.shapes]
   print("1. Attention's transposes alone, us per transpose, tf.transpose / attention.transpose")
-  print(f"{'dtype':<10}{'shape':>8}{'[B,S,3,N,D] -> [3,B,N,S,D]':>30}{'[B,N,S,D] -> [B,S,N,D]':>26}")
+  print(f"{'dtype':<10}{'shape':>8}{'[B,S,3,N,D] -> [3,B,N,S,D]':>30}"
+        f"{'[B,N,S,D] -> [B,S,N,D]':>26}")
   for dtype in FLAGS.dtypes:
     for batch, length in shapes:
       joined, context = transposes_alone(dtype, batch, length, max(10, FLAGS.repeats // batch))
@@ -132,10 +82,16 @@ def main(_):
   print("\n2. all-MiniLM-L6-v2 served (export.served_outputs), ms per call, median")
   print(f"{'dtype':<10}{'shape':>8}{'tf.transpose':>14}{'attention.transpose':>21}{'ratio':>7}"
         f"{'outputs equal':>15}")
+  from modeling import attention
+  view = attention.transpose
+  variants = {"tf": [(attention, "transpose",
+                      lambda x, perm, shape, _=True: view(x, perm, shape, False))],
+              "view": []}
   for dtype in FLAGS.dtypes:
-    for (batch, length), (plain, view, equal) in served(dtype, shapes, FLAGS.repeats).items():
-      print(f"{dtype:<10}{f'{batch}x{length}':>8}{plain:>14.3f}{view:>21.3f}{view / plain:>7.3f}"
-            f"{str(equal):>15}", flush=True)
+    for (batch, length), (ms, difference) in timing.served_variants(
+        dtype, variants, shapes, FLAGS.repeats).items():
+      print(f"{dtype:<10}{f'{batch}x{length}':>8}{ms['tf']:>14.3f}{ms['view']:>21.3f}"
+            f"{ms['view'] / ms['tf']:>7.3f}{str(difference == 0):>15}", flush=True)
 
 
 if __name__ == "__main__":
