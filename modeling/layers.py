@@ -127,6 +127,8 @@ def _layer_norm_for_inference(x, gamma, beta, epsilon):
         mean=tf.zeros([0]), variance=tf.zeros([0]), epsilon=epsilon, data_format="NCHW",
         is_training=True)[0]
     return tf.reshape(y, tf.shape(x)) * gamma + beta
+  if x.shape[-1] is None:  # no rows to make channels of
+    return elementwise()
   if x.shape.is_fully_defined():
     return fused() if x.shape.num_elements() >= FUSED_LAYER_NORM_SIZE else elementwise()
   return tf.cond(tf.size(x) >= FUSED_LAYER_NORM_SIZE, fused, elementwise)
