@@ -359,8 +359,9 @@ def packed_features(segments, cls_id, sep_id, max_seq_length):
   Returns int32 input_ids, input_mask and segment_ids [B, L]: L is the longest row rounded up
   to a multiple of LENGTH_MULTIPLE, at most max_seq_length (a longer row is cut there);
   padding is masked, so the model's outputs at real positions are those of a max_seq_length
-  batch. Position arithmetic and a gather per segment: a single request's packing in a few
-  dozen ops (tensorflow-text's combine_segments and pad_model_inputs took about 150).
+  batch. Position arithmetic and a gather per segment: pack_inputs of a pair traces to 177
+  ops, against 1,615 for tensorflow-text's combine_segments and pad_model_inputs
+  (docs/serving.md).
   """
   counts = [tf.cast(count, tf.int64) for _, count in segments]
   starts = [tf.ones_like(counts[0])]  # [B] where each segment begins: after [CLS], then [SEP]

@@ -32,7 +32,7 @@ def transpose(x, perm, shape, view=True):
   TensorFlow's own kernel. shape: x's shape, an int tensor the caller has (no shape read).
 
   On CPUs the scripts' oneDNN setting puts oneDNN's transpose in tf.transpose's place,
-  which sets up a reorder at every call: 45-85 us on one request's attention heads, most of
+  which sets up a reorder at every call: 35-85 us on one request's attention heads, most of
   it that setup. The same bytes viewed as float64 (a type oneDNN leaves to TensorFlow) move
   in 5-20 us; on large bfloat16 batches TensorFlow's kernel is the slower one, up to 1.6x
   (benchmarks/investigations/transposes.py; docs/serving.md), so an x of a size known when

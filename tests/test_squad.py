@@ -266,7 +266,9 @@ def test_end_to_end_learns_to_point_at_the_span(tmp_path):
     fixed_entries = {e["text"]: e for e in fixed_nbest[qid]}
     assert len(entries) == len(fixed_nbest[qid]), qid
     # Entries whose scores are within rounding of each other may come in either order, and a
-    # tie at the list's end may keep one other entry, of the last entry's score.
+    # tie at the list's end may keep one other entry, of the last entry's score. A score is
+    # two logits, each within the bound of the other run's: it moves by up to 2 bounds, and
+    # the gap between two scores by up to 4.
     tolerance = 4 * rounding_tolerance("float32", ops, scale)
     for group, fixed_group, last in _rank_groups(entries, fixed_nbest[qid], tolerance):
       if last:
