@@ -83,13 +83,16 @@ class SelfAttention(keras.layers.Layer):
   Only padded *key* positions are masked, by adding -10000 to their scores,
   exactly as the original does; padded query rows are computed as usual.
 
-  The query, key and value projections run as one matrix product, with
-  1 / sqrt(D) folded into the query's weights and, in training, dropout's
-  1 / (1 - rate) into the value's (dropout then only zeroes probabilities):
-  softmax(q k^T / sqrt(D)) v, without a pass over the [B, N, Q, S] scores for
-  either factor. Scores, softmax and probabilities are in the compute dtype
-  (the softmax sums in float32 inside its kernel, and TensorFlow's 16-bit sums
-  accumulate in float32); each weight is cast to it once per call.
+  The query, key and value projections run as one matrix product. In training
+  1 / sqrt(D) is folded into the query's weights and dropout's 1 / (1 - rate) into
+  the value's (dropout then only zeroes probabilities), so that neither factor costs a
+  pass over the [B, N, Q, S] scores, forward or backward. At inference the scores are
+  q k^T * (1 / sqrt(D)) + bias, a form TensorFlow's remapper turns into one oneDNN
+  product with the scale and the mask's add as post-ops (benchmarks/investigations/
+  attention_scale.py: a pass over the scores fewer, 0.5-0.7 ms a layer on 32 x 128).
+  Scores, softmax and probabilities are in the compute dtype (the softmax sums in
+  float32 inside its kernel, and TensorFlow's 16-bit sums accumulate in float32); each
+  weight is cast to it once per call.
   """
 
   def __init__(self, hidden_size, num_attention_heads, initializer_range=0.02,
@@ -141,11 +144,14 @@ class SelfAttention(keras.layers.Layer):
       q = self._product(tf.reshape(queries, [-1, h]), kernel[:, :h], bias[:h])
       q_shape = tf.concat([tf.shape(queries)[:2], [n, d]], 0)
       q = transpose(tf.reshape(q, q_shape), [0, 2, 1, 3], q_shape, view)  # [B, N, Q, D]
+    scale = None if training else tf.constant(1.0 / math.sqrt(d), self.compute_dtype)
     if blocked and not training:
       context = blocked_attention(q, k, v, attention_bias, lengths=rows.lengths,
-                                  trim_queries=own_queries and rows.packed)
+                                  trim_queries=own_queries and rows.packed, scale=scale)
     else:
       scores = tf.matmul(q, k, transpose_b=True)  # [B, N, Q, S]
+      if scale is not None:
+        scores = scores * scale
       probs = tf.nn.softmax(scores + attention_bias, axis=-1)
       probs = self.dropout.zero_out(probs, training=training)
       context = tf.matmul(probs, v)  # [B, N, Q, D]
@@ -157,21 +163,23 @@ class SelfAttention(keras.layers.Layer):
     return self.output_dense(tf.reshape(context, [-1, self.hidden_size]))  # [B * Q, H]
 
   def _joined_weights(self, training):
-    """The query, key and value kernels side by side [H, 3H] and biases [3H], the query's
-    times 1 / sqrt(D) and, in training with dropout, the value's times dropout's
+    """The query, key and value kernels side by side [H, 3H] and biases [3H], in training
+    the query's times 1 / sqrt(D) and, with dropout, the value's times dropout's
     1 / (1 - rate), in the compute dtype: joined from the stored weights at each call
     (each weight cast once), or, at inference, the copy store_joined_weights kept."""
-    if not training and self.joined_kernel is not None:
-      return self.joined_kernel, self.joined_bias
-    values = (layers.keep_scale(self.attention_dropout_rate)
-              if training and self.attention_dropout_rate > 0 else 1.0)
-    kernel, bias = self._joined(values)
+    if not training:
+      if self.joined_kernel is not None:
+        return self.joined_kernel, self.joined_bias
+      kernel, bias = self._joined()
+    else:
+      kernel, bias = self._joined(1.0 / math.sqrt(self.head_size), layers.keep_scale(
+          self.attention_dropout_rate) if self.attention_dropout_rate > 0 else 1.0)
     return tf.cast(kernel, self.compute_dtype), tf.cast(bias, self.compute_dtype)
 
-  def _joined(self, values=1.0):
-    """The joined kernel and bias in the variables' dtype (the values' times `values`)."""
-    factors = ((self.query, 1.0 / math.sqrt(self.head_size)), (self.key, 1.0),
-               (self.value, values))
+  def _joined(self, queries=1.0, values=1.0):
+    """The joined kernel and bias in the variables' dtype (the queries' times `queries`,
+    the values' times `values`)."""
+    factors = ((self.query, queries), (self.key, 1.0), (self.value, values))
     scaled = lambda w, f: w if f == 1.0 else w * f
     kernel = tf.concat([scaled(dense.kernel, f) for dense, f in factors], axis=1)
     bias = tf.concat([scaled(dense.bias, f) for dense, f in factors], axis=0)
@@ -203,24 +211,29 @@ class SelfAttention(keras.layers.Layer):
             "attention_dropout_rate": self.attention_dropout_rate}
 
 
-def _attend_per_head(q, k, v, bias):
-  """softmax(q k^T + bias) v of q [B, N, Q, D], k and v [B, N, S, D] and bias
-  [B, 1, 1 or Q, S] (q already scaled), scores in float32, one head at a time: each
-  head's scores [B, Q, S] are 1/N of all heads' and stay in cache from the product to
-  the softmax to the second product. Returns [B, N, Q, D]."""
-  bias = tf.cast(bias[:, 0], tf.float32)  # [B, 1 or Q, S]
+def _attend_per_head(q, k, v, bias, scale):
+  """softmax(q k^T * scale + bias) v of q [B, N, Q, D], k and v [B, N, S, D] and bias
+  [B, 1, 1 or Q, S], the softmax in float32, one head at a time: each head's scores
+  [B, Q, S] are 1/N of all heads' and stay in cache from the product to the softmax to
+  the second product. The bias is added in q's dtype (exact for its 0 and -10000, after
+  which any score's exponential is 0), so that the product takes the scale and the add
+  as post-ops. Returns [B, N, Q, D]."""
+  bias = tf.cast(bias[:, 0], q.dtype)  # [B, 1 or Q, S]
+  scale = tf.cast(scale, q.dtype)
   out = []
   for h in range(q.shape[1]):
-    scores = tf.cast(tf.matmul(q[:, h], k[:, h], transpose_b=True), tf.float32) + bias
-    out.append(tf.matmul(tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype), v[:, h]))
+    scores = tf.matmul(q[:, h], k[:, h], transpose_b=True) * scale + bias
+    probs = tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1)
+    out.append(tf.matmul(tf.cast(probs, v.dtype), v[:, h]))
   return tf.stack(out, axis=1)  # [B, N, Q, D]
 
 
-def blocked_attention(q, k, v, bias, block_scores=None, lengths=None, trim_queries=False):
+def blocked_attention(q, k, v, bias, block_scores=None, lengths=None, trim_queries=False,
+                      scale=None):
   """SelfAttention's attention at inference, computed in blocks that fit a CPU's cache.
 
-  q [B, N, Q, D] (already scaled), k and v [B, N, S, D], bias [B, 1, 1 or Q, S];
-  returns [B, N, Q, D].
+  q [B, N, Q, D], k and v [B, N, S, D], bias [B, 1, 1 or Q, S], scale: the scores'
+  factor (default 1: q already scaled); returns [B, N, Q, D].
 
   Without XLA each op of attention makes a full pass over the scores [B, N, Q, S]: on 16
   windows of 384 tokens, 113 MB, five times per layer. Here each head of a block of
@@ -242,6 +255,7 @@ def blocked_attention(q, k, v, bias, block_scores=None, lengths=None, trim_queri
   no rows gives no rows. Dynamic shapes and a while loop: not for XLA or training.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
+  scale = 1.0 if scale is None else scale
   batch, num_queries, num_keys = tf.shape(q)[0], tf.shape(q)[2], tf.shape(k)[2]
   if lengths is None:
     order, longest = None, tf.fill([batch], num_keys)
@@ -264,7 +278,7 @@ def blocked_attention(q, k, v, bias, block_scores=None, lengths=None, trim_queri
     else:
       take = lambda t: tf.gather(t, order[first:first + rows])
     block = _attend_per_head(take(q)[:, :, :m], take(k)[:, :, :n], take(v)[:, :, :n],
-                             take(bias)[:, :, :m, :n])  # [rows, N, m, D]
+                             take(bias)[:, :, :m, :n], scale)  # [rows, N, m, D]
     block = tf.pad(block, [[0, 0], [0, 0], [0, num_queries - m], [0, 0]])
     return first + rows, i + 1, out.write(i, block)
   empty = tf.TensorArray(q.dtype, size=0, dynamic_size=True, infer_shape=False,

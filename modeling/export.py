@@ -164,11 +164,13 @@ class TextTagger(tf.Module):
     piece sits (`first_pieces` [N, 2]: window, position), by name."""
     words = tf.strings.split(text)  # [B, (W)]
     pieces = self.tokenizer.tokenize(words.flat_values)  # [N, (P)]
-    # A word without pieces reads as [UNK], as in data/conll.py.
-    empty = tf.cast(tf.equal(pieces.row_lengths(), 0), tf.int64)
-    unk = tf.RaggedTensor.from_row_lengths(
-        tf.fill([tf.reduce_sum(empty)], tf.cast(self.unk_id, pieces.dtype)), empty)
-    pieces = tf.concat([pieces, unk], axis=1)
+    # A word without pieces reads as [UNK], as in data/conll.py: the padding of a dense copy
+    # (a ragged concat along the rows would transpose int64 splits, which makes TensorFlow's
+    # oneDNN rewriter log an error line).
+    unk = tf.cast(self.unk_id, pieces.dtype)
+    pieces = tf.RaggedTensor.from_tensor(
+        tf.pad(pieces.to_tensor(unk), [[0, 0], [0, 1]], constant_values=unk),
+        lengths=tf.maximum(pieces.row_lengths(), 1))
     per_word = pieces.row_lengths()  # [N]
     per_sentence = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(per_word, words.row_lengths()),
                                  axis=1)  # [B]

@@ -11,8 +11,8 @@
 
 Each step is the one of data/squad.py and data/squad_predictions.py, in graph ops:
 1. the context is split into words on the original's whitespace, each word
-   is WordPiece-tokenized alone; the question's pieces are cut to
-   max_query_length;
+   is WordPiece-tokenized alone (in one tokenizer pass with the question);
+   the question's pieces are cut to max_query_length;
 2. windows of max_seq_length - query - 3 pieces start every doc_stride pieces,
    and each piece belongs to the window where it has the most context (the
    same float64 score and first-wins rule as data/windows.py);
@@ -100,14 +100,17 @@ class TextQuestionAnswerer(tf.Module):
     n = tf.shape(question, out_type=tf.int64)[0]
     s = self.max_seq_length
     chars, words, word_begin, words_per_context = self._words(context)
-    # The pieces, and the basic tokens get_final_text compares the answer with.
-    word_pieces, basic = self.tokenizer.tokenize_keeping_words(words)  # [W, (P)], [W, (b)]
+    # One tokenizer pass over the contexts' words and, after them, the questions: the pieces,
+    # and the words' basic tokens, which get_final_text compares the answer with.
+    num_words = tf.size(words)
+    all_pieces, all_basic = self.tokenizer.tokenize_keeping_words(tf.concat([words, question], 0))
+    word_pieces, basic = all_pieces[:num_words], all_basic[:num_words]  # [W, (P)], [W, (b)]
     pieces = word_pieces.flat_values  # [P_all] every context's document pieces, in order
     piece_word = word_pieces.value_rowids()  # [P_all] the original's tok_to_orig_index
     doc_length = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(
         word_pieces.row_lengths(), words_per_context), axis=1)  # [N]
     doc_first = tf.cumsum(doc_length, exclusive=True)  # [N] each context's first piece
-    query = self.tokenizer.tokenize(question)[:, :self.max_query_length]  # [N, (Q)]
+    query = all_pieces[num_words:, :self.max_query_length]  # [N, (Q)]
     query_length = query.row_lengths()
 
     # Windows (windows.doc_spans): every `step` pieces, `max_doc` long, the last one to the end.
@@ -223,9 +226,12 @@ class TextQuestionAnswerer(tf.Module):
     span_words = tf.ragged.range(first_word, tf.where(has_span, last_word + 1, first_word))
     lengths = tf.strings.length(tf.gather(words, span_words.flat_values), "UTF8_CHAR")
     begins = tf.gather(word_begin, span_words.flat_values)
-    in_word = tf.ragged.range(begins, begins + tf.cast(lengths, tf.int64))  # [K, (len)]
-    gaps = tf.RaggedTensor.from_row_lengths(-tf.ones_like(begins), tf.ones_like(begins))
-    offsets = tf.concat([in_word, gaps], axis=1).merge_dims(0, 1)
+    ends = begins + tf.cast(lengths, tf.int64)
+    # Each word's offsets, then -1 for the space after it (a ragged concat along the rows
+    # would transpose int64 splits, which makes TensorFlow's oneDNN rewriter log an error).
+    with_gap = tf.ragged.range(begins, ends + 1)  # [K, (len + 1)]
+    offsets = tf.where(with_gap.flat_values < tf.gather(ends, with_gap.value_rowids()),
+                       with_gap.flat_values, -1)
     offsets = tf.RaggedTensor.from_row_lengths(
         offsets, tf.math.unsorted_segment_sum(tf.cast(lengths, tf.int64) + 1,
                                               span_words.value_rowids(), n))[:, :-1]

@@ -377,13 +377,12 @@ def test_bfloat16_export_stores_its_weights_and_records_its_precision(classifier
   kernel = served.encoder.blocks[0].attention.joined_kernel
   assert kernel.dtype == tf.bfloat16 and served.encoder.blocks[0].intermediate.kernel.dtype == \
       "bfloat16"
-  # Rounded once: the query's part is the float32 kernel times 1 / sqrt(D), in bfloat16.
+  # Rounded once: the query's part is the float32 kernel in bfloat16 (at inference the
+  # scores take 1 / sqrt(D), in the product's post-ops).
   query = weights["bert/encoder/layer_0/attention/self/query/kernel"]
-  head_size = config.hidden_size // config.num_attention_heads
   np.testing.assert_array_equal(
       kernel.numpy()[:, :config.hidden_size].astype(np.float32),
-      tf.cast(tf.cast(query / np.sqrt(head_size), tf.float32), tf.bfloat16).numpy()
-      .astype(np.float32))
+      tf.cast(tf.cast(query, tf.float32), tf.bfloat16).numpy().astype(np.float32))
   # No weight is cast per request: no cast in the serving graph reads a variable (the
   # mixed-precision model's own graph casts every kernel and bias at every call).
   def weight_casts(module):
@@ -538,14 +537,18 @@ assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
 def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained_squad,
                                                              windows_run, tmp_path):
   """Each kind of export: predict.py's rows (TSV, JSON Lines) equal the signature's outputs
-  called directly, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it."""
+  called directly, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it,
+  with oneDNN's kernels on as the scripts run them, without TensorFlow's error line for an
+  op its oneDNN rewriter does not take ("oneDNN supports DT_INT64 only on ...": integer
+  and boolean transposes and ragged concatenations along rows)."""
   import subprocess
   import sys
   from data import text_rows
   # Started first: its TensorFlow import and its runs overlap the exports' tracing.
   cli = subprocess.Popen([sys.executable, "-c", _SAVED_MODEL_CLI], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+                              "TF_ENABLE_ONEDNN_OPTS": "1"})
   try:
     outputs = {}
     for kind, served, directory, rows in _exports(tmp_path, span_model, trained_squad,
@@ -572,6 +575,7 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
       cli.kill()
       cli.communicate()
   assert cli.returncode == 0, stderr[-2000:]
+  assert "oneDNN supports" not in stderr, stderr[-2000:]
   runs = stdout.split("Export ")[1:]
   assert [r.split("\n", 1)[0] for r in runs] == list(outputs)
   for run, names in zip(runs, outputs.values()):
