@@ -89,7 +89,8 @@ class SelfAttention(keras.layers.Layer):
   pass over the [B, N, Q, S] scores, forward or backward. At inference the scores are
   q k^T * (1 / sqrt(D)) + bias, a form TensorFlow's remapper turns into one oneDNN
   product with the scale and the mask's add as post-ops (benchmarks/investigations/
-  attention_scale.py: a pass over the scores fewer, 0.5-0.7 ms a layer on 32 x 128).
+  attention_scale.py: a pass over the scores fewer, 0.5-0.7 ms a layer on 32 x 128);
+  attention in blocks scales q instead (blocked_attention).
   Scores, softmax and probabilities are in the compute dtype (the softmax sums in
   float32 inside its kernel, and TensorFlow's 16-bit sums accumulate in float32); each
   weight is cast to it once per call.
@@ -211,20 +212,16 @@ class SelfAttention(keras.layers.Layer):
             "attention_dropout_rate": self.attention_dropout_rate}
 
 
-def _attend_per_head(q, k, v, bias, scale):
-  """softmax(q k^T * scale + bias) v of q [B, N, Q, D], k and v [B, N, S, D] and bias
-  [B, 1, 1 or Q, S], the softmax in float32, one head at a time: each head's scores
-  [B, Q, S] are 1/N of all heads' and stay in cache from the product to the softmax to
-  the second product. The bias is added in q's dtype (exact for its 0 and -10000, after
-  which any score's exponential is 0), so that the product takes the scale and the add
-  as post-ops. Returns [B, N, Q, D]."""
-  bias = tf.cast(bias[:, 0], q.dtype)  # [B, 1 or Q, S]
-  scale = tf.cast(scale, q.dtype)
+def _attend_per_head(q, k, v, bias):
+  """softmax(q k^T + bias) v of q [B, N, Q, D], k and v [B, N, S, D] and bias
+  [B, 1, 1 or Q, S] (q already scaled), scores in float32, one head at a time: each
+  head's scores [B, Q, S] are 1/N of all heads' and stay in cache from the product to
+  the softmax to the second product. Returns [B, N, Q, D]."""
+  bias = tf.cast(bias[:, 0], tf.float32)  # [B, 1 or Q, S]
   out = []
   for h in range(q.shape[1]):
-    scores = tf.matmul(q[:, h], k[:, h], transpose_b=True) * scale + bias
-    probs = tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1)
-    out.append(tf.matmul(tf.cast(probs, v.dtype), v[:, h]))
+    scores = tf.cast(tf.matmul(q[:, h], k[:, h], transpose_b=True), tf.float32) + bias
+    out.append(tf.matmul(tf.cast(tf.nn.softmax(scores, axis=-1), v.dtype), v[:, h]))
   return tf.stack(out, axis=1)  # [B, N, Q, D]
 
 
@@ -233,7 +230,8 @@ def blocked_attention(q, k, v, bias, block_scores=None, lengths=None, trim_queri
   """SelfAttention's attention at inference, computed in blocks that fit a CPU's cache.
 
   q [B, N, Q, D], k and v [B, N, S, D], bias [B, 1, 1 or Q, S], scale: the scores'
-  factor (default 1: q already scaled); returns [B, N, Q, D].
+  factor, applied to q (default 1: q already scaled; the per-head products with the scale
+  and the bias as post-ops were slower on padded bfloat16 batches); returns [B, N, Q, D].
 
   Without XLA each op of attention makes a full pass over the scores [B, N, Q, S]: on 16
   windows of 384 tokens, 113 MB, five times per layer. Here each head of a block of
@@ -255,7 +253,8 @@ def blocked_attention(q, k, v, bias, block_scores=None, lengths=None, trim_queri
   no rows gives no rows. Dynamic shapes and a while loop: not for XLA or training.
   """
   block_scores = BLOCK_SCORES if block_scores is None else block_scores
-  scale = 1.0 if scale is None else scale
+  if scale is not None:  # on q: a pass over [B, N, Q, D], not over each block's scores
+    q = q * tf.cast(scale, q.dtype)
   batch, num_queries, num_keys = tf.shape(q)[0], tf.shape(q)[2], tf.shape(k)[2]
   if lengths is None:
     order, longest = None, tf.fill([batch], num_keys)
@@ -278,7 +277,7 @@ def blocked_attention(q, k, v, bias, block_scores=None, lengths=None, trim_queri
     else:
       take = lambda t: tf.gather(t, order[first:first + rows])
     block = _attend_per_head(take(q)[:, :, :m], take(k)[:, :, :n], take(v)[:, :, :n],
-                             take(bias)[:, :, :m, :n], scale)  # [rows, N, m, D]
+                             take(bias)[:, :, :m, :n])  # [rows, N, m, D]
     block = tf.pad(block, [[0, 0], [0, 0], [0, num_queries - m], [0, 0]])
     return first + rows, i + 1, out.write(i, block)
   empty = tf.TensorArray(q.dtype, size=0, dynamic_size=True, infer_shape=False,
