@@ -3,6 +3,22 @@
 import time
 
 
+def define_threads_flag():
+  """Defines --threads, the benchmarks' TensorFlow thread count (use_threads)."""
+  from absl import flags
+  flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow's choice).",
+                       lower_bound=0)
+
+
+def use_threads(threads):
+  """TensorFlow's intra-op and inter-op thread pools at `threads` each (0: its own choice);
+  before TensorFlow runs anything."""
+  if threads:
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
 def timed(run):
   """(seconds, result) of one call of run()."""
   start = time.perf_counter()

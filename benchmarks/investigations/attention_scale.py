@@ -23,8 +23,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks.common import timing  # noqa: E402
 
-flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow's choice).",
-                     lower_bound=0)
+timing.define_threads_flag()
 flags.DEFINE_integer("repeats", 100, "Timed calls per case at batch 1 (fewer for larger ones, "
                      "at least 10).", lower_bound=10)
 flags.DEFINE_list("shapes", ["1x16", "1x64", "8x48", "32x128", "16x384"], "Batch x tokens.")
@@ -56,9 +55,7 @@ def forms(dtype):
 
 def main(_):
   import tensorflow as tf
-  if FLAGS.threads:
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  timing.use_threads(FLAGS.threads)
   print(f"{LAYERS} layers' score products and softmaxes, ms per call, median")
   print(f"{'dtype':<10}{'shape':>8}{'folded':>9}{'post-ops':>10}{'ratio':>7}{'no mask':>9}")
   for dtype in FLAGS.dtypes:

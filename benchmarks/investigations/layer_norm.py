@@ -25,8 +25,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks.common import timing  # noqa: E402
 
-flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow's choice).",
-                     lower_bound=0)
+timing.define_threads_flag()
 flags.DEFINE_integer("repeats", 100, "Timed calls per case at batch 1 (fewer for larger ones, "
                      "at least 10).", lower_bound=10)
 flags.DEFINE_list("rows", ["20", "128", "256", "512", "4096"], "Row counts for part 1.")
@@ -68,9 +67,7 @@ def chains(width):
 def main(_):
   import tensorflow as tf
   from modeling import layers
-  if FLAGS.threads:
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  timing.use_threads(FLAGS.threads)
   print(f"1. {CHAIN} chained LayerNorms, ms per chain, median: elementwise / fused")
   print(f"{'rows':>6}" + "".join(f"{f'width {w}':>20}" for w in FLAGS.widths))
   functions = {int(w): chains(int(w)) for w in FLAGS.widths}

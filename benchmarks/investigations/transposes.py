@@ -27,8 +27,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks.common import timing  # noqa: E402
 
-flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow's choice).",
-                     lower_bound=0)
+timing.define_threads_flag()
 flags.DEFINE_integer("repeats", 100, "Timed calls of each side per case at batch 1 (fewer for "
                      "larger batches, at least 10).", lower_bound=10)
 flags.DEFINE_list("shapes", ["1x24", "1x64", "1x128", "8x48", "32x128", "64x128"],
@@ -66,10 +65,7 @@ def transposes_alone(dtype, batch, length, calls):
 
 
 def main(_):
-  import tensorflow as tf
-  if FLAGS.threads:
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  timing.use_threads(FLAGS.threads)
   shapes = [tuple(int(v) for v in s.split("x")) for s in FLAGS.shapes]
   print("1. Attention's transposes alone, us per transpose, tf.transpose / attention.transpose")
   print(f"{'dtype':<10}{'shape':>8}{'[B,S,3,N,D] -> [3,B,N,S,D]':>30}"
