@@ -19,7 +19,7 @@ masking.
 
 import tensorflow as tf
 
-from data import pipeline
+from data import graph_ops, pipeline
 
 
 def original_tokens(batch):
@@ -68,9 +68,9 @@ def take_words(lengths, count):
     total, _ = total_and_taken
     fits = (length > 0) & (total + length <= count)
     return total + tf.where(fits, length, 0), fits
-  _, taken = tf.scan(step, tf.transpose(lengths),
+  _, taken = tf.scan(step, graph_ops.swap_axes(lengths),
                      (tf.zeros_like(count), tf.zeros_like(count, tf.bool)))
-  return tf.transpose(taken)
+  return graph_ops.swap_axes(taken)
 
 
 def remask(batch, seed, vocab_size, cls_id, sep_id, mask_id, masked_lm_prob,

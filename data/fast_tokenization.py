@@ -31,7 +31,7 @@ import numpy as np
 
 import tensorflow as tf
 
-from data import tokenization
+from data import graph_ops, tokenization
 
 
 def _re2_escape(cp):
@@ -295,14 +295,8 @@ class FastTokenizer(tf.Module):
          tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
          tf.TensorArray(tf.bool, size=0, dynamic_size=True, element_shape=[None]),
          tf.constant(0)])
-    # [S, N] -> [N, S] by a gather: a transpose of ints or bools makes TensorFlow's oneDNN
-    # rewriter log an error line ("oneDNN supports DT_INT32 only on platforms with AVX-512").
-    steps = out_ids.size()
-    r = tf.range(n * steps)
-    word_major = r % steps * n + r // steps  # [N * S]: (word, step) read from (step, word)
-    by_word = lambda a: tf.reshape(tf.gather(tf.reshape(a.stack(), [-1]), word_major),
-                                   [n, steps])
-    out_ids, out_kept = by_word(out_ids), by_word(out_kept)  # [N, S]
+    by_word = lambda a: graph_ops.swap_axes(tf.reshape(a.stack(), [-1, n]))  # [N, S]
+    out_ids, out_kept = by_word(out_ids), by_word(out_kept)
     first = tf.equal(tf.range(tf.shape(out_ids)[1]), 0)[None, :]
     out_ids = tf.where(bad[:, None] & first, self._unk_id, out_ids)
     out_kept = tf.where(bad[:, None], first & tf.ones_like(out_kept), out_kept)
