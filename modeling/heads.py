@@ -85,7 +85,9 @@ class MaskedLMHead(keras.layers.Layer):
 
   def call(self, sequence_output, masked_lm_positions, embedding_table, training=False):
     """[B, S, H] output, int [B, P] positions, [V, H] table -> float32 [B, P, V]."""
-    x = ops.take_along_axis(sequence_output, masked_lm_positions[:, :, None], axis=1)  # [B, P, H]
+    # tf.gather, not ops.take_along_axis, whose int64 index transposes make TensorFlow's
+    # oneDNN rewriter log an error line.
+    x = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)  # [B, P, H]
     x = self.layer_norm(self.activation(self.transform(x), training=training),
                         training=training)
     batch, predictions = ops.shape(x)[0], ops.shape(x)[1]
