@@ -52,9 +52,9 @@ class BertClassifier(heads.TaskModel):
                               blocked_attention=blocked_attention)["sequence_output"]
       x = heads.bilstm_over(self.bilstm, sequence, features, training)  # [B, S, 2u]
       mask = features.get("input_mask", ops.ones_like(features["input_ids"]))
-      last = layers.last_real_positions(mask)[:, None, None]  # [B, 1, 1]
+      last = layers.last_real_positions(mask)  # [B]
       units = heads.bilstm_units(self.config)
-      pooled = ops.concatenate([ops.take_along_axis(x[..., :units], last, axis=1)[:, 0],
+      pooled = ops.concatenate([tf.gather(x[..., :units], last, batch_dims=1),
                                 x[:, 0, units:]], axis=-1)  # [B, 2u]
     return {"logits": self.classifier(self.dropout(pooled, training=training))}
 

@@ -188,6 +188,8 @@ class BertEncoder(keras.Model):
     causal = self.config.causal_attention
     bias = ops.cast(attention.attention_bias_from_mask(input_mask, causal),
                     self.compute_dtype)  # [B, 1, 1 or S, S]
+    # Rows are picked with tf.gather: Keras' take_along_axis transposes int64 indices, which
+    # makes TensorFlow's oneDNN rewriter log an error line.
     first = self.representation_positions(input_mask)[:, None]  # [B, 1]
     pack_tokens = self.pack_tokens if pack_tokens is None else pack_tokens
     rows = layers.TokenRows(input_mask, pack_tokens)
@@ -196,7 +198,7 @@ class BertEncoder(keras.Model):
     outputs = [rows.pad(x)]
     for i, block in enumerate(self.blocks):
       if pooled_only and i == len(self.blocks) - 1:  # the representation row only
-        row_bias = ops.take_along_axis(bias, first[:, None, :, None], axis=2) if causal else bias
+        row_bias = tf.gather(bias, first, axis=2, batch_dims=1) if causal else bias  # [B, 1, 1, S]
         x = block(x, row_bias, rows=rows, training=training, query_positions=first,
                   blocked=blocked_attention)
         outputs.append(x)  # [B, 1, H]
@@ -207,7 +209,7 @@ class BertEncoder(keras.Model):
     if pooled_only or not causal:
       row = x[:, 0]
     else:
-      row = ops.take_along_axis(x, first[:, :, None], axis=1)[:, 0]  # [B, H]
+      row = tf.gather(x, first[:, 0], batch_dims=1)  # [B, H]
     pooled = ops.cast(self.pooler(row), "float32")  # [B, H]
     return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": outputs[1:], "embedding_output": outputs[0]}
