@@ -62,7 +62,10 @@ def served_outputs(model, features):
   rows = tf.size(mask) // tf.maximum(tf.shape(mask)[-1], 1)  # multiple choice: [N, C, S]
   packed = (tf.reduce_any(tf.equal(mask, 0)) & (rows > 1)
             & (tf.size(mask) >= PACKED_FROM_POSITIONS))
-  return tf.switch_case(tf.cast(packed, tf.int32), [run(False), run(True)])
+  # tf.cond, lowered to Switch and Merge, costs a single request less than a switch_case
+  # (0.01-0.17 ms at 16 tokens in five scratch comparisons; the branch not taken still
+  # passes its ops' deadness on, 0.1-0.2 ms over calling the model directly).
+  return tf.cond(packed, run(True), run(False))
 
 
 class TextClassifier(tf.Module):
