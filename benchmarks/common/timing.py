@@ -3,11 +3,21 @@
 import time
 
 
-def define_threads_flag():
-  """Defines --threads, the benchmarks' TensorFlow thread count (use_threads)."""
+def define_flags(repeats=None):
+  """Defines --threads, the benchmarks' TensorFlow thread count (use_threads), and, given a
+  default, --repeats: timed calls per case at batch 1, fewer for larger ones (calls_for)."""
   from absl import flags
   flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads (0: TensorFlow's choice).",
                        lower_bound=0)
+  if repeats is not None:
+    flags.DEFINE_integer("repeats", repeats, "Timed calls per case at batch 1 (fewer for "
+                         "larger batches, at least 10).", lower_bound=10)
+
+
+def calls_for(repeats, batch):
+  """Timed calls for a case of `batch` rows: `repeats` at batch 1, as many rows in all for
+  larger batches, at least 10."""
+  return max(10, repeats // batch)
 
 
 def use_threads(threads):
@@ -82,7 +92,7 @@ def served_variants(dtype, variants, shapes, calls):
                 "segment_ids": tf.zeros((batch, length), tf.int32)}
     logits = [f(features) for f in functions.values()]
     difference = max(float(np.abs(v - logits[0]).max()) for v in logits)
-    out[(batch, length)] = (median_ms(functions, (features,), max(10, calls // batch)),
+    out[(batch, length)] = (median_ms(functions, (features,), calls_for(calls, batch)),
                             difference)
   return out
 

@@ -29,7 +29,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks.common import timing  # noqa: E402
 
-timing.define_threads_flag()
+timing.define_flags()
 flags.DEFINE_integer("repeats", 7, "Timed calls of each side per shape (the median is "
                      "reported).", lower_bound=1)
 flags.DEFINE_string("shapes", "1x18,64x18,64x62,64x62p,1x128,64x128,64x128p,1x384,16x384,"

@@ -23,9 +23,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks.common import timing  # noqa: E402
 
-timing.define_threads_flag()
-flags.DEFINE_integer("repeats", 100, "Timed calls per case at batch 1 (fewer for larger ones, "
-                     "at least 10).", lower_bound=10)
+timing.define_flags(repeats=100)
 flags.DEFINE_list("shapes", ["1x16", "1x64", "8x48", "32x128", "16x384"], "Batch x tokens.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes.")
 FLAGS = flags.FLAGS
@@ -65,7 +63,7 @@ def main(_):
       q = tf.cast(tf.random.stateless_normal([batch, HEADS, length, HEAD_SIZE], [1, 2]), dtype)
       masked = tf.random.stateless_uniform([batch, 1, 1, length], [3, 4]) < 0.1
       bias = tf.cast(tf.where(masked, -10000.0, 0.0), dtype)
-      ms = timing.median_ms(functions, (q, bias), max(10, FLAGS.repeats // batch))
+      ms = timing.median_ms(functions, (q, bias), timing.calls_for(FLAGS.repeats, batch))
       print(f"{dtype:<10}{shape:>8}{ms['folded']:>9.3f}{ms['post-ops']:>10.3f}"
             f"{ms['post-ops'] / ms['folded']:>7.3f}{ms['no mask']:>9.3f}", flush=True)
 

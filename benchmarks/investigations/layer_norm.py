@@ -25,9 +25,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks.common import timing  # noqa: E402
 
-timing.define_threads_flag()
-flags.DEFINE_integer("repeats", 100, "Timed calls per case at batch 1 (fewer for larger ones, "
-                     "at least 10).", lower_bound=10)
+timing.define_flags(repeats=100)
 flags.DEFINE_list("rows", ["20", "128", "256", "512", "4096"], "Row counts for part 1.")
 flags.DEFINE_list("widths", ["384", "768"], "Hidden sizes for part 1.")
 flags.DEFINE_list("shapes", ["1x24", "1x128", "8x48", "32x128", "64x128"],
@@ -75,7 +73,7 @@ def main(_):
     cells = []
     for width, pair in functions.items():
       x = tf.random.stateless_normal([rows, width], [1, rows])
-      ms = timing.median_ms(pair, (x,), max(10, FLAGS.repeats * 20 // rows))
+      ms = timing.median_ms(pair, (x,), timing.calls_for(FLAGS.repeats * 20, rows))
       cells.append("%.3f / %.3f" % (ms["elementwise"], ms["fused"]))
     print(f"{rows:>6}" + "".join(f"{c:>20}" for c in cells), flush=True)
 

@@ -27,7 +27,7 @@ from benchmarks.common import serving_tasks, timing  # noqa: E402
 flags.DEFINE_integer("requests", 200, "Single requests timed (after 20 untimed ones).",
                      lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Pairs per batch for the batch timing.", lower_bound=1)
-timing.define_threads_flag()
+timing.define_flags()
 flags.DEFINE_string("data_dir", serving_tasks.DATA_DIR, "Directory with glue/RTE/dev.tsv.")
 FLAGS = flags.FLAGS
 

@@ -27,9 +27,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks.common import timing  # noqa: E402
 
-timing.define_threads_flag()
-flags.DEFINE_integer("repeats", 100, "Timed calls of each side per case at batch 1 (fewer for "
-                     "larger batches, at least 10).", lower_bound=10)
+timing.define_flags(repeats=100)
 flags.DEFINE_list("shapes", ["1x24", "1x64", "1x128", "8x48", "32x128", "64x128"],
                   "Batch x tokens, without padding.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes.")
@@ -72,7 +70,7 @@ def main(_):
         f"{'[B,N,S,D] -> [B,S,N,D]':>26}")
   for dtype in FLAGS.dtypes:
     for batch, length in shapes:
-      joined, context = transposes_alone(dtype, batch, length, max(10, FLAGS.repeats // batch))
+      joined, context = transposes_alone(dtype, batch, length, timing.calls_for(FLAGS.repeats, batch))
       print(f"{dtype:<10}{f'{batch}x{length}':>8}{'%.1f / %.1f' % joined:>30}"
             f"{'%.1f / %.1f' % context:>26}", flush=True)
   print("\n2. all-MiniLM-L6-v2 served (export.served_outputs), ms per call, median")
