@@ -22,6 +22,10 @@ _MASK_BIAS = -10000.0
 BLOCK_SCORES = 1 << 20
 
 
+# attend: attention at inference over at most this many scores runs in TensorFlow's own
+# kernels rather than oneDNN's.
+FEW_SCORES = 1 << 13
+
 # attention.transpose's view is for tensors of at most this many values where their size is
 # known when traced; larger ones move faster in oneDNN's kernel (bfloat16 the most).
 VIEW_TRANSPOSE_SIZE = 1 << 18
@@ -90,7 +94,8 @@ class SelfAttention(keras.layers.Layer):
   q k^T * (1 / sqrt(D)) + bias, a form TensorFlow's remapper turns into one oneDNN
   product with the scale and the mask's add as post-ops (benchmarks/investigations/
   attention_scale.py: a pass over the scores fewer, 0.5-0.7 ms a layer on 32 x 128);
-  attention in blocks scales q instead (blocked_attention).
+  attention in blocks scales q instead (blocked_attention), and a single request's few
+  scores skip oneDNN (attend).
   Scores, softmax and probabilities are in the compute dtype (the softmax sums in
   float32 inside its kernel, and TensorFlow's 16-bit sums accumulate in float32); each
   weight is cast to it once per call.
@@ -145,17 +150,15 @@ class SelfAttention(keras.layers.Layer):
       q = self._product(tf.reshape(queries, [-1, h]), kernel[:, :h], bias[:h])
       q_shape = tf.concat([tf.shape(queries)[:2], [n, d]], 0)
       q = transpose(tf.reshape(q, q_shape), [0, 2, 1, 3], q_shape, view)  # [B, N, Q, D]
-    scale = None if training else tf.constant(1.0 / math.sqrt(d), self.compute_dtype)
-    if blocked and not training:
+    scale = 1.0 / math.sqrt(d)  # at inference; training folds it into the query's weights
+    if training:
+      probs = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) + attention_bias, axis=-1)
+      context = tf.matmul(self.dropout.zero_out(probs, training=True), v)  # [B, N, Q, D]
+    elif blocked:
       context = blocked_attention(q, k, v, attention_bias, lengths=rows.lengths,
                                   trim_queries=own_queries and rows.packed, scale=scale)
     else:
-      scores = tf.matmul(q, k, transpose_b=True)  # [B, N, Q, S]
-      if scale is not None:
-        scores = scores * scale
-      probs = tf.nn.softmax(scores + attention_bias, axis=-1)
-      probs = self.dropout.zero_out(probs, training=training)
-      context = tf.matmul(probs, v)  # [B, N, Q, D]
+      context = attend(q, k, v, attention_bias, scale, rows.pairs)  # Q <= S
     # [B, Q, N, D] (the perm is its own inverse: context's shape is that of its output).
     context = transpose(context, [0, 2, 1, 3], tf.gather(
         rows.padded_shape((n, d)) if own_queries else q_shape, [0, 2, 1, 3]), view)
@@ -210,6 +213,44 @@ class SelfAttention(keras.layers.Layer):
             "num_attention_heads": self.num_attention_heads,
             "initializer_range": self.initializer_range,
             "attention_dropout_rate": self.attention_dropout_rate}
+
+
+def attend(q, k, v, bias, scale, pairs=None):
+  """softmax(q k^T * scale + bias) v at inference: q [B, N, Q, D], k and v [B, N, S, D],
+  bias [B, 1, 1 or Q, S] and the output [B, N, Q, D] in q's dtype; scale a Python float;
+  pairs: optional int64 B x Q x S (or a bound on it) where the caller has it, else read
+  from q's and k's shapes.
+
+  Most inputs take the batched products and softmax, which TensorFlow's oneDNN rewriter
+  turns into oneDNN kernels (the first product with the scale and bias as post-ops). Each
+  of those hands its work to the thread pool at every call, which at a single request's
+  size costs more than the arithmetic (the same 16-token softmax took 15 to 55 us in
+  oneDNN's verbose log). Inputs of at most FEW_SCORES scores (B x N x Q x S, a request of
+  up to 24 tokens with 12 heads) take TensorFlow's own kernels instead, in float32: the
+  products in BatchMatMulV3, which the rewriter leaves alone, the softmax written out.
+  Six layers of attention at 1 x 16 tokens took 0.13 ms against 0.48, at 1 x 24 0.30
+  against 0.49; at 1 x 32 and 3 x 16 the oneDNN kernels were as fast or faster
+  (benchmarks/investigations/few_scores.py). Chosen when traced where the sizes are known,
+  else at run time (a tf.cond, a few microseconds).
+  """
+  def batched():
+    scores = tf.matmul(q, k, transpose_b=True) * tf.constant(scale, q.dtype)
+    probs = tf.nn.softmax(scores + bias, axis=-1)
+    return tf.matmul(probs, v)
+
+  def few():
+    f32 = lambda t: tf.cast(t, tf.float32)
+    scores = tf.raw_ops.BatchMatMulV3(x=f32(q), y=f32(k), Tout=tf.float32, adj_y=True)
+    scores = scores * scale + f32(bias)
+    exp = tf.exp(scores - tf.reduce_max(scores, axis=-1, keepdims=True))
+    probs = exp / tf.reduce_sum(exp, axis=-1, keepdims=True)
+    return tf.cast(tf.raw_ops.BatchMatMulV3(x=probs, y=f32(v), Tout=tf.float32), q.dtype)
+  if q.shape[:3].is_fully_defined() and k.shape[2] is not None:  # known when traced
+    return few() if q.shape[:3].num_elements() * k.shape[2] <= FEW_SCORES else batched()
+  if pairs is None:
+    pairs = tf.reduce_prod(tf.gather(tf.shape(q, out_type=tf.int64), [0, 2])) * tf.shape(
+        k, out_type=tf.int64)[2]
+  return tf.cond(pairs * q.shape[1] <= FEW_SCORES, few, batched)
 
 
 def _attend_per_head(q, k, v, bias):

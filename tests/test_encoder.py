@@ -380,6 +380,38 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkey
         np.testing.assert_array_equal(np.where(real, 0, packed[name]), 0, err_msg=name)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("few", [True, False])
+def test_attend_equals_attention_in_float64(few, dtype, monkeypatch):
+  """Attention at inference (attention.attend) against float64 NumPy, with padded keys and
+  fewer queries than keys: in TensorFlow's own kernels (few scores) and in the batched
+  products (many), at known sizes (the path chosen when traced: BatchMatMulV3 in the graph
+  only for few scores) and at unknown ones (chosen at run time)."""
+  monkeypatch.setattr(attention, "FEW_SCORES", 10 ** 6 if few else 0)
+  rng = np.random.default_rng(8)
+  as_dtype = lambda t: np.asarray(tf.cast(tf.cast(t, dtype), tf.float64))  # exact in dtype
+  q, k, v = (as_dtype(rng.normal(size=(3, 4, n, 8))) for n in (5, 9, 9))  # B, N, Q or S, D
+  bias = np.where(np.arange(9) < np.array([9, 1, 4])[:, None], 0.0, -10000.0)[:, None, None]
+  scores = np.einsum("bnqd,bnsd->bnqs", q, k) * 0.35 + bias
+  probs = np.exp(scores - scores.max(-1, keepdims=True))
+  want = np.einsum("bnqs,bnsd->bnqd", probs / probs.sum(-1, keepdims=True), v)
+  args = [tf.constant(t, dtype) for t in (q, k, v, bias)]
+  call = lambda *a: attention.attend(*a, 0.35)
+  unknown = [tf.TensorSpec([None, 4, None, 8], dtype)] * 3 + [
+      tf.TensorSpec([None, 1, None, None], dtype)]
+  known = tf.function(call).get_concrete_function(*args)
+  types = {op.type for op in known.graph.get_operations()}
+  assert ("BatchMatMulV3" in types) == few and ("BatchMatMulV2" in types) != few
+  for got in (tf.function(call, input_signature=unknown)(*args), known(*args)):
+    got = np.asarray(tf.cast(got, tf.float64))
+    if dtype == "float32":  # scores (D terms), softmax and context (S each)
+      assert_close(got, want, "float32", 8 + 9 + 9)
+    elif few:  # float32 inside, one rounding to bfloat16 at the end
+      assert_close(got, want, "bfloat16", 1)
+    else:  # scores, their scale and bias, probabilities and context each rounded
+      assert_close(got, want, "bfloat16", 4)
+
+
 @pytest.mark.parametrize("lengths", [None, "keys", "keys and queries"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("block_scores", [2 * 7 * 9, 10 ** 6])  # blocks of 2 rows; one block

@@ -2,12 +2,14 @@
 (forward and backward) and of a prediction batch runs in bfloat16, and each encoder layer
 casts a bounded number of tensors (benchmarks/common/census.py reads the traced graphs)."""
 
+import collections
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from benchmarks.common import census, timing
-from modeling import classification, pretraining
+from modeling import attention, classification, pretraining
 from modeling.config import BertConfig
 
 CONFIG = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
@@ -49,7 +51,7 @@ def _features(rng, masked_lm=False):
 
 @pytest.mark.bfloat16
 @pytest.mark.parametrize("kind", ["classifier", "pretraining"])
-def test_every_product_is_bfloat16_and_casts_are_bounded(kind):
+def test_every_product_is_bfloat16_and_casts_are_bounded(kind, monkeypatch):
   rng = np.random.default_rng(0)
   if kind == "classifier":
     task, features = classification.ClassificationTask(CONFIG, 2), _features(rng)
@@ -74,8 +76,17 @@ def test_every_product_is_bfloat16_and_casts_are_bounded(kind):
     assert sum(backward["products"].values()) == 12 + (2 if apart else 0), (part, backward)
     assert forward["casts"] <= FORWARD + apart, (part, forward)
     assert backward["casts"] <= BACKWARD + apart, (part, backward)
-  # Prediction: the same products forward, in bfloat16.
-  predict = tf.function(lambda f: trainer.model(f, training=False)).get_concrete_function(
-      {k: tf.TensorSpec(v.shape, tf.int32) for k, v in features.items()})
-  products = [op for op in census.census(predict) if op.kind == "product"]
-  assert products and all(op.dtypes == "bfloat16" for op in products)
+  # Prediction: the same products forward, in bfloat16; at these sizes (B x N x S x S
+  # scores at most attention.FEW_SCORES) attention's two per layer are float32 products in
+  # TensorFlow's own kernel (attention.attend), and bfloat16 too above that size.
+  for few in (True, False):
+    monkeypatch.setattr(attention, "FEW_SCORES", attention.FEW_SCORES if few else 0)
+    assert (B * CONFIG.num_attention_heads * S * S <= attention.FEW_SCORES) == few
+    predict = tf.function(lambda f: trainer.model(f, training=False)).get_concrete_function(
+        {k: tf.TensorSpec(v.shape, tf.int32) for k, v in features.items()})
+    products = collections.Counter(op.dtypes for op in census.census(predict)
+                                   if op.kind == "product")
+    attention_products = 2 * CONFIG.num_hidden_layers
+    assert products["bfloat16"] >= 4 * CONFIG.num_hidden_layers, products
+    assert products["float32"] == (attention_products if few else 0), products
+    assert set(products) <= {"bfloat16", "float32"}, products

@@ -50,7 +50,7 @@ def census(concrete_function):
     name = node.name
     backward = "gradient_tape" in name or "gradient" in function.lower() or "_grad" in name
     if node.op in PRODUCTS:
-      dtype = tf.as_dtype(node.attr["T"].type).name
+      dtype = tf.as_dtype(node.attr["Ta" if "Ta" in node.attr else "T"].type).name  # V3: Ta
       ops.append(Op("product", _part(name), backward, dtype, 0, name))
     elif node.op == "Cast":
       source = tf.as_dtype(node.attr["SrcT"].type).name
