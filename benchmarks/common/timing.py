@@ -97,6 +97,20 @@ def served_variants(dtype, variants, shapes, calls):
   return out
 
 
+def print_served_variants(dtypes, variants, shapes, calls):
+  """Prints served_variants' table for two variants, per dtype and shape: each one's ms per
+  call, the second's over the first's, and the largest |logit difference|."""
+  first, second = variants
+  print("all-MiniLM-L6-v2 served (export.served_outputs), ms per call, median")
+  print(f"{'dtype':<10}{'shape':>8}{first:>22}{second:>22}{'ratio':>7}"
+        f"{'max |logit diff|':>18}")
+  for dtype in dtypes:
+    for (batch, length), (ms, difference) in served_variants(
+        dtype, variants, shapes, calls).items():
+      print(f"{dtype:<10}{f'{batch}x{length}':>8}{ms[first]:>22.3f}{ms[second]:>22.3f}"
+            f"{ms[second] / ms[first]:>7.3f}{difference:>18.2e}", flush=True)
+
+
 def items_per_second(run, items_per_call, seconds, min_calls=3, warmup_calls=2,
                      warmup_seconds=0.0):
   """Items/s of run() over at least `seconds` and `min_calls` calls, after `warmup_calls`

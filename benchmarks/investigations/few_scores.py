@@ -77,15 +77,9 @@ def main(_):
       taken = "own" if scores(batch, length) <= attention.FEW_SCORES else "oneDNN"
       print(f"{dtype:<10}{f'{batch}x{length}':>8}{scores(batch, length):>8}"
             f"{ms['oneDNN']:>9.3f}{ms['few']:>13.3f}{taken:>8}", flush=True)
-  print("\n2. all-MiniLM-L6-v2 served (export.served_outputs), ms per call, median")
-  print(f"{'dtype':<10}{'shape':>8}{'oneDNN always':>15}{'as attend picks':>17}{'ratio':>7}"
-        f"{'max |logit diff|':>18}")
-  variants = {"oneDNN": [(attention, "FEW_SCORES", 0)], "few": []}
-  for dtype in FLAGS.dtypes:
-    for (batch, length), (ms, difference) in timing.served_variants(
-        dtype, variants, shapes, FLAGS.repeats).items():
-      print(f"{dtype:<10}{f'{batch}x{length}':>8}{ms['oneDNN']:>15.3f}{ms['few']:>17.3f}"
-            f"{ms['few'] / ms['oneDNN']:>7.3f}{difference:>18.2e}", flush=True)
+  print("\n2. ", end="")
+  timing.print_served_variants(FLAGS.dtypes, {"oneDNN always": [(attention, "FEW_SCORES", 0)],
+                                              "as attend picks": []}, shapes, FLAGS.repeats)
 
 
 if __name__ == "__main__":

@@ -78,15 +78,10 @@ def main(_):
     print(f"{rows:>6}" + "".join(f"{c:>20}" for c in cells), flush=True)
 
   shapes = [tuple(int(v) for v in s.split("x")) for s in FLAGS.shapes]
-  print("\n2. all-MiniLM-L6-v2 served (export.served_outputs), ms per call, median")
-  print(f"{'dtype':<10}{'shape':>8}{'elementwise':>13}{'chosen':>9}{'ratio':>7}"
-        f"{'largest |logit difference|':>28}")
-  variants = {"elementwise": [(layers, "FUSED_LAYER_NORM_SIZE", NO_SIZE)], "chosen": []}
-  for dtype in FLAGS.dtypes:
-    for (batch, length), (ms, difference) in timing.served_variants(
-        dtype, variants, shapes, FLAGS.repeats).items():
-      print(f"{dtype:<10}{f'{batch}x{length}':>8}{ms['elementwise']:>13.3f}{ms['chosen']:>9.3f}"
-            f"{ms['chosen'] / ms['elementwise']:>7.3f}{difference:>28.2e}", flush=True)
+  print("\n2. ", end="")
+  timing.print_served_variants(
+      FLAGS.dtypes, {"elementwise": [(layers, "FUSED_LAYER_NORM_SIZE", NO_SIZE)], "chosen": []},
+      shapes, FLAGS.repeats)
 
 
 if __name__ == "__main__":

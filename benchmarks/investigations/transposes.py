@@ -9,7 +9,7 @@ on both alike:
 2. The path a served request takes: all-MiniLM-L6-v2 as the exports hold it
    (inference.inference_copy, the classifier head) through export.served_outputs, traced as
    the exports trace it (unknown batch and length), built once with each transpose;
-   milliseconds per call, median, and the outputs compared bit for bit.
+   milliseconds per call, median, and the largest logit difference (0: bit for bit).
 
   python benchmarks/investigations/transposes.py --threads=2
 """
@@ -73,19 +73,13 @@ def main(_):
       joined, context = transposes_alone(dtype, batch, length, timing.calls_for(FLAGS.repeats, batch))
       print(f"{dtype:<10}{f'{batch}x{length}':>8}{'%.1f / %.1f' % joined:>30}"
             f"{'%.1f / %.1f' % context:>26}", flush=True)
-  print("\n2. all-MiniLM-L6-v2 served (export.served_outputs), ms per call, median")
-  print(f"{'dtype':<10}{'shape':>8}{'tf.transpose':>14}{'attention.transpose':>21}{'ratio':>7}"
-        f"{'outputs equal':>15}")
   from modeling import attention
   view = attention.transpose
-  variants = {"tf": [(attention, "transpose",
-                      lambda x, perm, shape, _=True: view(x, perm, shape, False))],
-              "view": []}
-  for dtype in FLAGS.dtypes:
-    for (batch, length), (ms, difference) in timing.served_variants(
-        dtype, variants, shapes, FLAGS.repeats).items():
-      print(f"{dtype:<10}{f'{batch}x{length}':>8}{ms['tf']:>14.3f}{ms['view']:>21.3f}"
-            f"{ms['view'] / ms['tf']:>7.3f}{str(difference == 0):>15}", flush=True)
+  print("\n2. ", end="")
+  timing.print_served_variants(
+      FLAGS.dtypes, {"tf.transpose": [(attention, "transpose", lambda x, perm, shape, _=True:
+                                       view(x, perm, shape, False))],
+                     "attention.transpose": []}, shapes, FLAGS.repeats)
 
 
 if __name__ == "__main__":
