@@ -13,7 +13,6 @@ have hand-written gradients: TensorFlow runs every elementwise op as its own pas
 over memory, and these take fewer passes than autodiff of their forward ops.
 """
 
-import functools
 import math
 
 import keras
@@ -340,12 +339,7 @@ class TokenRows:
     else:
       self.lengths = None
     self._padded_shapes = {}  # trailing sizes -> [B, S, ...], made once per call
-
-  @functools.cached_property
-  def pairs(self):
-    """int64 B * S * S: the query-key pairs of the [B, S] layout, one attention head's
-    scores (made once per call)."""
-    return tf.reduce_prod(self.shape) * self.shape[1]
+    self.pairs = tf.reduce_prod(self.shape) * self.shape[1]  # B * S * S: a head's scores
 
   def pack(self, padded):
     """[B, S, ...] -> the rows [R, ...]."""
