@@ -380,18 +380,22 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkey
         np.testing.assert_array_equal(np.where(real, 0, packed[name]), 0, err_msg=name)
 
 
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("few", [True, False])
-def test_attend_equals_attention_in_float64(few, dtype, monkeypatch):
-  """Attention at inference (attention.attend) against float64 NumPy, with padded keys and
-  fewer queries than keys: in TensorFlow's own kernels (few scores) and in the batched
-  products (many), at known sizes (the path chosen when traced: BatchMatMulV3 in the graph
-  only for few scores) and at unknown ones (chosen at run time)."""
+def test_attend_equals_attention_in_float64(few, dtype, causal, monkeypatch):
+  """Attention at inference (attention.attend) against float64 NumPy, with padded keys,
+  fewer queries than keys and a bias of padding only [B, 1, 1, S] or one per query
+  [B, 1, Q, S]: in TensorFlow's own kernels (few scores) and in the batched products
+  (many), at known sizes (the path chosen when traced: BatchMatMulV3 in the graph only for
+  few scores) and at unknown ones (chosen at run time)."""
   monkeypatch.setattr(attention, "FEW_SCORES", 10 ** 6 if few else 0)
   rng = np.random.default_rng(8)
   as_dtype = lambda t: np.asarray(tf.cast(tf.cast(t, dtype), tf.float64))  # exact in dtype
   q, k, v = (as_dtype(rng.normal(size=(3, 4, n, 8))) for n in (5, 9, 9))  # B, N, Q or S, D
   bias = np.where(np.arange(9) < np.array([9, 1, 4])[:, None], 0.0, -10000.0)[:, None, None]
+  if causal:  # query i also sees keys up to i + 3 only
+    bias = bias + np.where(np.arange(9) <= np.arange(5)[:, None] + 3, 0.0, -10000.0)
   scores = np.einsum("bnqd,bnsd->bnqs", q, k) * 0.35 + bias
   probs = np.exp(scores - scores.max(-1, keepdims=True))
   want = np.einsum("bnqs,bnsd->bnqd", probs / probs.sum(-1, keepdims=True), v)
