@@ -1,4 +1,4 @@
-"""Where a fine-tuning step's time goes, measured by taking parts away.
+r"""Where a fine-tuning step's time goes, measured by taking parts away.
 
 The classifier's own training path (GLUE records written and read back by
 data/pipeline.py, the Trainer's compiled loop, exact-length batches, MiniLM
@@ -16,7 +16,8 @@ part out, alternating round by round so all see the same machine:
 Prints milliseconds per step (medians of the rounds after the first) and what
 each part costs against the full step.
 
-  .venv/bin/python benchmarks/investigations/step_parts.py --glue_dir=../shared/data/glue --task=CoLA
+  .venv/bin/python benchmarks/investigations/step_parts.py --glue_dir=../shared/data/glue --task=CoLA \
+      --dtype=bfloat16
 """
 
 import dataclasses
@@ -36,6 +37,7 @@ flags.DEFINE_string("task", "CoLA", "GLUE task whose train file is trained on.")
 flags.DEFINE_integer("batch_size", 32, "Training batch size.", lower_bound=1)
 flags.DEFINE_integer("steps", 15, "Steps per timed call.", lower_bound=1)
 flags.DEFINE_integer("rounds", 8, "Alternating rounds (the first is left out).", lower_bound=2)
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Compute dtype.")
 FLAGS = flags.FLAGS
 
 
@@ -76,7 +78,7 @@ def main(_):
   runs = {}
   for name, (model_config, optimizer_fn) in variants.items():
     trainer = timing.benchmark_trainer(classification.ClassificationTask(model_config, 2),
-                                       "float32", FLAGS.batch_size, optimizer_fn=optimizer_fn)
+                                       FLAGS.dtype, FLAGS.batch_size, optimizer_fn=optimizer_fn)
     checkpoints.load_checkpoint(trainer.model, minilm, allow_new_heads=True)
     trainer.build_optimizer()
     iterator = iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
@@ -92,7 +94,7 @@ def main(_):
     print(f"round {r + 1}: " + ", ".join(f"{n} {t[-1]:.1f}" for n, t in times.items()),
           flush=True)
   full = statistics.median(times["full"][1:])
-  print(f"\n{FLAGS.task}, batch {FLAGS.batch_size}, float32, ms per step "
+  print(f"\n{FLAGS.task}, batch {FLAGS.batch_size}, {FLAGS.dtype}, ms per step "
         f"(medians of rounds 2-{FLAGS.rounds}):")
   for name, t in times.items():
     ms = statistics.median(t[1:])
