@@ -103,7 +103,10 @@ class TextClassifier(tf.Module):
 
   def _windows(self, text_a, text_b=None):
     """Tokenization and packing: the model's `features` and each window's text, by name."""
-    ids_a = self.tokenizer.tokenize(text_a)  # [B, (T)]
+    if text_b is None:
+      ids_a, ids_b = self.tokenizer.tokenize(text_a), None  # [B, (T)]
+    else:
+      ids_a, ids_b = self.tokenizer.tokenize_together(text_a, text_b)
     owner = None
     if self.doc_stride:
       budget = self.max_seq_length - 2
@@ -116,7 +119,6 @@ class TextClassifier(tf.Module):
       ids_a = tf.RaggedTensor.from_row_lengths(
           tf.gather(ids_a.flat_values, tf.ragged.range(first, first + size).flat_values), size)
       owner = tf.repeat(tf.range(tf.size(count)), count)  # [M] each window's text
-    ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
     features = fast_tokenization.pack_inputs(ids_a, ids_b, self.max_seq_length, self.cls_id,
                                              self.sep_id)
     return {"features": features} if owner is None else {"features": features, "owner": owner}
@@ -242,11 +244,11 @@ class TextMultipleChoice(tf.Module):
     repeat = lambda t: tf.reshape(tf.repeat(t[:, None], num_choices, axis=1), [-1])  # [N*C]
     segment_b = tf.strings.strip(tf.strings.join([repeat(sent2), tf.reshape(endings, [-1])],
                                                  separator=" "))
-    contexts = self.tokenizer.tokenize(sent1)  # [N, (T)]: each context once, then repeated
-    contexts = tf.gather(contexts, repeat(tf.range(tf.shape(sent1)[0])))  # [N*C, (T)]
-    packed = fast_tokenization.pack_inputs(
-        contexts, self.tokenizer.tokenize(segment_b),
-        self.max_seq_length, self.cls_id, self.sep_id)  # [N*C, S] each
+    # Each context once, then repeated [N*C, (T)]; every ending's segment B [N*C, (T)].
+    contexts, ids_b = self.tokenizer.tokenize_together(sent1, segment_b)
+    contexts = tf.gather(contexts, repeat(tf.range(tf.shape(sent1)[0])))
+    packed = fast_tokenization.pack_inputs(contexts, ids_b, self.max_seq_length, self.cls_id,
+                                           self.sep_id)  # [N*C, S] each
     features = {k: tf.reshape(v, [-1, num_choices, tf.shape(v)[1]])
                 for k, v in packed.items()}
     probabilities = tf.nn.softmax(served_outputs(self._model, features)["logits"], axis=-1)

@@ -90,6 +90,22 @@ def test_minilm_examples(minilm_vocab):
   assert fast.special_ids["[CLS]"] == 101 and fast.vocab_size == 30522
 
 
+def test_tokenize_together_gives_each_tensors_own_ids(minilm_vocab):
+  """One pass over several tensors' rows (the pair and multiple-choice exports) gives each
+  tensor the ids the Python tokenizer gives its rows, empty tensors and rows included,
+  traced for unknown sizes as the exports trace it."""
+  fast = F.FastTokenizer(minilm_vocab, do_lower_case=True)
+  python = T.FullTokenizer(minilm_vocab, do_lower_case=True)
+  texts = [generated_strings(3, 1), [], generated_strings(4, 2) + [""]]
+  spec = tf.TensorSpec([None], tf.string)
+  together = tf.function(lambda a, b, c: [t.to_tensor(-1) for t in fast.tokenize_together(
+      a, b, c)], input_signature=[spec] * 3)
+  got = together(*(tf.constant(t, tf.string) for t in texts))
+  for rows, ids in zip(texts, got):
+    want = [python.convert_tokens_to_ids(python.tokenize(r)) for r in rows]
+    assert [[i for i in row if i >= 0] for row in ids.numpy().tolist()] == want
+
+
 def test_original_cases_and_word_limit(tiny_vocab):
   fast = F.FastTokenizer(tiny_vocab, max_input_chars_per_word=8)
   ids = fast.tokenize(tf.constant(["UNwant\u00E9d,running", "unwantedX running",
