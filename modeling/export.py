@@ -68,7 +68,24 @@ def served_outputs(model, features):
   return tf.cond(packed, run(True), run(False))
 
 
-class TextClassifier(tf.Module):
+class RawTextModule(tf.Module):
+  """What every raw-text serving module holds: the graph tokenizer, the model's inference
+  copy (inference.inference_copy) with its Precision and served_variables, max_seq_length
+  and the [CLS] and [SEP] ids."""
+
+  def __init__(self, name, model, vocab_file, do_lower_case, max_seq_length):
+    super().__init__(name=name)
+    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
+    model = inference.inference_copy(model)
+    self.precision = Precision(model)
+    self.weights = served_variables(model)
+    self._model = model
+    self.max_seq_length = max_seq_length
+    self.cls_id = self.tokenizer.special_ids["[CLS]"]
+    self.sep_id = self.tokenizer.special_ids["[SEP]"]
+
+
+class TextClassifier(RawTextModule):
   """Serving module: raw text (one or two string inputs) -> probabilities or a score.
 
   Tokenization is the graph tokenizer (the same ids as the Python one) and
@@ -79,17 +96,9 @@ class TextClassifier(tf.Module):
 
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels, pair,
                doc_stride=0):
-    super().__init__(name="text_classifier")
-    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    model = inference.inference_copy(model)
-    self.precision = Precision(model)
-    self.weights = served_variables(model)
-    self._model = model
-    self.max_seq_length = max_seq_length
+    super().__init__("text_classifier", model, vocab_file, do_lower_case, max_seq_length)
     self.doc_stride = 0 if pair else doc_stride
     self.labels = None if labels is None else tf.constant(labels)
-    self.cls_id = self.tokenizer.special_ids["[CLS]"]
-    self.sep_id = self.tokenizer.special_ids["[SEP]"]
     text = lambda name: tf.TensorSpec([None], tf.string, name=name)
     if pair:
       self.serve = tf.function(self._classify, input_signature=[text("text_a"), text("text_b")])
@@ -134,7 +143,7 @@ class TextClassifier(tf.Module):
             "label": tf.gather(self.labels, tf.argmax(probabilities, axis=-1))}
 
 
-class TextTagger(tf.Module):
+class TextTagger(RawTextModule):
   """Serving module: raw sentences [B] -> a tag per whitespace-separated word.
 
   Words are tokenized in the graph (the same ids as data/tokenization.py) and
@@ -145,16 +154,9 @@ class TextTagger(tf.Module):
   """
 
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels):
-    super().__init__(name="text_tagger")
-    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    model = inference.inference_copy(model)
-    self.precision = Precision(model)
-    self.weights = served_variables(model)
-    self._model = model
-    self.max_seq_length = max_seq_length
+    super().__init__("text_tagger", model, vocab_file, do_lower_case, max_seq_length)
     self.labels = tf.constant(labels)
-    ids = self.tokenizer.special_ids
-    self.cls_id, self.sep_id, self.unk_id = ids["[CLS]"], ids["[SEP]"], ids["[UNK]"]
+    self.unk_id = self.tokenizer.special_ids["[UNK]"]
     self.serve = tf.function(self._tag, input_signature=[tf.TensorSpec([None], tf.string,
                                                                        name="text")])
 
@@ -215,7 +217,7 @@ class TextTagger(tf.Module):
             "num_words": tf.cast(words.row_lengths(), tf.int32)}
 
 
-class TextMultipleChoice(tf.Module):
+class TextMultipleChoice(RawTextModule):
   """Serving module: raw strings -> a probability per ending and the chosen ending's index.
 
   Inputs: sent1 [N] (the context, segment A), sent2 [N] (the start of every
@@ -225,15 +227,7 @@ class TextMultipleChoice(tf.Module):
   """
 
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
-    super().__init__(name="text_multiple_choice")
-    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    model = inference.inference_copy(model)
-    self.precision = Precision(model)
-    self.weights = served_variables(model)
-    self._model = model
-    self.max_seq_length = max_seq_length
-    self.cls_id = self.tokenizer.special_ids["[CLS]"]
-    self.sep_id = self.tokenizer.special_ids["[SEP]"]
+    super().__init__("text_multiple_choice", model, vocab_file, do_lower_case, max_seq_length)
     self.serve = tf.function(self._choose, input_signature=[
         tf.TensorSpec([None], tf.string, name="sent1"),
         tf.TensorSpec([None], tf.string, name="sent2"),

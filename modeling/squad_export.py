@@ -34,7 +34,7 @@ the nonce "empty".
 import tensorflow as tf
 
 from data import fast_tokenization
-from modeling import export, inference
+from modeling import export
 
 WHITESPACE = (32, 9, 13, 10, 0x202F)  # the original's _is_whitespace
 SPACE = 32
@@ -46,25 +46,19 @@ def _gather_or(params, indices, valid, default):
   return tf.gather(padded, tf.where(valid, indices, tf.cast(tf.size(params), indices.dtype)))
 
 
-class TextQuestionAnswerer(tf.Module):
+class TextQuestionAnswerer(export.RawTextModule):
   """Serving module: raw questions and contexts -> answers (see the module docstring)."""
 
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, doc_stride,
                max_query_length, n_best_size, max_answer_length, version_2_with_negative,
                null_score_diff_threshold):
-    super().__init__(name="text_question_answerer")
-    self.tokenizer = fast_tokenization.FastTokenizer(vocab_file, do_lower_case)
-    model = inference.inference_copy(model)
-    self.precision = export.Precision(model)
-    self.weights = export.served_variables(model)
-    self._model = model
-    self.max_seq_length, self.doc_stride = max_seq_length, doc_stride
+    super().__init__("text_question_answerer", model, vocab_file, do_lower_case,
+                     max_seq_length)
+    self.doc_stride = doc_stride
     self.max_query_length, self.max_answer_length = max_query_length, max_answer_length
     self.n_best_size = min(n_best_size, max_seq_length)
     self.version_2_with_negative = version_2_with_negative
     self.threshold = float(null_score_diff_threshold)
-    self.cls_id = self.tokenizer.special_ids["[CLS]"]
-    self.sep_id = self.tokenizer.special_ids["[SEP]"]
     self.serve = tf.function(self._answer, input_signature=[
         tf.TensorSpec([None], tf.string, name="question"),
         tf.TensorSpec([None], tf.string, name="context")])
