@@ -14,6 +14,31 @@ def define_flags(repeats=None):
                          "larger batches, at least 10).", lower_bound=10)
 
 
+def bfloat16_units():
+  """The CPU's bfloat16 matrix instructions listed in /proc/cpuinfo (amx_bf16, avx512_bf16;
+  [] where it lists none or there is no /proc/cpuinfo: bfloat16 is then emulated)."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      text = f.read()
+  except OSError:
+    return []
+  return [name for name in ("amx_bf16", "avx512_bf16") if name in text]
+
+
+def cpu():
+  """The CPU a figure was measured on, as one line: model, logical CPUs, bfloat16 units."""
+  import os
+  import platform
+  model = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo") as f:
+      model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+  except (OSError, StopIteration):
+    pass
+  return (f"{model}, {os.cpu_count()} logical CPUs, bfloat16 units: "
+          f"{', '.join(bfloat16_units()) or 'none (emulated)'}")
+
+
 def calls_for(repeats, batch):
   """Timed calls for a case of `batch` rows: `repeats` at batch 1, as many rows in all for
   larger batches, at least 10."""

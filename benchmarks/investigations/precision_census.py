@@ -107,12 +107,11 @@ def verbose_count():
 
 
 def main(_):
+  from benchmarks.common import timing
   if FLAGS.child:
     return child()
-  with open("/proc/cpuinfo") as f:
-    flags_line = f.read()
-  isa = [name for name in ("amx_bf16", "avx512_bf16") if name in flags_line]
-  print(f"CPU bfloat16 instructions: {', '.join(isa) or 'none (bfloat16 is emulated)'}")
+  isa = timing.bfloat16_units()
+  print(timing.cpu())
   _, step, predict = _setup()
   census_table(step, predict)
   if FLAGS.verbose:

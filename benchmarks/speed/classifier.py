@@ -98,7 +98,7 @@ def main(_):
 
   B, S = FLAGS.batch_size, FLAGS.seq_length
   batch = timing.classifier_batch(B, S)
-  print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; batch {B} x {S} tokens, "
+  print(f"TensorFlow {tf.__version__}, {timing.cpu()}; batch {B} x {S} tokens, "
         "no padding")
   print(f"{'model':<7} {'run':<28} {'train seq/s':>12} {'predict seq/s':>14} "
         f"{'of peak':>8} {'train x peer':>13} {'predict x peer':>15}")

