@@ -159,7 +159,7 @@ def describe(strategy):
   dtype = keras.mixed_precision.global_policy().compute_dtype
   tpu = isinstance(strategy, tf.distribute.TPUStrategy)
   gpu = bool(tf.config.list_logical_devices("GPU"))
-  cpuinfo = None if tpu else _cpuinfo()
+  cpuinfo = None if tpu else read_cpuinfo()
   logging.info("Precision: %s", precision_line(dtype, "TPU" if tpu else "GPU" if gpu
                                                else cpu_units(cpuinfo)))
   if not tpu:
@@ -189,7 +189,8 @@ def precision_line(compute_dtype, units):
           "optimizer state, residual stream, LayerNorm and losses stay float32.")
 
 
-def _cpuinfo():
+def read_cpuinfo():
+  """/proc/cpuinfo's text, or None where there is none."""
   try:
     with open("/proc/cpuinfo") as f:  # the host's CPU flags, not a user path
       return f.read()

@@ -15,28 +15,21 @@ def define_flags(repeats=None):
 
 
 def bfloat16_units():
-  """The CPU's bfloat16 matrix instructions listed in /proc/cpuinfo (amx_bf16, avx512_bf16;
-  [] where it lists none or there is no /proc/cpuinfo: bfloat16 is then emulated)."""
-  try:
-    with open("/proc/cpuinfo") as f:
-      text = f.read()
-  except OSError:
-    return []
-  return [name for name in ("amx_bf16", "avx512_bf16") if name in text]
+  """What multiplies bfloat16 matrices on this CPU: "AMX", "AVX-512 BF16", or None (emulated)."""
+  from modeling import distribution
+  return distribution.cpu_units(distribution.read_cpuinfo())
 
 
 def cpu():
   """The CPU a figure was measured on, as one line: model, logical CPUs, bfloat16 units."""
   import os
   import platform
-  model = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo") as f:
-      model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-  except (OSError, StopIteration):
-    pass
+  from modeling import distribution
+  lines = (distribution.read_cpuinfo() or "").splitlines()
+  model = next((line.split(":", 1)[1].strip() for line in lines
+                if line.startswith("model name")), platform.processor() or platform.machine())
   return (f"{model}, {os.cpu_count()} logical CPUs, bfloat16 units: "
-          f"{', '.join(bfloat16_units()) or 'none (emulated)'}")
+          f"{bfloat16_units() or 'none (emulated)'}")
 
 
 def calls_for(repeats, batch):
