@@ -250,7 +250,8 @@ def attend(q, k, v, bias, scale, pairs=None):
   if pairs is None:
     pairs = tf.reduce_prod(tf.gather(tf.shape(q, out_type=tf.int64), [0, 2])) * tf.shape(
         k, out_type=tf.int64)[2]
-  return tf.cond(pairs * q.shape[1] <= FEW_SCORES, few, batched)
+  heads = q.shape[1] if q.shape[1] is not None else tf.shape(q, out_type=tf.int64)[1]
+  return tf.cond(pairs * heads <= FEW_SCORES, few, batched)
 
 
 def _attend_per_head(q, k, v, bias):

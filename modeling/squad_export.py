@@ -96,15 +96,14 @@ class TextQuestionAnswerer(export.RawTextModule):
     chars, words, word_begin, words_per_context = self._words(context)
     # One tokenizer pass over the contexts' words and, after them, the questions: the pieces,
     # and the words' basic tokens, which get_final_text compares the answer with.
-    num_words = tf.size(words)
-    all_pieces, all_basic = self.tokenizer.tokenize_keeping_words(tf.concat([words, question], 0))
-    word_pieces, basic = all_pieces[:num_words], all_basic[:num_words]  # [W, (P)], [W, (b)]
+    (word_pieces, query), (basic, _) = self.tokenizer.tokenize_keeping_words(
+        words, question)  # [W, (P)] and [N, (Q)]; [W, (b)]
     pieces = word_pieces.flat_values  # [P_all] every context's document pieces, in order
     piece_word = word_pieces.value_rowids()  # [P_all] the original's tok_to_orig_index
     doc_length = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(
         word_pieces.row_lengths(), words_per_context), axis=1)  # [N]
     doc_first = tf.cumsum(doc_length, exclusive=True)  # [N] each context's first piece
-    query = all_pieces[num_words:, :self.max_query_length]  # [N, (Q)]
+    query = query[:, :self.max_query_length]  # [N, (Q)]
     query_length = query.row_lengths()
 
     # Windows (windows.doc_spans): every `step` pieces, `max_doc` long, the last one to the end.
