@@ -32,6 +32,26 @@ def cpu():
           f"{bfloat16_units() or 'none (emulated)'}")
 
 
+def define_shapes_flag(default, help_text):
+  """Defines --shapes, a list of batch x tokens such as 1x16, checked when parsed (a bad
+  value stops the benchmark with one line naming it); shapes() reads it."""
+  from absl import flags
+  flags.DEFINE_list("shapes", default, help_text)
+  flags.register_validator("shapes", lambda values: all(_shape(v) for v in values),
+                           "--shapes: expected batch x tokens such as 1x16, both at least 1")
+
+
+def shapes(values):
+  """--shapes' values as [(batch, tokens)]."""
+  return [_shape(v) for v in values]
+
+
+def _shape(value):
+  import re
+  match = re.fullmatch(r"([1-9][0-9]*)x([1-9][0-9]*)", value.strip())
+  return match and (int(match[1]), int(match[2]))
+
+
 def calls_for(repeats, batch):
   """Timed calls for a case of `batch` rows: `repeats` at batch 1, as many rows in all for
   larger batches, at least 10."""

@@ -24,7 +24,7 @@ from absl import app, flags  # noqa: E402
 from benchmarks.common import timing  # noqa: E402
 
 timing.define_flags(repeats=100)
-flags.DEFINE_list("shapes", ["1x16", "1x64", "8x48", "32x128", "16x384"], "Batch x tokens.")
+timing.define_shapes_flag(["1x16", "1x64", "8x48", "32x128", "16x384"], "Batch x tokens.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes.")
 FLAGS = flags.FLAGS
 
@@ -58,13 +58,12 @@ def main(_):
   print(f"{'dtype':<10}{'shape':>8}{'folded':>9}{'post-ops':>10}{'ratio':>7}{'no mask':>9}")
   for dtype in FLAGS.dtypes:
     functions = forms(dtype)
-    for shape in FLAGS.shapes:
-      batch, length = (int(v) for v in shape.split("x"))
+    for batch, length in timing.shapes(FLAGS.shapes):
       q = tf.cast(tf.random.stateless_normal([batch, HEADS, length, HEAD_SIZE], [1, 2]), dtype)
       masked = tf.random.stateless_uniform([batch, 1, 1, length], [3, 4]) < 0.1
       bias = tf.cast(tf.where(masked, -10000.0, 0.0), dtype)
       ms = timing.median_ms(functions, (q, bias), timing.calls_for(FLAGS.repeats, batch))
-      print(f"{dtype:<10}{shape:>8}{ms['folded']:>9.3f}{ms['post-ops']:>10.3f}"
+      print(f"{dtype:<10}{f'{batch}x{length}':>8}{ms['folded']:>9.3f}{ms['post-ops']:>10.3f}"
             f"{ms['post-ops'] / ms['folded']:>7.3f}{ms['no mask']:>9.3f}", flush=True)
 
 

@@ -29,8 +29,8 @@ from absl import app, flags  # noqa: E402
 from benchmarks.common import timing  # noqa: E402
 
 timing.define_flags(repeats=200)
-flags.DEFINE_list("shapes", ["1x8", "1x16", "1x24", "1x32", "2x16", "3x16", "1x64", "8x48",
-                             "32x128"], "Batch x tokens, without padding.")
+timing.define_shapes_flag(["1x8", "1x16", "1x24", "1x32", "2x16", "3x16", "1x64", "8x48",
+                           "32x128"], "Batch x tokens, without padding.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes.")
 FLAGS = flags.FLAGS
 
@@ -66,7 +66,7 @@ def attention_alone(dtype, batch, length, calls):
 def main(_):
   timing.use_threads(FLAGS.threads)
   from modeling import attention
-  shapes = [tuple(int(v) for v in s.split("x")) for s in FLAGS.shapes]
+  shapes = timing.shapes(FLAGS.shapes)
   scores = lambda b, s: b * 12 * s * s
   print(f"attention.FEW_SCORES = {attention.FEW_SCORES}")
   print(f"\n1. {LAYERS} layers of attention alone, ms per call, median")

@@ -28,8 +28,8 @@ from benchmarks.common import timing  # noqa: E402
 timing.define_flags(repeats=100)
 flags.DEFINE_list("rows", ["20", "128", "256", "512", "4096"], "Row counts for part 1.")
 flags.DEFINE_list("widths", ["384", "768"], "Hidden sizes for part 1.")
-flags.DEFINE_list("shapes", ["1x24", "1x128", "8x48", "32x128", "64x128"],
-                  "Batch x tokens for part 2, without padding.")
+timing.define_shapes_flag(["1x24", "1x128", "8x48", "32x128", "64x128"],
+                          "Batch x tokens for part 2, without padding.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes for part 2.")
 FLAGS = flags.FLAGS
 
@@ -77,7 +77,7 @@ def main(_):
       cells.append("%.3f / %.3f" % (ms["elementwise"], ms["fused"]))
     print(f"{rows:>6}" + "".join(f"{c:>20}" for c in cells), flush=True)
 
-  shapes = [tuple(int(v) for v in s.split("x")) for s in FLAGS.shapes]
+  shapes = timing.shapes(FLAGS.shapes)
   print("\n2. ", end="")
   timing.print_served_variants(
       FLAGS.dtypes, {"elementwise": [(layers, "FUSED_LAYER_NORM_SIZE", NO_SIZE)], "chosen": []},

@@ -28,8 +28,8 @@ from absl import app, flags  # noqa: E402
 from benchmarks.common import timing  # noqa: E402
 
 timing.define_flags(repeats=100)
-flags.DEFINE_list("shapes", ["1x24", "1x64", "1x128", "8x48", "32x128", "64x128"],
-                  "Batch x tokens, without padding.")
+timing.define_shapes_flag(["1x24", "1x64", "1x128", "8x48", "32x128", "64x128"],
+                          "Batch x tokens, without padding.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes.")
 FLAGS = flags.FLAGS
 
@@ -64,7 +64,7 @@ def transposes_alone(dtype, batch, length, calls):
 
 def main(_):
   timing.use_threads(FLAGS.threads)
-  shapes = [tuple(int(v) for v in s.split("x")) for s in FLAGS.shapes]
+  shapes = timing.shapes(FLAGS.shapes)
   print("1. Attention's transposes alone, us per transpose, tf.transpose / attention.transpose")
   print(f"{'dtype':<10}{'shape':>8}{'[B,S,3,N,D] -> [3,B,N,S,D]':>30}"
         f"{'[B,N,S,D] -> [B,S,N,D]':>26}")
