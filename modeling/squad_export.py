@@ -24,7 +24,10 @@ Each step is the one of data/squad.py and data/squad_predictions.py, in graph op
 4. its pieces become text as get_final_text does: the pieces joined and
    "##" removed, found in the span's basic tokens (kept from step 1: each
    context is tokenized once), and aligned back to the original words
-   character by character without spaces (the whole words when that fails).
+   character by character without spaces (the whole words when that fails):
+   the n-th such character of the basic tokens is the n-th of the words, whose
+   context positions step 1 kept, and the answer is the context between the
+   two ends with its whitespace runs made single spaces.
 Differences from the script (docs/serving.md): positions past a window's end
 never rank among the n best (the script ranks the padding of its batch too),
 and a v1.1 question without any valid span gets "" where the script writes
@@ -37,13 +40,18 @@ from data import fast_tokenization
 from modeling import export
 
 WHITESPACE = (32, 9, 13, 10, 0x202F)  # the original's _is_whitespace
+WHITESPACE_RUN = "[ \t\r\n\u202f]+"  # RE2: one or more of them
 SPACE = 32
 
 
-def _gather_or(params, indices, valid, default):
-  """params[indices] where valid, else default (also when params is empty)."""
-  padded = tf.concat([params, tf.fill([1], tf.cast(default, params.dtype))], axis=0)
-  return tf.gather(padded, tf.where(valid, indices, tf.cast(tf.size(params), indices.dtype)))
+def _safe_gather(params, indices, default=None):
+  """params[indices], `default` (None: 0 or "") where an index is outside params [P] (also
+  when P is 0)."""
+  size = tf.size(params, out_type=indices.dtype)
+  fill = (tf.zeros([1], params.dtype) if default is None
+          else tf.fill([1], tf.cast(default, params.dtype)))
+  padded = tf.concat([params, fill], axis=0)
+  return tf.gather(padded, tf.where((indices >= 0) & (indices < size), indices, size))
 
 
 class TextQuestionAnswerer(export.RawTextModule):
@@ -64,24 +72,29 @@ class TextQuestionAnswerer(export.RawTextModule):
         tf.TensorSpec([None], tf.string, name="context")])
 
   def _words(self, context):
-    """The original's whitespace words of each context.
+    """The original's whitespace words of each context [N].
 
-    Returns (code points [N, (C)], words string [W] of all contexts in order,
-    their first character's offset int64 [W], words per context int64 [N]).
+    Returns {context: [N] the contexts with invalid UTF-8 bytes dropped (character
+    positions below count in them), words: string [W] of all contexts in order,
+    word_letters: int64 [W + 1] where each word's characters start among `letter_position`,
+    letter_position: int64 [L] the position in its context of every character that is not
+    whitespace, words_per_context: int64 [N]}.
     """
-    chars = tf.strings.unicode_decode(context, "UTF-8", errors="ignore")  # [N, (C)]
+    context = tf.strings.unicode_transcode(context, "UTF-8", "UTF-8", errors="ignore")
+    chars = tf.strings.unicode_decode(context, "UTF-8")  # [N, (C)]
     flat = chars.flat_values
     space = tf.reduce_any(flat[:, None] == tf.constant(WHITESPACE), axis=1)  # [C_all]
     position = tf.ragged.range(chars.row_lengths()).flat_values
     first = ~space & (tf.equal(position, 0) | tf.concat([[True], space[:-1]], axis=0))
     word = tf.cumsum(tf.cast(first, tf.int64)) - 1  # [C_all] the word of each character
-    num_words = tf.reduce_sum(tf.cast(first, tf.int64))
-    letters = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(flat, ~space),
-                                                tf.boolean_mask(word, ~space), nrows=num_words)
+    letters = tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(flat, ~space), tf.boolean_mask(word, ~space),
+        nrows=tf.reduce_sum(tf.cast(first, tf.int64)))  # [W, (letters)]
     per_context = tf.math.unsorted_segment_sum(tf.cast(first, tf.int64), chars.value_rowids(),
                                                tf.shape(context, out_type=tf.int64)[0])
-    return (chars, tf.strings.unicode_encode(letters, "UTF-8"), tf.boolean_mask(position, first),
-            per_context)
+    return dict(context=context, words=tf.strings.unicode_encode(letters, "UTF-8"),
+                word_letters=letters.row_splits, letter_position=tf.boolean_mask(position, ~space),
+                words_per_context=per_context)
 
   def _answer(self, question, context):
     windows = self._windows(question, context)
@@ -90,18 +103,18 @@ class TextQuestionAnswerer(export.RawTextModule):
 
   def _windows(self, question, context):
     """Steps 1 and 2: the contexts' words and pieces, the questions' pieces, the windows and
-    their max-context pieces; returns them by name, with the model's `features`."""
+    the window where each piece has its max context; returns them by name (_words' too),
+    with the model's `features`."""
     n = tf.shape(question, out_type=tf.int64)[0]
     s = self.max_seq_length
-    chars, words, word_begin, words_per_context = self._words(context)
+    words = self._words(context)
     # One tokenizer pass over the contexts' words and, after them, the questions: the pieces,
     # and the words' basic tokens, which get_final_text compares the answer with.
     (word_pieces, query), (basic, _) = self.tokenizer.tokenize_keeping_words(
-        words, question)  # [W, (P)] and [N, (Q)]; [W, (b)]
+        words["words"], question)  # [W, (P)] and [N, (Q)]; [W, (b)]
     pieces = word_pieces.flat_values  # [P_all] every context's document pieces, in order
-    piece_word = word_pieces.value_rowids()  # [P_all] the original's tok_to_orig_index
     doc_length = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(
-        word_pieces.row_lengths(), words_per_context), axis=1)  # [N]
+        word_pieces.row_lengths(), words["words_per_context"]), axis=1)  # [N]
     doc_first = tf.cumsum(doc_length, exclusive=True)  # [N] each context's first piece
     query = query[:, :self.max_query_length]  # [N, (Q)]
     query_length = query.row_lengths()
@@ -126,42 +139,41 @@ class TextQuestionAnswerer(export.RawTextModule):
     piece = tf.gather(doc_first, tf.gather(example, window)) + tf.gather(begin, window) + offset
     num_pieces = tf.size(pieces, out_type=tf.int64)
     best = tf.math.unsorted_segment_max(score, piece, num_pieces)
-    owner = tf.math.unsorted_segment_min(
+    owner = tf.math.unsorted_segment_min(  # [P_all] each piece's max-context window
         tf.where(score >= tf.gather(best, piece), window, num_windows), piece, num_pieces)
-    max_context = tf.equal(tf.gather(owner, piece), window)  # [E]
 
     # Features: [CLS] query [SEP] window [SEP], as data/squad.py packs them.
     doc_ids = tf.RaggedTensor.from_row_lengths(tf.gather(pieces, piece), length)  # [F, (L)]
     window_query = tf.gather(query, example)  # [F, (Q)]
+    doc_offset = window_query.row_lengths() + 2  # after [CLS] query [SEP]
     features = fast_tokenization.packed_features(
         [(window_query, window_query.row_lengths()), (doc_ids, length)], self.cls_id,
         self.sep_id, s)  # [F, S'], S' <= S
-    return dict(n=n, chars=chars, words=words, basic=basic, word_begin=word_begin, pieces=pieces,
-                piece_word=piece_word, doc_first=doc_first, query_length=query_length,
-                example=example, begin=begin, length=length, num_windows=num_windows,
-                window=window, offset=offset, max_context=max_context, features=features)
+    return dict(words, n=n, basic=basic, pieces=pieces, piece_word=word_pieces.value_rowids(),
+                owner=owner, example=example, length=length, features=features,
+                doc_offset=doc_offset,  # [F] each window's first document position
+                piece_at_zero=tf.gather(doc_first, example) + begin - doc_offset)  # [F]
 
   def _answers(self, w, start_logits, end_logits):
     """Steps 3 and 4 on the model's logits [F, S'] of the windows `w` (_windows)."""
-    n, example, length, begin = w["n"], w["example"], w["length"], w["begin"]
-    num_windows, window, offset = w["num_windows"], w["window"], w["offset"]
-    query_length, doc_first = w["query_length"], w["doc_first"]
+    n, example, owner = w["n"], w["example"], w["owner"]
+    doc_offset, piece_at_zero = w["doc_offset"], w["piece_at_zero"]
+    doc_end = doc_offset + w["length"]  # [F] one past the window's last document position
     start_logits = tf.cast(start_logits, tf.float32)  # [F, S']
     end_logits = tf.cast(end_logits, tf.float32)
-    width = tf.shape(start_logits, out_type=tf.int64)[1]
+    num_windows, width = tf.unstack(tf.shape(start_logits, out_type=tf.int64))
 
-    # Candidate spans: the n best starts x the n best ends of each window.
-    doc_offset = tf.gather(query_length, example) + 2  # [F] the window's first position
-    in_window = tf.range(width)[None, :] < (doc_offset + length + 1)[:, None]
-    k = tf.minimum(self.n_best_size, tf.cast(width, tf.int32))  # past S': -inf, never valid
-    starts = tf.math.top_k(tf.where(in_window, start_logits, -float("inf")), k).indices
-    ends = tf.math.top_k(tf.where(in_window, end_logits, -float("inf")), k).indices  # [F, K]
-    starts, ends = tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)
-    context_at = tf.scatter_nd(  # [F, S] 1 where the position is a max-context document piece
-        tf.stack([window, tf.gather(doc_offset, window) + offset], axis=1),
-        tf.cast(w["max_context"], tf.int32), tf.stack([num_windows, width]))
-    in_doc = lambda p: (p >= doc_offset[:, None]) & (p < (doc_offset + length)[:, None])
-    start_ok = in_doc(starts) & (tf.gather(context_at, starts, batch_dims=1) > 0)
+    # Candidate spans: the n best starts x the n best ends of each window, ranked up to the
+    # closing [SEP] (positions past it are padding: -inf, never valid).
+    in_window = tf.range(width)[None, :] <= doc_end[:, None]
+    k = tf.minimum(self.n_best_size, tf.cast(width, tf.int32))
+    starts = tf.cast(tf.math.top_k(tf.where(in_window, start_logits, -float("inf")), k).indices,
+                     tf.int64)  # [F, K]
+    ends = tf.cast(tf.math.top_k(tf.where(in_window, end_logits, -float("inf")), k).indices,
+                   tf.int64)
+    in_doc = lambda p: (p >= doc_offset[:, None]) & (p < doc_end[:, None])
+    start_ok = in_doc(starts) & tf.equal(  # and the start piece's max context is here
+        _safe_gather(owner, piece_at_zero[:, None] + starts, -1), tf.range(num_windows)[:, None])
     span_ok = (start_ok[:, :, None] & in_doc(ends)[:, None, :]
                & (ends[:, None, :] >= starts[:, :, None])
                & (ends[:, None, :] - starts[:, :, None] + 1 <= self.max_answer_length))
@@ -173,22 +185,18 @@ class TextQuestionAnswerer(export.RawTextModule):
     window_arg = tf.argmax(pair, axis=1, output_type=tf.int32)  # the first best, in order
     best = tf.math.unsorted_segment_max(window_best, example, n)  # [N]
     has_span = best > tf.float64.min  # not -inf (no valid span) nor the empty segment's min
-    chosen = tf.math.unsorted_segment_min(
+    chosen = tf.math.unsorted_segment_min(  # [N] the first window holding the best span
         tf.where(window_best >= tf.gather(best, example), tf.range(num_windows), num_windows),
-        example, n)  # [N] the first window holding the best span
-    chosen = tf.where(has_span, chosen, 0)
-    start_at = _gather_or(tf.gather(starts, window_arg // k, batch_dims=1), chosen, has_span, 0)
-    end_at = _gather_or(tf.gather(ends, window_arg % k, batch_dims=1), chosen, has_span, 0)
-    best_start = _gather_or(tf.gather(start_score, window_arg // k, batch_dims=1), chosen,
-                            has_span, 0.0)
-    best_end = _gather_or(tf.gather(end_score, window_arg % k, batch_dims=1), chosen,
-                          has_span, 0.0)
-    first_piece = (tf.gather(doc_first, tf.range(n)) + _gather_or(begin, chosen, has_span, 0)
-                   + start_at - _gather_or(doc_offset, chosen, has_span, 0))
-    last_piece = first_piece + end_at - start_at
-    text, start, end = self._final_text(w["chars"], w["words"], w["basic"], w["word_begin"],
-                                        w["piece_word"], w["pieces"], first_piece, last_piece,
-                                        has_span)
+        example, n)
+    chosen = tf.where(has_span, chosen, num_windows)  # gathers the defaults below
+    row, col = window_arg // k, window_arg % k
+    start_at = tf.gather(starts, row, batch_dims=1)  # [F] each window's best span
+    first_piece = _safe_gather(piece_at_zero + start_at, chosen)  # [N]
+    last_piece = first_piece + _safe_gather(tf.gather(ends, col, batch_dims=1) - start_at,
+                                            chosen, -1)
+    best_start = _safe_gather(tf.gather(start_score, row, batch_dims=1), chosen)
+    best_end = _safe_gather(tf.gather(end_score, col, batch_dims=1), chosen)
+    text, start, end = self._final_text(w, first_piece, last_piece)
     outputs = {"score": tf.cast(tf.where(has_span, best, -float("inf")), tf.float32)}
     if self.version_2_with_negative:
       null = tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64)
@@ -201,89 +209,72 @@ class TextQuestionAnswerer(export.RawTextModule):
                    end=tf.where(has_span, end, -1))
     return outputs
 
-  def _final_text(self, chars, words, basic, word_begin, piece_word, pieces, first_piece,
-                  last_piece, has_span):
-    """get_final_text of each question's best span: (text [N], start, end int32 [N])."""
-    n = tf.shape(first_piece, out_type=tf.int64)[0]
-    safe = lambda t, i: _gather_or(t, i, has_span, 0)
-    # The span's pieces joined, "##" removed, whitespace runs made one space.
-    span = tf.ragged.range(tf.where(has_span, first_piece, 0),
-                           tf.where(has_span, last_piece + 1, 0))  # [N, (k)]
-    tokens = tf.gather(self.tokenizer.id_to_token, tf.gather(pieces, span))
+  def _final_text(self, w, first_piece, last_piece):
+    """get_final_text of each question's span of pieces first_piece..last_piece (int64 [N];
+    none when last_piece < first_piece): (text [N], start, end int32 [N], its character
+    offsets in the context, end exclusive). Dense [N, longest] tables in place of ragged
+    tensors: a single request's time here is the number of ops more than their work."""
+    count = tf.maximum(last_piece - first_piece + 1, 0)  # [N] the span's pieces
+
+    def rows(flat, first, size, to_string=tf.identity):
+      """to_string(flat[first + i]) for i < size, else "": string [N, max size]."""
+      i = tf.range(tf.reduce_max(tf.concat([size, [0]], axis=0)))[None, :]
+      return tf.where(i < size[:, None], to_string(_safe_gather(flat, first[:, None] + i)), "")
+
+    # The span's pieces joined, "##" removed, whitespace runs made one space (the empty
+    # strings that pad shorter rows add spaces at the end, which strip removes).
+    tokens = rows(w["pieces"], first_piece, count,
+                  lambda ids: tf.gather(self.tokenizer.id_to_token, ids))
     pred = tf.strings.reduce_join(tokens, axis=1, separator=" ")
     pred = tf.strings.regex_replace(tf.strings.regex_replace(pred, " ##", ""), "##", "")
     pred = tf.strings.strip(tf.strings.regex_replace(pred, r"\s+", " "))
-    # The original words of the span joined by single spaces, and each character's offset in
-    # the context (-1 for the spaces between words).
-    first_word, last_word = safe(piece_word, first_piece), safe(piece_word, last_piece)
-    span_words = tf.ragged.range(first_word, tf.where(has_span, last_word + 1, first_word))
-    lengths = tf.strings.length(tf.gather(words, span_words.flat_values), "UTF8_CHAR")
-    begins = tf.gather(word_begin, span_words.flat_values)
-    ends = begins + tf.cast(lengths, tf.int64)
-    # Each word's offsets, then -1 for the space after it (a ragged concat along the rows
-    # would transpose int64 splits, which makes TensorFlow's oneDNN rewriter log an error).
-    with_gap = tf.ragged.range(begins, ends + 1)  # [K, (len + 1)]
-    offsets = tf.where(with_gap.flat_values < tf.gather(ends, with_gap.value_rowids()),
-                       with_gap.flat_values, -1)
-    offsets = tf.RaggedTensor.from_row_lengths(
-        offsets, tf.math.unsorted_segment_sum(tf.cast(lengths, tf.int64) + 1,
-                                              span_words.value_rowids(), n))[:, :-1]
-    row = tf.gather(chars.row_starts(), offsets.value_rowids())
-    orig = offsets.with_flat_values(tf.where(
-        offsets.flat_values >= 0,
-        tf.gather(chars.flat_values, row + tf.maximum(offsets.flat_values, 0)), SPACE))
     # get_final_text's tok_text: the basic tokens of the span's words, joined by spaces (the
     # basic tokens of the words joined by spaces are those of each word in turn), kept from
     # the context's tokenization rather than computed again.
-    span_basic = tf.gather(basic, span_words.flat_values)  # [K, (b)]
-    span_basic = tf.RaggedTensor.from_value_rowids(
-        span_basic, span_words.value_rowids(), nrows=n).merge_dims(1, 2)  # [N, (tokens)]
-    tok = tf.strings.unicode_decode(tf.strings.reduce_join(span_basic, axis=1, separator=" "),
-                                    "UTF-8")  # [N, (T)]
+    has_span = count > 0
+    first_word = tf.where(has_span, _safe_gather(w["piece_word"], first_piece), 0)
+    end_word = tf.where(has_span, _safe_gather(w["piece_word"], last_piece) + 1, 0)
+    splits = w["basic"].row_splits
+    first_token = _safe_gather(splits, first_word)
+    tok = tf.strings.reduce_join(
+        rows(w["basic"].flat_values, first_token, _safe_gather(splits, end_word) - first_token),
+        axis=1, separator=" ")
+    tok = tf.strings.unicode_decode(tf.strings.strip(tok), "UTF-8")  # [N, (T)]
     pred = tf.strings.unicode_decode(pred, "UTF-8")  # [N, (p)]
     # tok_text.find(pred_text), on padded code points.
     tok_dense, pred_dense = tok.to_tensor(-1), pred.to_tensor(-2)
     tok_length, pred_length = tok.row_lengths(), pred.row_lengths()
-    at = (tf.range(tf.shape(tok_dense, out_type=tf.int64)[1])[:, None]
-          + tf.range(tf.shape(pred_dense, out_type=tf.int64)[1])[None, :])  # [T, p]
-    width = tf.shape(tok_dense, out_type=tf.int64)[1]
-    window = tf.gather(tf.concat([tok_dense, -tf.ones_like(tok_dense)], axis=1),
-                       tf.minimum(at, 2 * width - 1), axis=1)  # [N, T, p]
+    width, pred_width = tf.unstack(tf.stack([tf.shape(tok_dense, out_type=tf.int64)[1],
+                                             tf.shape(pred_dense, out_type=tf.int64)[1]]))
+    at = tf.range(width)[:, None] + tf.range(pred_width)[None, :]  # [T, p]
+    window = tf.gather(tf.pad(tok_dense, [[0, 0], [0, pred_width]], constant_values=-1), at,
+                       axis=1)  # [N, T, p]
     same = tf.equal(window, pred_dense[:, None, :]) | (
-        tf.range(tf.shape(pred_dense, out_type=tf.int64)[1])[None, None, :]
-        >= pred_length[:, None, None])
+        tf.range(pred_width)[None, None, :] >= pred_length[:, None, None])
     match = tf.reduce_all(same, axis=2) & (
         tf.range(width)[None, :] + pred_length[:, None] <= tok_length[:, None])  # [N, T]
-    match = tf.concat([match, tf.equal(pred_length, 0)[:, None]
-                       & tf.equal(tok_length, 0)[:, None]], axis=1)  # "".find("") is 0
-    found = tf.reduce_any(match, axis=1)
-    find = tf.argmax(tf.cast(match, tf.int32), axis=1)  # [N]
+    find = tf.argmax(tf.cast(match, tf.int32), axis=1)  # [N], 0 when not found
     find_end = find + pred_length - 1
-    # Alignment through the characters that are not spaces.
-    orig_dense = tf.pad(orig.to_tensor(-1), [[0, 0], [0, 1]], constant_values=-1)
-    tok_solid, orig_solid = tok_dense != SPACE, orig_dense != SPACE
-    tok_valid = tf.range(width)[None, :] < tok_length[:, None]
-    tok_rank = tf.cumsum(tf.cast(tok_solid, tf.int64), axis=1, exclusive=True)
-    orig_rank = tf.cumsum(tf.cast(orig_solid, tf.int64), axis=1, exclusive=True)
-    same_length = tf.equal(tf.reduce_sum(tf.cast(tok_solid & tok_valid, tf.int64), axis=1),
-                           tf.reduce_sum(tf.cast(orig_solid & (orig_dense >= 0), tf.int64),
-                                         axis=1))
-    clip = lambda i: tf.clip_by_value(i, 0, tf.maximum(width - 1, 0))
-    solid_at = lambda i: (i >= 0) & (i < tok_length) & tf.gather(
-        tf.pad(tok_solid, [[0, 0], [0, 1]]), clip(i), batch_dims=1)
-    ok = found & same_length & solid_at(find) & solid_at(find_end)
-
-    def orig_position(i):  # the orig character with as many solid ones before it as tok's i
-      rank = tf.gather(tf.pad(tok_rank, [[0, 0], [0, 1]]), clip(i), batch_dims=1)
-      return tf.argmax(tf.cast(orig_solid & tf.equal(orig_rank, rank[:, None]), tf.int32),
-                       axis=1)
-    orig_length = orig.row_lengths()
-    a = tf.where(ok, orig_position(find), 0)
-    b = tf.where(ok, orig_position(find_end), orig_length - 1)
-    position = tf.ragged.range(orig_length)
-    keep = (position >= a[:, None]) & (position <= b[:, None])
-    text = tf.strings.unicode_encode(tf.ragged.boolean_mask(orig, keep), "UTF-8")
-    offsets_dense = tf.pad(offsets.to_tensor(-1), [[0, 0], [0, 1]], constant_values=-1)
-    start = tf.gather(offsets_dense, tf.maximum(a, 0), batch_dims=1)
-    end = tf.gather(offsets_dense, tf.maximum(b, 0), batch_dims=1) + 1
+    # Alignment through the characters that are not spaces: the i-th one of tok_text is the
+    # i-th of the span's words, whose positions _words kept.
+    tok_solid = tf.not_equal(tok_dense, SPACE) & (tf.range(width)[None, :] < tok_length[:, None])
+    tok_rank = tf.cumsum(tf.cast(tok_solid, tf.int64), axis=1, exclusive=True)  # [N, T]
+    letters = w["word_letters"]
+    first_letter, end_letter = _safe_gather(letters, first_word), _safe_gather(letters, end_word)
+    solid_at = lambda i: tf.gather(tf.pad(tok_solid, [[0, 0], [0, 1]]),
+                                   tf.where((i >= 0) & (i < width), i, width), batch_dims=1)
+    ok = (tf.reduce_any(match, axis=1) & solid_at(find) & solid_at(find_end)
+          & tf.equal(tf.reduce_sum(tf.cast(tok_solid, tf.int64), axis=1),
+                     end_letter - first_letter))
+    rank_at = lambda i: tf.gather(tok_rank, tf.clip_by_value(i, 0, tf.maximum(width - 1, 0)),
+                                  batch_dims=1)
+    # On any mismatch the original words of the span, whole.
+    a = tf.where(ok, first_letter + rank_at(find), first_letter)
+    b = tf.where(ok, first_letter + rank_at(find_end), end_letter - 1)
+    start = tf.where(has_span, _safe_gather(w["letter_position"], a), 0)
+    end = tf.where(has_span, _safe_gather(w["letter_position"], b) + 1, 0)
+    # The context's characters start..end, whitespace runs made one space: the original's
+    # words joined by single spaces, cut where the alignment says.
+    text = tf.strings.regex_replace(
+        tf.strings.substr(w["context"], start, end - start, unit="UTF8_CHAR"), WHITESPACE_RUN, " ")
     return text, tf.cast(start, tf.int32), tf.cast(end, tf.int32)
