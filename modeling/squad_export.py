@@ -253,7 +253,8 @@ class TextQuestionAnswerer(export.RawTextModule):
         tf.range(pred_width)[None, None, :] >= pred_length[:, None, None])
     match = tf.reduce_all(same, axis=2) & (
         tf.range(width)[None, :] + pred_length[:, None] <= tok_length[:, None])  # [N, T]
-    find = tf.argmax(tf.cast(match, tf.int32), axis=1)  # [N], 0 when not found
+    # [N], 0 when not found; a column past the end keeps argmax's axis from being empty
+    find = tf.argmax(tf.pad(tf.cast(match, tf.int32), [[0, 0], [0, 1]]), axis=1)
     find_end = find + pred_length - 1
     # Alignment through the characters that are not spaces: the i-th one of tok_text is the
     # i-th of the span's words, whose positions _words kept.

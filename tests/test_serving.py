@@ -4,6 +4,7 @@ predict command, long documents for the classifier, saved_model_cli."""
 import json
 import os
 import random
+import re
 import shutil
 
 import numpy as np
@@ -91,14 +92,30 @@ def test_question_answering_export_gives_the_scripts_answers(span_model):
   assert sum(bool(t) for t in texts) > len(pairs) // 3
   for (_, context), text, start, end in zip(pairs, texts, served["start"].numpy(),
                                             served["end"].numpy()):
-    if text and " " not in text:  # a span inside one word: the context holds it verbatim
-      assert context[start:end] == text
+    # The offsets are the span's: the text is the context there, its whitespace runs (the
+    # original's whitespace) made one space, as get_final_text rebuilds it from the words.
+    assert re.sub("[ \t\r\n\u202f]+", " ", context[start:end]) == text
   assert 0 < sum(served["no_answer"].numpy()) < len(pairs)
   np.testing.assert_array_equal(served["no_answer"].numpy(), [not t for t in texts])
   # float32, the graph's logits against eager ones of other batches: one block and the span
   # head (a sum of 16), relative to the largest logit; the difference sums four logits.
   assert_close(served["null_score_diff"].numpy(), [null_odds[f"q{i}"] for i in range(len(pairs))],
                "float32", 4 * (block_ops(model.config, 24) + 16), np.abs(out["start_logits"]).max())
+
+
+def test_question_answering_export_without_words(span_model):
+  """No question, or contexts without a word (empty, whitespace, bytes that are not UTF-8):
+  no answer and no error, beside a context that has one."""
+  model, vocab, _ = span_model
+  for v2 in (False, True):
+    module = squad_export.TextQuestionAnswerer(model, vocab, True, 24, 5, 4, 6, 7, v2, 0.5)
+    served = module.serve(question=tf.constant([], tf.string), context=tf.constant([], tf.string))
+    assert all(v.shape == (0,) for v in served.values())
+    contexts = [b"", b" \t\n\xe2\x80\xaf", b"\xff\xc3", b"the cat sat on the mat"]
+    served = module.serve(question=tf.constant(["who sat"] * 4), context=tf.constant(contexts))
+    assert served["text"].numpy().tolist()[:3] == [b""] * 3
+    assert served["start"].numpy().tolist()[:3] == served["end"].numpy().tolist()[:3] == [-1] * 3
+    assert np.isneginf(served["score"].numpy()[:3]).all() and served["score"].numpy()[3] > -1e9
 
 
 def _planted_logits(rng, features, width, max_answer):
