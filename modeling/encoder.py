@@ -128,8 +128,8 @@ class BertEncoder(keras.Model):
       the Trainer packs only outside XLA.
     blocked_attention=True: at inference, attention in cache-sized blocks
       (attention.blocked_attention; modeling/export.py served_outputs uses it, with
-      pack_tokens, for padded batches of several rows and 512 positions or more); not
-      for XLA.
+      pack_tokens, for batches of several rows, 1,024 positions or more and enough padding);
+      not for XLA.
   """
 
   def __init__(self, config, pack_tokens=False, **kwargs):

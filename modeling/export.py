@@ -39,29 +39,36 @@ def served_variables(model):
       {name: v.value if isinstance(v, keras.Variable) else v for name, v in named.items()})
 
 
-# A padded batch of several rows and this many positions (rows x length) or more runs packed
-# with attention in blocks; other batches run as is, where the ops that packing adds cost more
-# than the padding (benchmarks/investigations/attention_blocks.py, docs/serving.md).
-PACKED_FROM_POSITIONS = 512
+# A batch runs packed, with attention in blocks, when it has several rows, at least
+# PACKED_FROM_POSITIONS positions (rows x length) and at most this share of them real tokens
+# (by the model's compute dtype); other batches run as is. Packing's gathers, scatters and
+# per-head loops cost about a fifth of a batch's time, so they pay only where they skip more
+# padding than that, and less often in bfloat16, whose products are faster and the overhead
+# the same (benchmarks/investigations/when_to_pack.py; docs/serving.md#when-packing-pays).
+PACKED_FROM_POSITIONS = 1024
+PACKED_MAX_REAL_SHARE = {"float32": 0.7, "bfloat16": 0.55, "float16": 0.55}
 
 
 def served_outputs(model, features):
-  """model(features) in inference mode. A batch of several rows with padding, of
-  PACKED_FROM_POSITIONS positions or more, runs with pack_tokens (the dense layers on the
-  real tokens alone) and blocked_attention (attention in blocks cut to each block's longest
-  row), call arguments the task model passes to BertEncoder, so that rows of different
-  lengths cost their own length, not the longest's. Any other batch runs as is: without
-  padding there is nothing to skip; a single request's padding is only its length rounded
-  up (fast_tokenization.LENGTH_MULTIPLE); and in a small padded batch the added ops cost more
-  than the padding. One branch per call, picked at run time; both give the same outputs up
-  to float rounding."""
+  """model(features) in inference mode. A batch of several rows, PACKED_FROM_POSITIONS
+  positions or more and enough padding (PACKED_MAX_REAL_SHARE) runs with pack_tokens (the
+  dense layers on the real tokens alone) and blocked_attention (attention in blocks cut to
+  each block's longest row), call arguments the task model passes to BertEncoder, so that
+  rows of different lengths cost their own length, not the longest's. Any other batch runs
+  as is: a single request's padding is only its length rounded up
+  (fast_tokenization.LENGTH_MULTIPLE), and where the padding is less the added ops cost more
+  than they save. One branch per call, picked at run time; both give the same outputs up to
+  float rounding."""
   def run(packed_and_blocked):
     return lambda: model(features, training=False, pack_tokens=packed_and_blocked,
                          blocked_attention=packed_and_blocked)
   mask = features["input_mask"]
-  rows = tf.size(mask) // tf.maximum(tf.shape(mask)[-1], 1)  # multiple choice: [N, C, S]
-  packed = (tf.reduce_any(tf.equal(mask, 0)) & (rows > 1)
-            & (tf.size(mask) >= PACKED_FROM_POSITIONS))
+  positions = tf.size(mask)
+  rows = positions // tf.maximum(tf.shape(mask)[-1], 1)  # multiple choice: [N, C, S]
+  share = PACKED_MAX_REAL_SHARE.get(model.compute_dtype, PACKED_MAX_REAL_SHARE["bfloat16"])
+  packed = ((rows > 1) & (positions >= PACKED_FROM_POSITIONS)
+            & (tf.cast(tf.reduce_sum(tf.cast(mask, tf.int64)), tf.float32)
+               <= share * tf.cast(positions, tf.float32)))
   # tf.cond, lowered to Switch and Merge, costs a single request less than a switch_case
   # (0.01-0.17 ms at 16 tokens in five scratch comparisons; the branch not taken still
   # passes its ops' deadness on, 0.1-0.2 ms over calling the model directly).

@@ -651,8 +651,9 @@ def test_rows_from_lines_tsv_and_json_lines(tmp_path):
 
 def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):
   """Each batch runs one of two branches at run time (packed with attention in blocks when
-  it has several rows, padding and export.PACKED_FROM_POSITIONS positions or more; else as
-  is, whatever its length) and each gives the model's own outputs at real positions."""
+  it has several rows, export.PACKED_FROM_POSITIONS positions or more and at most
+  PACKED_MAX_REAL_SHARE of them real; else as is, whatever its length) and each gives the
+  model's own outputs at real positions."""
   from modeling import attention, export
   config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=640)
@@ -671,25 +672,32 @@ def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):
   served = tf.function(lambda f: export.served_outputs(model, f)["start_logits"],
                        input_signature=[spec])
   rng = np.random.default_rng(4)
-  for rows, length, padded, blocked in ((5, 20, False, 0), (5, 20, True, 0), (5, 130, False, 0),
-                                        (5, 130, True, 2), (1, 600, True, 0)):
-    lengths = rng.integers(1, length, size=rows) if padded else np.full(rows, length)
+  share = export.PACKED_MAX_REAL_SHARE["float32"]
+  # (rows, length, shortest row, layers that attend in blocks): few positions; no padding;
+  # much padding (half the positions real); little padding (over 85% real); one row.
+  for rows, length, shortest, blocked in ((8, 20, 1, 0), (8, 130, 130, 0), (8, 130, 1, 2),
+                                          (8, 130, 110, 0), (1, 600, 1, 0)):
+    lengths = rng.integers(shortest, length + 1, size=rows)
+    lengths[0] = length
     mask = (np.arange(length) < lengths[:, None]).astype(np.int32)
+    if rows > 1 and mask.size >= export.PACKED_FROM_POSITIONS:  # the cases are what they say
+      assert (mask.mean() <= share) == (shortest == 1)
+    padded = shortest < length
     f = {"input_ids": rng.integers(1, 60, size=mask.shape).astype(np.int32) * mask,
          "input_mask": mask, "segment_ids": np.zeros_like(mask)}
     ran.assign(0)
     got = served(f).numpy()
-    assert ran.numpy() == blocked, (length, padded)
+    assert ran.numpy() == blocked, (rows, length, shortest)
     want = model(f, training=False)["start_logits"].numpy()
     # float32, other summation orders through 2 blocks and the span head (H terms).
     assert_close(got * mask, want * mask, "float32",
                  2 * block_ops(config, length) + config.hidden_size, what=(length, padded))
-  # Multiple choice [N, C, S]: one question's four choices are four rows, so a padded one of
-  # 4 x 130 positions runs packed.
+  # Multiple choice [N, C, S]: a question's four choices are four rows, so two padded
+  # questions of 2 x 4 x 130 positions run packed.
   from modeling.multiple_choice import BertMultipleChoice
   chooser = BertMultipleChoice(model.encoder)
   chooser.build()
-  lengths = rng.integers(1, 130, size=(1, 4))
+  lengths = rng.integers(1, 60, size=(2, 4))
   mask = (np.arange(130) < lengths[..., None]).astype(np.int32)
   f = {"input_ids": rng.integers(1, 60, size=mask.shape).astype(np.int32) * mask,
        "input_mask": mask, "segment_ids": np.zeros_like(mask)}
