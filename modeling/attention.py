@@ -260,13 +260,11 @@ def _called_apart(fn):
   inlines. The exports choose at run time between the model as is and the packed model that
   attends in blocks (export.served_outputs, a tf.cond); TensorFlow lowers the choice to
   Switch and Merge, and every node of the branch not taken still passes the dead signal on.
-  Blocked attention's while loops are most of the packed branch's nodes (six bodies of 330
-  in MiniLM, against 855 for the rest of the branch); as six call nodes, single requests,
-  which never take that branch, ran 2.4-4% faster (0.1-0.2 ms), and packed batches as fast
-  (within the runs' 1-6%; docs/serving.md). The whole branch apart would lose more than it
+  Blocked attention's while loops are most of the packed branch's nodes; as call nodes,
+  single requests, which never take that branch, run faster and packed batches as fast
+  (docs/serving.md#one-request-at-a-time). The whole branch apart would lose more than it
   saves: in a function of its own TensorFlow no longer sees the variables' shapes or their
-  values as constant (no fused LayerNorm, no cached oneDNN weights; packed batches 7-14%
-  slower)."""
+  values as constant (no fused LayerNorm, no converted oneDNN weights)."""
   if not tf.inside_function():
     return fn
   return tf.function(fn, experimental_attributes={"_noinline": True})
