@@ -267,8 +267,8 @@ class TextQuestionAnswerer(export.RawTextModule):
     ok = (tf.reduce_any(match, axis=1) & solid_at(find) & solid_at(find_end)
           & tf.equal(tf.reduce_sum(tf.cast(tok_solid, tf.int64), axis=1),
                      end_letter - first_letter))
-    rank_at = lambda i: tf.gather(tok_rank, tf.clip_by_value(i, 0, tf.maximum(width - 1, 0)),
-                                  batch_dims=1)
+    rank_at = lambda i: tf.gather(tf.pad(tok_rank, [[0, 0], [0, 1]]),  # a column: never empty
+                                  tf.clip_by_value(i, 0, width), batch_dims=1)
     # On any mismatch the original words of the span, whole.
     a = tf.where(ok, first_letter + rank_at(find), first_letter)
     b = tf.where(ok, first_letter + rank_at(find_end), end_letter - 1)

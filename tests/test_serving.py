@@ -116,6 +116,8 @@ def test_question_answering_export_without_words(span_model):
     assert served["text"].numpy().tolist()[:3] == [b""] * 3
     assert served["start"].numpy().tolist()[:3] == served["end"].numpy().tolist()[:3] == [-1] * 3
     assert np.isneginf(served["score"].numpy()[:3]).all() and served["score"].numpy()[3] > -1e9
+    served = module.serve(question=tf.constant(["who sat"] * 3), context=tf.constant(contexts[:3]))
+    assert served["text"].numpy().tolist() == [b""] * 3  # no question of the batch has a span
 
 
 def _planted_logits(rng, features, width, max_answer):
