@@ -244,8 +244,8 @@ class TextQuestionAnswerer(export.RawTextModule):
     # tok_text.find(pred_text), on padded code points.
     tok_dense, pred_dense = tok.to_tensor(-1), pred.to_tensor(-2)
     tok_length, pred_length = tok.row_lengths(), pred.row_lengths()
-    width, pred_width = tf.unstack(tf.stack([tf.shape(tok_dense, out_type=tf.int64)[1],
-                                             tf.shape(pred_dense, out_type=tf.int64)[1]]))
+    width = tf.shape(tok_dense, out_type=tf.int64)[1]
+    pred_width = tf.shape(pred_dense, out_type=tf.int64)[1]
     at = tf.range(width)[:, None] + tf.range(pred_width)[None, :]  # [T, p]
     window = tf.gather(tf.pad(tok_dense, [[0, 0], [0, pred_width]], constant_values=-1), at,
                        axis=1)  # [N, T, p]

@@ -651,6 +651,29 @@ def test_rows_from_lines_tsv_and_json_lines(tmp_path):
   assert text_rows.input_format("x.JSONL") == "jsonl" and text_rows.input_format("x.txt") == "lines"
 
 
+def test_packing_needs_rows_positions_and_padding_by_dtype():
+  """export.packs_tokens: several rows, PACKED_FROM_POSITIONS positions and at most the
+  compute dtype's share of them real; bfloat16 packs with more padding only."""
+  from modeling import export
+  def mask(rows, length, real):  # `real` of the positions real, the first row full
+    m = np.zeros((rows, length), np.int32)
+    m[0] = 1
+    m.flat[length:length + round(real * rows * length) - length] = 1
+    return m
+  big = export.PACKED_FROM_POSITIONS // 64 + 1  # rows of 64 positions, enough of them
+  # The last case: multiple choice [N, C, S], every choice a row.
+  for m, dtype, want in ((mask(big, 64, 0.5), "float32", True),
+                         (mask(big, 64, 0.5), "bfloat16", True),
+                         (mask(big, 64, 0.65), "float32", True),
+                         (mask(big, 64, 0.65), "bfloat16", False),
+                         (mask(big, 64, 0.8), "float32", False),
+                         (mask(big, 64, 1.0), "float32", False),
+                         (mask(8, 64, 0.3), "float32", False),  # 512 positions: too few
+                         (mask(1, 2048, 0.1), "float32", False),  # one row
+                         (mask(20, 64, 0.5).reshape(5, 4, 64), "float32", True)):
+    assert bool(export.packs_tokens(tf.constant(m), dtype)) == want, (m.shape, m.mean(), dtype)
+
+
 def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):
   """Each batch runs one of two branches at run time (packed with attention in blocks when
   it has several rows, export.PACKED_FROM_POSITIONS positions or more and at most

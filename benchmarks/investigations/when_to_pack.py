@@ -29,6 +29,18 @@ timing.define_flags(repeats=200)
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes, one table each.")
 flags.DEFINE_list("real_shares", ["0.45", "0.6", "0.75", "0.97"],
                   "Shares of real tokens among the positions.")
+
+
+def _shares_valid(values):
+  try:
+    return all(0 < float(x) <= 1 for x in values)
+  except ValueError:
+    return False
+
+
+flags.register_validator("real_shares", _shares_valid, "--real_shares: each a number in (0, 1]")
+flags.register_validator("dtypes", lambda v: set(v) <= {"float32", "bfloat16", "float16"},
+                         "--dtypes: each one of float32, bfloat16, float16")
 timing.define_shapes_flag(["16x64", "16x128", "32x64", "32x128", "64x64", "64x128"],
                           "Batch x length of each case.")
 FLAGS = flags.FLAGS
