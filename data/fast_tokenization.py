@@ -356,10 +356,21 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
   return packed_features(segments, cls_id, sep_id, max_seq_length)
 
 
-# The exports pad a batch's length up to a multiple of this (at most max_seq_length): a length
-# oneDNN has seen reuses the kernels it built for it, and single requests of real text, each
-# of its own length, otherwise pay for new kernels at every length (docs/serving.md).
+# The exports pad a batch so that its positions (rows x length) are a multiple of this, the
+# length at most max_seq_length: the dense layers' row counts then repeat, so oneDNN mostly
+# reuses kernels it built for an earlier batch, where single requests of real text, each of
+# its own length, otherwise pay for new kernels at every length (docs/serving.md).
 LENGTH_MULTIPLE = 8
+
+
+def padded_length(longest, rows, max_seq_length):
+  """int64 scalar: the length a batch of `rows` rows whose longest has `longest` positions
+  is padded to, the least at or above `longest` that makes rows x length a multiple of
+  LENGTH_MULTIPLE (a power of two; a single request's length rounds to a multiple of it,
+  four rows' to a multiple of 2, eight rows' not at all), at most max_seq_length."""
+  rows = tf.maximum(tf.cast(rows, tf.int64), 1)
+  step = LENGTH_MULTIPLE // tf.minimum(tf.bitwise.bitwise_and(rows, -rows), LENGTH_MULTIPLE)
+  return tf.minimum(-(-longest // step) * step, max_seq_length)
 
 
 def packed_features(segments, cls_id, sep_id, max_seq_length):
@@ -367,8 +378,8 @@ def packed_features(segments, cls_id, sep_id, max_seq_length):
 
   segments: [(ids, count)]: ragged int ids [B, (T)] and int [B], how many of each row's first
     ids to take.
-  Returns int32 input_ids, input_mask and segment_ids [B, L]: L is the longest row rounded up
-  to a multiple of LENGTH_MULTIPLE, at most max_seq_length (a longer row is cut there);
+  Returns int32 input_ids, input_mask and segment_ids [B, L]: L is padded_length of the
+  longest row, at most max_seq_length (a longer row is cut there);
   padding is masked, so the model's outputs at real positions are those of a max_seq_length
   batch. Position arithmetic and a gather per segment: pack_inputs of a pair traces to 177
   ops, against 1,615 for tensorflow-text's combine_segments and pad_model_inputs
@@ -380,7 +391,7 @@ def packed_features(segments, cls_id, sep_id, max_seq_length):
     starts.append(starts[-1] + count + 1)
   total = starts[-1] + counts[-1] + 1  # [B] real positions of each row
   longest = tf.reduce_max(tf.concat([total, [1]], 0))
-  width = tf.minimum(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, max_seq_length)
+  width = padded_length(longest, tf.size(total), max_seq_length)
   position = tf.range(width)[None, :]  # [1, L]
   input_ids = tf.where(tf.equal(position, 0), tf.constant(cls_id, tf.int64), 0)  # [B or 1, L]
   segment_ids = tf.zeros_like(position)

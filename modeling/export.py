@@ -67,7 +67,7 @@ def served_outputs(model, features):
   each block's longest row), call arguments the task model passes to BertEncoder, so that
   rows of different lengths cost their own length, not the longest's. Any other batch runs
   as is: a single request's padding is only its length rounded up
-  (fast_tokenization.LENGTH_MULTIPLE), and where the padding is less the added ops cost more
+  (fast_tokenization.padded_length), and where the padding is less the added ops cost more
   than they save. One branch per call, picked at run time; both give the same outputs up to
   float rounding."""
   def run(packed_and_blocked):

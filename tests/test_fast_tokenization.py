@@ -1,5 +1,6 @@
 """The tensorflow-text graph tokenizer gives exactly the Python tokenizer's ids."""
 
+import math
 import random
 
 import pytest
@@ -156,7 +157,7 @@ def test_packed_features_match_tensorflow_text(seed):
   import numpy as np
   import tensorflow_text as tf_text
   rng = random.Random(seed)
-  rows = rng.choice([0, 1, 3, 7])
+  rows = rng.choice([0, 1, 2, 3, 4, 7, 8])
   max_seq_length = rng.choice([3, 9, 16, 40])
   dtype = rng.choice([tf.int32, tf.int64])
   segments = []
@@ -172,7 +173,8 @@ def test_packed_features_match_tensorflow_text(seed):
   want_ids, want_mask = tf_text.pad_model_inputs(ids, max_seq_length)
   want_segments, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length)
   longest = max([1] + [int(n) for n in want_mask.numpy().sum(axis=1)])
-  width = min(-(-longest // F.LENGTH_MULTIPLE) * F.LENGTH_MULTIPLE, max_seq_length)
+  step = F.LENGTH_MULTIPLE // math.gcd(max(rows, 1), F.LENGTH_MULTIPLE)  # rows x width: a multiple
+  width = min(-(-longest // step) * step, max_seq_length)
   for key, want in (("input_ids", want_ids), ("input_mask", want_mask),
                     ("segment_ids", want_segments)):
     assert got[key].dtype == tf.int32
@@ -180,16 +182,20 @@ def test_packed_features_match_tensorflow_text(seed):
 
 
 def test_exports_pad_a_batch_to_a_multiple_of_the_length_step():
-  """pack_inputs pads to the longest row rounded up to LENGTH_MULTIPLE, at most
-  max_seq_length, with the original's [CLS] a [SEP] b [SEP] and masked padding."""
-  step = F.LENGTH_MULTIPLE
-  a = tf.ragged.constant([[5] * (step - 2), [6, 7]], tf.int64)
+  """pack_inputs pads the longest row so that rows x length is a multiple of LENGTH_MULTIPLE
+  (8): one row to a multiple of 8, two rows of 4, four of 2, eight not at all, three (odd)
+  of 8, at most max_seq_length; the original's [CLS] a [SEP] b [SEP], padding masked."""
+  assert F.LENGTH_MULTIPLE == 8
+  a = tf.ragged.constant([[5] * 6, [6, 7]], tf.int64)
   b = tf.ragged.constant([[8], [9, 9]], tf.int64)
-  out = F.pack_inputs(a, b, 4 * step, 101, 102)
-  assert out["input_ids"].shape == (2, 2 * step)  # step + 2 real pieces: the next multiple
+  out = F.pack_inputs(a, b, 32, 101, 102)  # the longest row: 6 + 1 + 3 = 10 positions
+  assert out["input_ids"].shape == (2, 12)
   assert out["input_ids"].numpy()[1, :7].tolist() == [101, 6, 7, 102, 9, 9, 102]
-  assert out["input_mask"].numpy().sum(axis=1).tolist() == [step + 2, 7]
+  assert out["input_mask"].numpy().sum(axis=1).tolist() == [10, 7]
   assert out["segment_ids"].numpy()[1, :8].tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
-  # A short row pads to one step; max_seq_length caps the rounding.
-  assert F.pack_inputs(a[1:], None, 4 * step, 101, 102)["input_ids"].shape == (1, step)
-  assert F.pack_inputs(a, b, step + 3, 101, 102)["input_ids"].shape == (2, step + 3)
+  for rows, width in ((1, 16), (2, 12), (3, 16), (4, 10), (5, 16), (6, 12), (8, 10), (16, 10)):
+    many = tf.ragged.constant([[5] * 8] * rows, tf.int64)  # 8 + 2 = 10 positions each
+    assert F.pack_inputs(many, None, 32, 101, 102)["input_ids"].shape == (rows, width), rows
+  # max_seq_length caps the rounding; no rows pad to the step of one.
+  assert F.pack_inputs(a, b, 11, 101, 102)["input_ids"].shape == (2, 11)
+  assert F.pack_inputs(a[:0], None, 32, 101, 102)["input_ids"].shape == (0, 8)

@@ -1,7 +1,9 @@
-"""What the serving benchmarks serve: each task's raw-text module on all-MiniLM-L6-v2, and
-real text of mixed lengths, one row per request, in file order (RTE's dev premises for the
-classifier, CoNLL-2003's validation sentences for the tagger, SQuAD's dev questions with
-their paragraphs). Only the standard library at import: the Hugging Face side of
+"""What the serving benchmarks serve: each task's raw-text module on all-MiniLM-L6-v2, the
+embedded inputs (four sentences of 14-16 pieces, a short SQuAD-like context and question, a
+SWAG-like question of four endings: every batch nearly one length), and real text of mixed
+lengths, one row per request, in file order (RTE's dev premises for the classifier,
+CoNLL-2003's validation sentences for the tagger, SQuAD's dev questions with their
+paragraphs). Only the standard library at import: the Hugging Face side of
 benchmarks/speed/serving.py reads its rows here without TensorFlow."""
 
 import csv
@@ -10,6 +12,33 @@ import os
 
 # The developers' data folder beside the repository (../shared/data).
 DATA_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
+
+SENTENCES = [
+    "The committee approved the new budget after a long debate on Tuesday evening.",
+    "Researchers in Lisbon measured how quickly the glacier retreated over ten years.",
+    "She bought three tickets for the concert, but only two of her friends came.",
+    "Heavy rain delayed the opening of the bridge until the following spring.",
+]
+CONTEXT = ("The Apollo program was the third United States human spaceflight program carried "
+           "out by NASA, which accomplished landing the first humans on the Moon from 1969 to "
+           "1972. It was first conceived during Dwight D. Eisenhower's administration.")
+QUESTION = "Who carried out the Apollo program?"
+# Multiple choice: a context, the start of every ending, four endings (SWAG's layout).
+CHOICE = ("The chef puts a pan of chopped onions on the stove.", "He",
+          ["stirs them slowly with a wooden spoon.", "throws the pan out of the window at once.",
+           "reads a newspaper about the weather in Spain.",
+           "paints the kitchen wall a bright shade of blue."])
+
+
+def embedded_rows(task, first, n):
+  """n rows of `task`'s embedded inputs from row `first` on (cycling), as {input name: list}."""
+  if task == "squad":
+    return {"question": [QUESTION] * n, "context": [CONTEXT] * n}
+  if task == "choice":
+    return {"sent1": [CHOICE[0]] * n, "sent2": [CHOICE[1]] * n, "endings": [CHOICE[2]] * n}
+  key = "text_a" if task == "classifier" else "text"
+  return {key: [SENTENCES[(first + i) % len(SENTENCES)] for i in range(n)]}
+
 
 def real_rows(task, data_dir):
   """[{input name: text}] of `task` ("classifier", "tagger" or "squad") from `data_dir`

@@ -10,9 +10,9 @@ take raw strings.
 Measured: latency of one request of one sentence (median and p99), and
 throughput of large batches (sentences/s). float32, plus bfloat16 where the
 CPU has bfloat16 instructions (avx512_bf16 or amx_bf16 in /proc/cpuinfo).
-Two kinds of input: the embedded sentences below (four sentences of 14-16
-pieces, one short SQuAD-like context, one SWAG-like question of four endings:
-every batch nearly one length) and,
+Two kinds of input: the embedded inputs of benchmarks/common/serving_tasks.py
+(four sentences of 14-16 pieces, one short SQuAD-like context, one SWAG-like
+question of four endings: every batch nearly one length) and,
 with --data_dir, real text of mixed lengths in file order (RTE's premises,
 CoNLL-2003's validation sentences, SQuAD's questions with their contexts),
 each request and each batch different, the same on both sides.
@@ -61,21 +61,7 @@ FLAGS = flags.FLAGS
 
 TASKS = ("classifier", "tagger", "squad", "choice")
 REAL_TASKS = ("classifier", "tagger", "squad")  # no multiple-choice data in --data_dir
-SENTENCES = [
-    "The committee approved the new budget after a long debate on Tuesday evening.",
-    "Researchers in Lisbon measured how quickly the glacier retreated over ten years.",
-    "She bought three tickets for the concert, but only two of her friends came.",
-    "Heavy rain delayed the opening of the bridge until the following spring.",
-]
-CONTEXT = ("The Apollo program was the third United States human spaceflight program carried "
-           "out by NASA, which accomplished landing the first humans on the Moon from 1969 to "
-           "1972. It was first conceived during Dwight D. Eisenhower's administration.")
-QUESTION = "Who carried out the Apollo program?"
-# Multiple choice: a context, the start of every ending, four endings (SWAG's layout).
-CHOICE = ("The chef puts a pan of chopped onions on the stove.", "He",
-          ["stirs them slowly with a wooden spoon.", "throws the pan out of the window at once.",
-           "reads a newspaper about the weather in Spain.",
-           "paints the kitchen wall a bright shade of blue."])
+
 
 
 def counts():
@@ -122,12 +108,7 @@ def inputs(task, source, first, n):
     rows = _REAL.setdefault(task, serving_tasks.real_rows(task, FLAGS.data_dir))
     picked = [rows[(first + i) % len(rows)] for i in range(n)]
     return {k: [r[k] for r in picked] for k in picked[0]}
-  if task == "squad":
-    return {"question": [QUESTION] * n, "context": [CONTEXT] * n}
-  if task == "choice":
-    return {"sent1": [CHOICE[0]] * n, "sent2": [CHOICE[1]] * n, "endings": [CHOICE[2]] * n}
-  key = "text_a" if task == "classifier" else "text"
-  return {key: [SENTENCES[(first + i) % len(SENTENCES)] for i in range(n)]}
+  return serving_tasks.embedded_rows(task, first, n)
 
 
 def ours(checkpoint, dtype, tmp):
