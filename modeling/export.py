@@ -75,8 +75,9 @@ def served_outputs(model, features):
                          blocked_attention=packed_and_blocked)
   packed = packs_tokens(features["input_mask"], model.compute_dtype)
   # tf.cond, lowered to Switch and Merge, costs a single request less than a switch_case
-  # (0.01-0.17 ms at 16 tokens in five scratch comparisons; the branch not taken still
-  # passes its ops' deadness on, 0.1-0.2 ms over calling the model directly).
+  # (0.01-0.17 ms at 16 tokens in five scratch comparisons). It still costs 0.1-0.5 ms over
+  # calling the model directly, as much with a trivial branch not taken: the choice itself,
+  # not the other branch's ops (docs/serving.md#one-request-at-a-time).
   return tf.cond(packed, run(True), run(False))
 
 

