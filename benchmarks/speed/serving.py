@@ -24,6 +24,10 @@ rounds of 20 requests and 2 batches; --quick: 2 of 10 and 2), so a change in
 a shared machine's speed during the run falls on both.
 
   python benchmarks/speed/serving.py --quick --threads=2
+
+--intra_op_threads and --inter_op_threads set our side's two pools apart, as a server's
+settings would (a single request gains little from TensorFlow's second thread:
+benchmarks/investigations/request_threads.py, docs/serving.md#one-thread-or-two).
 """
 
 import json
@@ -45,8 +49,13 @@ from absl import app, flags  # noqa: E402
 from benchmarks.common import serving_tasks, timing  # noqa: E402
 
 flags.DEFINE_bool("quick", False, "Fewer repetitions (a busy machine).")
-flags.DEFINE_integer("threads", 0, "Intra-op threads on both sides (0: the library's choice).",
+flags.DEFINE_integer("threads", 0, "Threads on both sides: torch's, and TensorFlow's intra-op "
+                     "and inter-op pools (0: the library's choice).",
                      lower_bound=0)
+flags.DEFINE_integer("intra_op_threads", None, "Our side's intra-op threads (default: --threads; "
+                     "TensorFlow Serving's --tensorflow_intra_op_parallelism).", lower_bound=1)
+flags.DEFINE_integer("inter_op_threads", None, "Our side's inter-op threads (default: --threads; "
+                     "TensorFlow Serving's --tensorflow_inter_op_parallelism).", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Sentences per batch for throughput.", lower_bound=1)
 flags.DEFINE_string("data_dir", serving_tasks.DATA_DIR,
                     "Directory with glue/RTE/dev.tsv, conll2003/valid.txt and "
@@ -111,13 +120,20 @@ def inputs(task, source, first, n):
   return serving_tasks.embedded_rows(task, first, n)
 
 
+def our_threads():
+  """Our side's (intra-op, inter-op) threads; 0: TensorFlow's choice."""
+  return (FLAGS.intra_op_threads or FLAGS.threads, FLAGS.inter_op_threads or FLAGS.threads)
+
+
 def ours(checkpoint, dtype, tmp):
   """{task: call} of our exports, saved under tmp and loaded back as a server would."""
   import tensorflow as tf
   from modeling import distribution, export
-  if FLAGS.threads:
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  intra, inter = our_threads()
+  if intra:
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+  if inter:
+    tf.config.threading.set_inter_op_parallelism_threads(inter)
   distribution.set_precision(dtype)
   calls = {}
   for task in TASKS:
@@ -264,7 +280,9 @@ def main(_):
       rows.append((task, source, dtype) + tuple(
           stats(times[side, task, source]["one"], times[side, task, source]["many"],
                 FLAGS.batch_size) for side in ("ours", "hf")))
-  print(f"{timing.cpu()}; {FLAGS.threads or 'default'} threads a side")
+  intra, inter = our_threads()
+  print(f"{timing.cpu()}; Hugging Face {FLAGS.threads or 'default'} threads, ours "
+        f"{intra or 'default'} intra-op x {inter or 'default'} inter-op")
   # "x HF": ours over theirs; latency at or below 1.00 and throughput at or above it is ours
   # ahead.
   print(f"{'task':<11}{'input':<10}{'dtype':<10}{'ours p50/p99 ms':>18}{'HF p50/p99 ms':>17}"
