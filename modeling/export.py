@@ -2,8 +2,10 @@
 
 One serving module per kind of task (a classifier or regressor, a word
 tagger, multiple choice), each wrapping a trained task model, and `save`,
-which writes any of them.
+which writes any of them with TensorFlow Serving's warm-up requests.
 """
+
+import os
 
 import keras
 import tensorflow as tf
@@ -97,6 +99,24 @@ class RawTextModule(tf.Module):
     self.cls_id = self.tokenizer.special_ids["[CLS]"]
     self.sep_id = self.tokenizer.special_ids["[SEP]"]
 
+  # Rows of the model one warm-up request makes (multiple choice: one per ending).
+  warm_up_model_rows = 1
+
+  def warm_up_requests(self):
+    """Made-up single requests ("a" repeated) that together meet every length a request's
+    rows are padded to (fast_tokenization.padded_length) up to max_seq_length, shortest
+    first: replayed by a server when it loads the export, they build oneDNN's kernels for
+    each length before the first real request does. The first one's rows also decide, in
+    float32 under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, the layout each weight is kept in (docs/
+    serving.md#the-first-request-of-a-length): short, as most single sentences are. A list
+    of {input name: value}, values as serve takes them."""
+    step = int(fast_tokenization.padded_length(1, self.warm_up_model_rows, 1 << 30))
+    return [self.warm_up_request(words) for words in range(1, self.max_seq_length, step)]
+
+  def warm_up_request(self, words):
+    """One warm-up request whose text has `words` words: {input name: value}."""
+    raise NotImplementedError
+
 
 class TextClassifier(RawTextModule):
   """Serving module: raw text (one or two string inputs) -> probabilities or a score.
@@ -118,6 +138,10 @@ class TextClassifier(RawTextModule):
     else:
       self.serve = tf.function(lambda text_a: self._classify(text_a),
                                input_signature=[text("text_a")])
+
+  def warm_up_request(self, words):
+    names = ["text_a", "text_b"][:len(self.serve.input_signature)]
+    return {name: [" ".join(["a"] * (words if i == 0 else 1))] for i, name in enumerate(names)}
 
   def _classify(self, text_a, text_b=None):
     windows = self._windows(text_a, text_b)
@@ -172,6 +196,9 @@ class TextTagger(RawTextModule):
     self.unk_id = self.tokenizer.special_ids["[UNK]"]
     self.serve = tf.function(self._tag, input_signature=[tf.TensorSpec([None], tf.string,
                                                                        name="text")])
+
+  def warm_up_request(self, words):
+    return {"text": [" ".join(["a"] * words)]}
 
   def _tag(self, text):
     windows = self._windows(text)
@@ -246,6 +273,12 @@ class TextMultipleChoice(RawTextModule):
         tf.TensorSpec([None], tf.string, name="sent2"),
         tf.TensorSpec([None, None], tf.string, name="endings")])
 
+  warm_up_model_rows = 4  # SWAG's endings per question
+
+  def warm_up_request(self, words):
+    return {"sent1": [" ".join(["a"] * words)], "sent2": [""],
+            "endings": [["a"] * self.warm_up_model_rows]}
+
   def _choose(self, sent1, sent2, endings):
     num_choices = tf.shape(endings)[1]
     repeat = lambda t: tf.reshape(tf.repeat(t[:, None], num_choices, axis=1), [-1])  # [N*C]
@@ -263,8 +296,13 @@ class TextMultipleChoice(RawTextModule):
             "label": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
 
 
+# Where TensorFlow Serving looks for the requests it replays when it loads a SavedModel.
+WARM_UP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+
+
 def save(module, export_dir):
-  """Writes the SavedModel (serving signature: serving_default), replacing an old export whole.
+  """Writes the SavedModel (serving signature: serving_default), replacing an old export whole,
+  with the module's warm_up_requests in WARM_UP_FILE.
 
   It is built under a temporary name and published by files.atomic_dir:
   renamed at once on a local disk; on a bucket moved file by file with
@@ -272,4 +310,20 @@ def save(module, export_dir):
   """
   with files.atomic_dir(export_dir, last=("saved_model.pb",)) as tmp:
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
+    write_warm_up_requests(module.warm_up_requests(), os.path.join(tmp, WARM_UP_FILE))
   return export_dir
+
+
+def write_warm_up_requests(requests, path):
+  """`requests` ([{input name: value}]) as TensorFlow Serving's warm-up file at `path`: a
+  TFRecord file of PredictionLog records, each a Predict request of serving_default."""
+  from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+  tf.io.gfile.makedirs(os.path.dirname(path))
+  with tf.io.TFRecordWriter(path) as writer:
+    for inputs in requests:
+      request = predict_pb2.PredictRequest(
+          model_spec=model_pb2.ModelSpec(signature_name="serving_default"))
+      for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+      writer.write(prediction_log_pb2.PredictionLog(
+          predict_log=prediction_log_pb2.PredictLog(request=request)).SerializeToString())

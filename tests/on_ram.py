@@ -67,11 +67,28 @@ def exact_ram_names(set_attribute=setattr):
       raise tf.errors.NotFoundError(None, None, f"{path}: no such directory")
     return sorted(below(p))
 
+  rmtree = file_io.delete_recursively_v2
+
+  def exact_rmtree(path):  # TensorFlow's, removing ram://d/assets, also takes d/assets.extra
+    p = ram(path)
+    if p is None:
+      return rmtree(path)
+    if not exact_exists(p):
+      raise tf.errors.NotFoundError(None, None, f"{path}: no such directory")
+    entries = {p + "/" + "/".join(m[len(p) + 1:].split("/")[:depth])
+               for depth in range(1, 17) for m in glob(p + "/*" * depth)}
+    for entry in sorted(entries, key=lambda e: -e.count("/")) + [p]:  # the deepest first
+      try:
+        rmtree(entry) if isdir(entry) else file_io.delete_file_v2(entry)
+      except tf.errors.NotFoundError:  # gone with an entry whose name it extends
+        pass
+
   for name, function in (("file_exists_v2", exact_exists), ("is_directory_v2", exact_isdir),
-                         ("list_directory_v2", exact_listdir)):
+                         ("list_directory_v2", exact_listdir),
+                         ("delete_recursively_v2", exact_rmtree)):
     set_attribute(file_io, name, function)
   for name, function in (("exists", exact_exists), ("isdir", exact_isdir),
-                         ("listdir", exact_listdir)):
+                         ("listdir", exact_listdir), ("rmtree", exact_rmtree)):
     set_attribute(tf.io.gfile, name, function)
 
 

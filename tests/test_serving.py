@@ -373,6 +373,71 @@ def test_classifier_export_averages_the_windows_logits(classifier_files):
   assert_close(got, want, "float32", 4 * (block_ops(config, 16) + 16), np.abs(logits).max())
 
 
+def _warm_up_requests(directory):
+  """The Predict requests of an export's TensorFlow Serving warm-up file, read with
+  TensorFlow Serving's own protos: [(signature name, {input name: array})]."""
+  from tensorflow_serving.apis import prediction_log_pb2
+  from modeling import export
+  out = []
+  for record in tf.data.TFRecordDataset(os.path.join(directory, export.WARM_UP_FILE)):
+    log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+    assert log.WhichOneof("log_type") == "predict_log"
+    request = log.predict_log.request
+    out.append((request.model_spec.signature_name,
+                {k: tf.make_ndarray(v) for k, v in request.inputs.items()}))
+  return out
+
+
+def test_exports_carry_warm_up_requests_of_every_padded_length(classifier_files, tmp_path):
+  """An export holds TensorFlow Serving's warm-up file: Predict requests of serving_default
+  that the loaded export answers and whose features together take every length a request of
+  one text (one row), or of one question of four endings (four rows), is padded to."""
+  from modeling import export
+  from modeling.classification import BertClassifier
+  from modeling.multiple_choice import BertMultipleChoice
+  d, vocab, config = classifier_files
+  modules = {  # (module, rows of the model per request)
+      "classifier": (export.TextClassifier(BertClassifier(BertEncoder(config), 2), vocab, True,
+                                           32, ["0", "1"], False), 1),
+      "multiple_choice": (export.TextMultipleChoice(BertMultipleChoice(BertEncoder(config)),
+                                                    vocab, True, 32), 4)}
+  for kind, (module, rows) in modules.items():
+    directory = export.save(module, str(tmp_path / kind))
+    requests = _warm_up_requests(directory)
+    serve = tf.saved_model.load(directory).signatures["serving_default"]
+    widths = set()
+    for signature, inputs in requests:
+      assert signature == "serving_default"
+      assert set(inputs) == set(serve.structured_input_signature[1])
+      assert all(v.dtype == object and v.shape[0] == 1 for v in inputs.values())
+      outputs = serve(**{k: tf.constant(v) for k, v in inputs.items()})
+      assert all(v.shape[0] == 1 for v in outputs.values())
+      if kind == "classifier":
+        features = module._windows(tf.constant(inputs["text_a"]))["features"]
+        widths.add(features["input_ids"].shape[1])
+      else:  # [CLS] sent1 [SEP] ending [SEP], each ending one word
+        widths.add(len(inputs["sent1"][0].split()) + 4)
+    # Every length from the shortest request there is ([CLS] a [SEP], or [CLS] a [SEP] a
+    # [SEP]) to 32, rounded up so that rows x length is a multiple of 8.
+    step = 8 // np.gcd(rows, 8)
+    padded = lambda n: min(-(-n // step) * step, 32)  # noqa: E731
+    want = {padded(n) for n in range({"classifier": 3, "multiple_choice": 5}[kind], 33)}
+    assert {padded(n) for n in widths} == want, (kind, sorted(widths), sorted(want))
+
+
+def test_question_answering_warm_up_starts_with_full_windows(span_model):
+  """The question-answering export's warm-up requests: first a context of two windows, then
+  one of three (full windows set float32's weight layout for long rows), then one window of
+  every padded length."""
+  model, vocab, _ = span_model
+  module = squad_export.TextQuestionAnswerer(model, vocab, True, 24, 5, 4, 6, 7, True, 0.0)
+  shapes = [tuple(module._windows(**{k: tf.constant(v) for k, v in r.items()})[
+      "features"]["input_ids"].shape) for r in module.warm_up_requests()]
+  assert shapes[:2] == [(2, 24), (3, 24)]
+  # [CLS] a [SEP] context [SEP]: one window of every multiple of 8 up to 24.
+  assert sorted(shapes[2:]) == [(1, 8), (1, 16), (1, 24)]
+
+
 @pytest.mark.bfloat16
 def test_bfloat16_export_stores_its_weights_and_records_its_precision(classifier_files):
   """A model trained under --dtype=bfloat16 exports its products' weights in bfloat16
@@ -556,7 +621,7 @@ assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
 def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained_squad,
                                                              windows_run, tmp_path):
   """Each kind of export: predict.py's rows (TSV, JSON Lines) equal the signature's outputs
-  called directly, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it,
+  called directly, its warm-up requests run, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it,
   with oneDNN's kernels on as the scripts run them, without TensorFlow's error line for an
   op its oneDNN rewriter does not take ("oneDNN supports DT_INT64 only on ...": integer
   and boolean transposes and ragged concatenations along rows)."""
@@ -575,6 +640,13 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
       cli.stdin.write(json.dumps([directory, {k: [r[k] for r in rows] for k in rows[0]}])
                       + "\n")
       cli.stdin.flush()
+      # Its warm-up requests, as TensorFlow Serving replays them when it loads the export.
+      serve = tf.saved_model.load(directory).signatures["serving_default"]
+      warm_up = _warm_up_requests(directory)
+      assert len(warm_up) >= 2
+      for signature, inputs in warm_up:
+        assert signature == "serving_default"
+        serve(**{k: tf.constant(v) for k, v in inputs.items()})
       if served is None:
         outputs[directory] = ["text", "start", "end", "score"]  # a v1.1 export's
         continue

