@@ -75,11 +75,10 @@ class TextQuestionAnswerer(export.RawTextModule):
     return {"question": ["a"], "context": [" ".join(["a"] * words)]}
 
   def warm_up_requests(self):
-    """Contexts of two and three windows first, then export.RawTextModule's: most questions'
-    windows are full, and in float32 the first request's rows decide the layout every weight
-    is kept in for the process (docs/serving.md#the-first-request-of-a-length)."""
-    return [self.warm_up_request(self.max_seq_length + i * self.doc_stride)
-            for i in (0, 1)] + super().warm_up_requests()
+    """export.RawTextModule's, then contexts of two and three windows (after the short ones:
+    docs/serving.md#the-first-request-of-a-length says why)."""
+    return super().warm_up_requests() + [
+        self.warm_up_request(self.max_seq_length + i * self.doc_stride) for i in (0, 1)]
 
   def _words(self, context):
     """The original's whitespace words of each context [N].

@@ -90,3 +90,17 @@ def raw_text_module(task, checkpoint):
         m, vocab, True, 384, 128, 64, 20, 30, False, 0.0)
   checkpoints.load_checkpoint(model, checkpoint, allow_new_heads=True)
   return make(model)
+
+
+def replay_warm_up(serve, directory):
+  """Calls `serve` (an export's loaded serving_default) on each request of the export's
+  warm-up file, as TensorFlow Serving does when it loads the export; returns the seconds."""
+  import time
+  import tensorflow as tf
+  from tensorflow_serving.apis import prediction_log_pb2
+  from modeling import export
+  start = time.perf_counter()
+  for record in tf.data.TFRecordDataset(os.path.join(directory, export.WARM_UP_FILE)):
+    request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+    serve(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
+  return time.perf_counter() - start

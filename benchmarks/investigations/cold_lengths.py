@@ -58,14 +58,7 @@ def time_case(task, dtype, warm):
   with tempfile.TemporaryDirectory() as tmp:
     directory = export.save(module, os.path.join(tmp, task))
     serve = tf.saved_model.load(directory).signatures["serving_default"]
-    warm_up_s = None
-    if warm:  # as TensorFlow Serving replays the file when it loads the export
-      from tensorflow_serving.apis import prediction_log_pb2
-      start = time.perf_counter()
-      for record in tf.data.TFRecordDataset(os.path.join(directory, export.WARM_UP_FILE)):
-        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
-        serve(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
-      warm_up_s = time.perf_counter() - start
+    warm_up_s = serving_tasks.replay_warm_up(serve, directory) if warm else None
   call = lambda row: serve(**{k: tf.constant([v]) for k, v in row.items()})  # noqa: E731
   times = []
   for row in serving_tasks.real_rows(task, FLAGS.data_dir)[:FLAGS.requests]:

@@ -3,7 +3,8 @@
 For each task (sentence classification, word tagging, question answering, multiple
 choice) the same MiniLM checkpoint (all-MiniLM-L6-v2 with a fresh head: speed does not
 depend on the head's values) is exported by modeling/export.py and
-squad_export.py and loaded as TensorFlow Serving would load it, and also
+squad_export.py and loaded as TensorFlow Serving would load it (its warm-up
+requests replayed), and also
 wrapped in transformers' pipeline for that task (question answering and multiple
 choice, which transformers 5 has no pipeline for: the same steps written out). Both
 take raw strings.
@@ -140,6 +141,7 @@ def ours(checkpoint, dtype, tmp):
     path = export.save(serving_tasks.raw_text_module(task, checkpoint),
                        os.path.join(tmp, f"{task}_{dtype}"))
     serve = tf.saved_model.load(path).signatures["serving_default"]
+    serving_tasks.replay_warm_up(serve, path)  # as TensorFlow Serving does at load
     calls[task] = lambda batch, serve=serve: serve(
         **{k: tf.constant(v) for k, v in batch.items()})
   distribution.set_precision("float32")
