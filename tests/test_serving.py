@@ -620,10 +620,11 @@ assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
 def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained_squad,
                                                              windows_run, tmp_path):
   """Each kind of export: predict.py's rows (TSV, JSON Lines) equal the signature's outputs
-  called directly, its warm-up requests run, and TensorFlow's saved_model_cli (which loads no tensorflow-text) runs it,
-  with oneDNN's kernels on as the scripts run them, without TensorFlow's error line for an
-  op its oneDNN rewriter does not take ("oneDNN supports DT_INT64 only on ...": integer
-  and boolean transposes and ragged concatenations along rows)."""
+  called directly, its warm-up requests run, and TensorFlow's saved_model_cli (which loads
+  no tensorflow-text) runs it, with oneDNN's kernels on as the scripts run them, without
+  TensorFlow's error line for an op its oneDNN rewriter does not take ("oneDNN supports
+  DT_INT64 only on ...": integer and boolean transposes and ragged concatenations along
+  rows)."""
   import subprocess
   import sys
   from data import text_rows
