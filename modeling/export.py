@@ -107,9 +107,10 @@ class RawTextModule(tf.Module):
     rows are padded to (fast_tokenization.padded_length) up to max_seq_length, shortest
     first: replayed by a server when it loads the export, they build oneDNN's kernels for
     each length before the first real request does. The first one's rows also decide, in
-    float32 under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, the layout each weight is kept in (docs/
-    serving.md#the-first-request-of-a-length): short, as most single sentences are. A list
-    of {input name: value}, values as serve takes them."""
+    float32 under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, the layout each weight is kept in, which
+    requests of the other kind convert at every call (docs/serving.md#the-first-request-of-
+    a-length): short, so that the conversions fall on long requests, where they cost least.
+    A list of {input name: value}, values as serve takes them."""
     step = int(fast_tokenization.padded_length(1, self.warm_up_model_rows, 1 << 30))
     return [self.warm_up_request(words) for words in range(1, self.max_seq_length, step)]
 

@@ -427,8 +427,9 @@ def test_exports_carry_warm_up_requests_of_every_padded_length(classifier_files,
 
 def test_question_answering_warm_up_ends_with_full_windows(span_model):
   """The question-answering export's warm-up requests: one window of every padded length,
-  the shortest first (float32's weight layout for short rows: no request then converts its
-  weights at every call), then contexts of two and of three windows."""
+  the shortest first (float32's weights then kept in the short-row layout: the conversions
+  at every call fall on long requests, where they cost least), then contexts of two and of
+  three windows."""
   model, vocab, _ = span_model
   module = squad_export.TextQuestionAnswerer(model, vocab, True, 24, 5, 4, 6, 7, True, 0.0)
   shapes = [tuple(module._windows(**{k: tf.constant(v) for k, v in r.items()})[
