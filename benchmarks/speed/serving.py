@@ -238,12 +238,8 @@ def main(_):
              "transformers)")
   sources = ["embedded"]
   if FLAGS.data_dir:
-    for task in REAL_TASKS:  # a missing or unreadable file stops here, before any work
-      try:
-        serving_tasks.real_rows(task, FLAGS.data_dir)
-      except (OSError, ValueError, KeyError, IndexError) as e:
-        sys.exit(f"error: --data_dir={FLAGS.data_dir}: {task} rows unreadable ({e}); "
-                 "--data_dir='' times the embedded inputs alone")
+    _REAL.update(serving_tasks.real_rows_or_exit(REAL_TASKS, FLAGS.data_dir,
+                                                 serving_tasks.EMBEDDED_HINT))
     sources.append("real")
   cases = [(task, source) for task in TASKS for source in sources
            if source == "embedded" or task in REAL_TASKS]
