@@ -62,6 +62,16 @@ def packs_tokens(mask, compute_dtype):
           & (tf.cast(real, tf.float32) <= share * tf.cast(positions, tf.float32)))
 
 
+# oneDNN (the version TensorFlow 2.20 ships) multiplies a float32 matrix of 7 to 80 rows by
+# kernels of its own, which read the weight blocked in 32 columns rather than 64. Under
+# TF_ONEDNN_ASSUME_FROZEN_WEIGHTS each product op keeps its weight in its first call's layout
+# and converts it again at every call of the other kind: MiniLM's 24 layer weights, 2.5-3 ms
+# a request (benchmarks/investigations/first_call_layout.py). So a float32 model runs
+# unpacked batches of up to this many positions and larger ones as two copies of its ops,
+# each of which only ever sees one kind. bfloat16's layout does not depend on the rows.
+ONEDNN_SMALL_ROWS = 80
+
+
 def served_outputs(model, features):
   """model(features) in inference mode. A batch of several rows, PACKED_FROM_POSITIONS
   positions or more and enough padding (PACKED_MAX_REAL_SHARE) runs with pack_tokens (the
@@ -70,8 +80,8 @@ def served_outputs(model, features):
   rows of different lengths cost their own length, not the longest's. Any other batch runs
   as is: a single request's padding is only its length rounded up
   (fast_tokenization.padded_length), and where the padding is less the added ops cost more
-  than they save. One branch per call, picked at run time; both give the same outputs up to
-  float rounding."""
+  than they save; in float32, as one of two copies by its size (ONEDNN_SMALL_ROWS). One
+  branch per call, picked at run time; all give the same outputs up to float rounding."""
   def run(packed_and_blocked):
     return lambda: model(features, training=False, pack_tokens=packed_and_blocked,
                          blocked_attention=packed_and_blocked)
@@ -80,7 +90,11 @@ def served_outputs(model, features):
   # (0.01-0.17 ms at 16 tokens in five scratch comparisons). It still costs 0.1-0.5 ms over
   # calling the model directly, as much with a trivial branch not taken: the choice itself,
   # not the other branch's ops (docs/serving.md#one-request-at-a-time).
-  return tf.cond(packed, run(True), run(False))
+  as_is = run(False)
+  if model.compute_dtype == "float32":
+    small = tf.size(features["input_mask"]) <= ONEDNN_SMALL_ROWS
+    as_is = lambda: tf.cond(small, run(False), run(False))  # two copies of the same ops
+  return tf.cond(packed, run(True), as_is)
 
 
 class RawTextModule(tf.Module):
@@ -106,10 +120,8 @@ class RawTextModule(tf.Module):
     """Made-up single requests ("a" repeated) that together meet every length a request's
     rows are padded to (fast_tokenization.padded_length) up to max_seq_length, shortest
     first: replayed by a server when it loads the export, they build oneDNN's kernels for
-    each length before the first real request does. The first one's rows also decide, in
-    float32 under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, the layout each weight is kept in, which
-    requests of the other kind convert at every call (docs/serving.md#the-first-request-of-
-    a-length): short, so that the conversions fall on long requests, where they cost least.
+    each length before the first real request does (and, in float32 under
+    TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, each copy of served_outputs' ops its weights' layout).
     A list of {input name: value}, values as serve takes them."""
     step = int(fast_tokenization.padded_length(1, self.warm_up_model_rows, 1 << 30))
     return [self.warm_up_request(words) for words in range(1, self.max_seq_length, step)]

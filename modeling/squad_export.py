@@ -75,8 +75,8 @@ class TextQuestionAnswerer(export.RawTextModule):
     return {"question": ["a"], "context": [" ".join(["a"] * words)]}
 
   def warm_up_requests(self):
-    """export.RawTextModule's, then contexts of two and three windows (after the short ones:
-    docs/serving.md#the-first-request-of-a-length says why)."""
+    """export.RawTextModule's, then contexts of two and three windows: batches of windows,
+    whose kernels no single window builds."""
     return super().warm_up_requests() + [
         self.warm_up_request(self.max_seq_length + i * self.doc_stride) for i in (0, 1)]
 

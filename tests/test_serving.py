@@ -427,9 +427,8 @@ def test_exports_carry_warm_up_requests_of_every_padded_length(classifier_files,
 
 def test_question_answering_warm_up_ends_with_full_windows(span_model):
   """The question-answering export's warm-up requests: one window of every padded length,
-  the shortest first (float32's weights then kept in the short-row layout: the conversions
-  at every call fall on long requests, where they cost least), then contexts of two and of
-  three windows."""
+  the shortest first, then contexts of two and of three windows (the longest request's
+  kernels, built last)."""
   model, vocab, _ = span_model
   module = squad_export.TextQuestionAnswerer(model, vocab, True, 24, 5, 4, 6, 7, True, 0.0)
   shapes = [tuple(module._windows(**{k: tf.constant(v) for k, v in r.items()})[
@@ -745,6 +744,47 @@ def test_packing_needs_rows_positions_and_padding_by_dtype():
                          (mask(1, 2048, 0.1), "float32", False),  # one row
                          (mask(20, 64, 0.5).reshape(5, 4, 64), "float32", True)):
     assert bool(export.packs_tokens(tf.constant(m), dtype)) == want, (m.shape, m.mean(), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_float32_batches_either_side_of_onednn_small_rows_run_ops_of_their_own(dtype):
+  """oneDNN keeps each float32 weight in the layout of its op's first call, and products of
+  up to export.ONEDNN_SMALL_ROWS rows want another layout than larger ones: so in float32
+  the unpacked batches on each side of that bound run a copy of the model's ops of their
+  own, the same copy for every size on one side; bfloat16 runs one copy for all."""
+  from modeling import export
+
+  class Model:  # records which traced copy of its ops ran
+    compute_dtype = dtype
+
+    def __init__(self):
+      self.copies, self.ran = [], tf.Variable(-1)
+
+    def __call__(self, features, training, pack_tokens, blocked_attention):
+      assert not training and pack_tokens == blocked_attention
+      self.copies.append(pack_tokens)
+      with tf.control_dependencies([self.ran.assign(len(self.copies) - 1)]):
+        return {"logits": tf.cast(features["input_mask"], tf.float32)}
+  model = Model()
+  spec = {k: tf.TensorSpec([None, None], tf.int32)
+          for k in ("input_ids", "input_mask", "segment_ids")}
+  served = tf.function(lambda f: export.served_outputs(model, f)["logits"],
+                       input_signature=[spec])
+
+  def copy_run(mask):
+    mask = np.asarray(mask, np.int32)
+    np.testing.assert_array_equal(served({"input_ids": mask, "input_mask": mask,
+                                          "segment_ids": 0 * mask}).numpy(), mask)
+    return int(model.ran.numpy())
+  bound = export.ONEDNN_SMALL_ROWS
+  small = {copy_run(np.ones(shape)) for shape in ((1, 8), (1, bound), (bound // 8, 8))}
+  large = {copy_run(np.ones(shape)) for shape in ((1, bound + 8), (1, 384), (8, 130))}
+  padded = np.arange(130) < np.arange(1, 17)[:, None] * 8  # 16 rows, mostly padding: packed
+  packed = copy_run(padded)
+  assert model.copies[packed] is True
+  assert len(small) == len(large) == 1 and packed not in small | large
+  assert (small == large) == (dtype != "float32")
+  assert len(model.copies) == (3 if dtype == "float32" else 2)
 
 
 def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):

@@ -1,14 +1,16 @@
 r"""Whether a process's first call decides its later calls' speed: the weight layout kept under
-TF_ONEDNN_ASSUME_FROZEN_WEIGHTS.
+TF_ONEDNN_ASSUME_FROZEN_WEIGHTS, and the exports' answer to it.
 
 With that setting (predict.py's, and a server's that sets it) each TensorFlow oneDNN dense
-layer converts its weight once, to the layout oneDNN picked for the first call, and keeps it.
+layer converts its weight once, to the layout oneDNN picked for its first call, and keeps it.
 oneDNN's pick can depend on the rows. For each dtype and each (first, then) pair of
---pairs, a fresh process calls the question-answering model of
-benchmarks/speed/serving.py (all-MiniLM-L6-v2, one request of random ids, as the exports
-call it) once at `first` tokens, then --calls times at `then`, under ONEDNN_VERBOSE=1, and
-reports the median ms of the timed calls, the weight reorders oneDNN logged per timed call,
-and the layout of the feed-forward weight ([384, 1536]) it ran on.
+--pairs, a fresh process builds the question-answering model of benchmarks/speed/serving.py
+(all-MiniLM-L6-v2, one request of random ids) called two ways: as one copy of its ops (the
+model itself, as the exports called it until 2026-12-07) and through export.served_outputs
+(in float32, a copy of the ops for each side of export.ONEDNN_SMALL_ROWS). Each is called
+once at `first` tokens, then --calls times at `then`, under ONEDNN_VERBOSE=1; the script
+reports each one's median ms, the weight reorders oneDNN logged per timed call and the
+layout of the feed-forward weight ([384, 1536]) the timed calls ran on.
 
   python benchmarks/investigations/first_call_layout.py
 """
@@ -56,41 +58,49 @@ def one_process(dtype, first, then):
   distribution.set_precision("float32")
   spec = {k: tf.TensorSpec([None, None], tf.int32)
           for k in ("input_ids", "input_mask", "segment_ids")}
-  served = tf.function(lambda f: export.served_outputs(model, f)["start_logits"],
-                       input_signature=[spec])
+  forms = [tf.function(lambda f: model(f, training=False)["start_logits"], input_signature=[spec]),
+           tf.function(lambda f: export.served_outputs(model, f)["start_logits"],
+                       input_signature=[spec])]
   rng = np.random.default_rng(0)
 
   def features(length):
     return {"input_ids": tf.constant(rng.integers(1000, 2000, (1, length)), tf.int32),
             "input_mask": tf.ones((1, length), tf.int32),
             "segment_ids": tf.zeros((1, length), tf.int32)}
-  served(features(first)).numpy()
+  for form in forms:
+    form(features(first)).numpy()
   x = features(then)
-  for _ in range(3):  # kernels for `then` built before the timed calls
-    served(x).numpy()
-  print(MARK, flush=True)
-  times = []
-  for _ in range(FLAGS.calls):
-    start = time.perf_counter()
-    served(x).numpy()
-    times.append(1000 * (time.perf_counter() - start))
-  print(MARK, flush=True)
-  print(json.dumps(times), flush=True)
+  for form in forms:
+    for _ in range(3):  # kernels for `then` built before the timed calls
+      form(x).numpy()
+    print(MARK, flush=True)
+    times = []
+    for _ in range(FLAGS.calls):
+      start = time.perf_counter()
+      form(x).numpy()
+      times.append(1000 * (time.perf_counter() - start))
+    print(MARK, flush=True)
+    print(json.dumps(times), flush=True)
 
 
 def summary(lines):
-  """(median ms, weight reorders per timed call, the [384, 1536] weight's layout)."""
+  """For each form: (median ms, weight reorders per timed call, the [384, 1536] weight's
+  layout, the shapes of the weights reordered)."""
   import numpy as np
   marks = [i for i, line in enumerate(lines) if line.startswith(MARK)]
-  timed = [line.split(",") for line in lines[marks[0] + 1:marks[1]]
-           if line.startswith("onednn_verbose") and ",exec," in line]
-  times = json.loads(lines[marks[1] + 1])
-  # A weight's conversion logs as a reorder of a 2-D [out, in] shape such as 1536x384.
-  reorders = sum(f[5] == "reorder" and f[-2].count("x") == 1 for f in timed) / len(times)
-  layout = next((w.split(":")[4] for f in timed if f[5] == "inner_product"
-                 and "ic384oc1536" in f[-2] for w in f[8].split() if w.startswith("wei:")), "?")
-  shapes = sorted({f[-2] for f in timed if f[5] == "reorder" and f[-2].count("x") == 1})
-  return float(np.median(times)), reorders, layout, shapes
+  results = []
+  for begin, end in zip(marks[::2], marks[1::2]):
+    timed = [line.split(",") for line in lines[begin + 1:end]
+             if line.startswith("onednn_verbose") and ",exec," in line]
+    times = json.loads(lines[end + 1])
+    # A weight's conversion logs as a reorder of a 2-D [out, in] shape such as 1536x384.
+    reorders = sum(f[5] == "reorder" and f[-2].count("x") == 1 for f in timed) / len(times)
+    layout = next((w.split(":")[4] for f in timed if f[5] == "inner_product"
+                   and "ic384oc1536" in f[-2] for w in f[8].split() if w.startswith("wei:")),
+                  "?")
+    shapes = sorted({f[-2] for f in timed if f[5] == "reorder" and f[-2].count("x") == 1})
+    results.append((float(np.median(times)), reorders, layout, shapes))
+  return results
 
 
 def main(_):
@@ -102,8 +112,8 @@ def main(_):
   print(timing.cpu())
   print(f"one call at `first` tokens, then {FLAGS.calls} timed at `then`, each pair in a fresh "
         f"process, {FLAGS.threads} threads, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1")
-  print(f"{'dtype':<10}{'first':>7}{'then':>7}{'ms (median)':>13}{'reorders/call':>15}"
-        f"{'FFN weight layout':>20}")
+  print(f"{'dtype':<10}{'first':>7}{'then':>7}{'form':>16}{'ms (median)':>13}"
+        f"{'reorders/call':>15}{'FFN weight layout':>20}")
   for dtype in dtypes:
     for pair in FLAGS.pairs:
       first, then = pair.split(":")
@@ -113,9 +123,10 @@ def main(_):
           capture_output=True, text=True, env=dict(os.environ, ONEDNN_VERBOSE="1"))
       if result.returncode:
         sys.exit(f"error: the {dtype} {pair} process failed:\n{result.stderr[-2000:]}")
-      ms, reorders, layout, shapes = summary(result.stdout.splitlines())
-      print(f"{dtype:<10}{first:>7}{then:>7}{ms:>13.2f}{reorders:>15.1f}{layout:>20}  "
-            f"{' '.join(shapes)}", flush=True)
+      for form, (ms, reorders, layout, shapes) in zip(
+          ("one copy", "served_outputs"), summary(result.stdout.splitlines())):
+        print(f"{dtype:<10}{first:>7}{then:>7}{form:>16}{ms:>13.2f}{reorders:>15.1f}"
+              f"{layout:>20}  {' '.join(shapes)}", flush=True)
 
 
 if __name__ == "__main__":
