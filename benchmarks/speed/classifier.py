@@ -5,7 +5,10 @@ Sequences per second at one shape (batch x length, no padding, so that no side h
 padding to skip) for the MiniLM (L6/H384) and BERT-Base (L12/H768) shapes, random
 weights: training steps through the Trainer as run_classifier.py builds it (forward,
 backward, clipping, AdamWeightDecay) and prediction batches through the inference copy its
-evaluation, prediction and exports run (modeling/inference.py), in float32 and bfloat16;
+evaluation, prediction and exports run (modeling/inference.py), in float32 and bfloat16,
+both in the training process (as run_classifier.py evaluates and predicts) and, as
+"frozen", in a child process that converts each weight once for oneDNN as predict.py,
+extract_features.py and a server that sets TF_ONEDNN_ASSUME_FROZEN_WEIGHTS do;
 tf-models-official's BertClassifier over BertEncoderV2 (float32, its AdamWeightDecay)
 in the same process; with --hf_python, Hugging Face's BertForSequenceClassification in
 PyTorch (benchmarks/speed/hf_peer.py --task=fixed, float32 and bfloat16 autocast) in a
@@ -40,6 +43,8 @@ flags.DEFINE_float("seconds", 15.0, "Least measuring time per case.")
 flags.DEFINE_bool("tf_models", True, "Also run tf-models-official's classifier (float32).")
 flags.DEFINE_string("hf_python", None, "A Python with torch and transformers: also run "
                     "Hugging Face's classifier in PyTorch.")
+flags.DEFINE_string("frozen_side", None, "Internal: time prediction alone for this "
+                    "model:dtype with frozen weights and print its sequences/s as JSON.")
 flags.register_validator("models", lambda v: set(v) <= set(timing.CLASSIFIER_SHAPES),
                          f"--models: each one of {', '.join(timing.CLASSIFIER_SHAPES)}")
 FLAGS = flags.FLAGS
@@ -93,19 +98,46 @@ def peer_rates(layers, hidden, dtype):
   return result["train_sequences_per_second"], result["predict_sequences_per_second"]
 
 
-def main(_):
+def frozen_rate(size, dtype):
+  """Our prediction's sequences/s with frozen weights, timed in a child process."""
+  done = launch.script("benchmarks/speed/classifier.py", f"--frozen_side={size}:{dtype}",
+                       f"--batch_size={FLAGS.batch_size}", f"--seq_length={FLAGS.seq_length}",
+                       f"--seconds={FLAGS.seconds}")
+  return done.json_line()["predict_sequences_per_second"]
+
+
+def served_predict(size, dtype, batch):
+  """(the Trainer, a traced prediction call of its inference copy on `batch`)."""
   import tensorflow as tf
-  from benchmarks.common import flops
   from modeling import inference
   from modeling.classification import ClassificationTask
+  config = timing.classifier_config(size)
+  trainer = timing.benchmark_trainer(ClassificationTask(config, 2), dtype, FLAGS.batch_size,
+                                     2e-5)
+  served = inference.inference_copy(trainer.model)  # what evaluation and exports run
+  return trainer, tf.function(lambda: served(batch, training=False)["logits"])
+
+
+def main(_):
+  import json
+  import tensorflow as tf
+  from benchmarks.common import flops
 
   B, S = FLAGS.batch_size, FLAGS.seq_length
   batch = timing.classifier_batch(B, S)
+  if FLAGS.frozen_side:
+    from cli.app import use_inference_defaults
+    use_inference_defaults()  # before the first model runs
+    size, dtype = FLAGS.frozen_side.split(":")
+    _, predict = served_predict(size, dtype, batch)
+    print(json.dumps({"predict_sequences_per_second": timed(lambda: predict().numpy())}))
+    return
   print(f"TensorFlow {tf.__version__}, {timing.cpu()}; batch {B} x {S} tokens, "
         "no padding")
   print(f"{'model':<7} {'run':<28} {'train seq/s':>12} {'predict seq/s':>14} "
-        f"{'train of peak':>14} {'predict of peak':>16} {'train x peer':>13} "
-        f"{'predict x peer':>15}")
+        f"{'frozen seq/s':>13} {'train of peak':>14} {'predict of peak':>16} "
+        f"{'frozen of peak':>15} {'train x peer':>13} {'predict x peer':>15} "
+        f"{'frozen x peer':>14}")
   for size in FLAGS.models:
     config = timing.classifier_config(size)
     layers, hidden, heads = (config.num_hidden_layers, config.hidden_size,
@@ -124,28 +156,26 @@ def main(_):
     peers = {}
     for dtype in FLAGS.dtypes:
       measure_peak(dtype)
-      trainer = timing.benchmark_trainer(ClassificationTask(config, 2), dtype, B, 2e-5)
+      trainer, predict = served_predict(size, dtype, batch)
       iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
-      served = inference.inference_copy(trainer.model)  # what evaluation and exports run
-      predict = tf.function(lambda: served(batch, training=False)["logits"])
       train_rate = timing.training_sequences_per_second(trainer, iterator, FLAGS.seconds, B,
                                                         steps_per_call=4, min_steps=8)
-      rates = (train_rate, timed(lambda: predict().numpy()))
+      rates = (train_rate, timed(lambda: predict().numpy()), frozen_rate(size, dtype))
       rows.append((f"ours {dtype}", dtype, rates))
       if FLAGS.hf_python:
         peers[dtype] = peer_rates(layers, hidden, dtype)
         if peers[dtype]:
           name = "PyTorch " + ("bf16 autocast" if dtype == "bfloat16" else "float32")
           rows.append((name, dtype, peers[dtype]))
-    for name, dtype, (train, predict) in rows:
+    for name, dtype, rates in rows:
+      rates = rates + (None,) * (3 - len(rates))  # the peers have no frozen column
       peer = peers.get(dtype) if not name.startswith("PyTorch") else None
-      shares = (f"{100 * 3 * forward * train / peaks[dtype]:13.1f}% "
-                f"{100 * forward * predict / peaks[dtype]:15.1f}%")
-      ratios = (f"{train / peer[0]:13.2f} {predict / peer[1]:15.2f}" if peer
-                else f"{'':>13} {'':>15}")
-      print(f"{size:<7} {name:<28} {train:12.1f} {predict:14.1f} {shares} {ratios}",
-            flush=True)
-
+      cells = [f"{r:12.1f}" if r else f"{'':>12}" for r in rates]
+      cells += [f"{100 * f * forward * r / peaks[dtype]:13.1f}%" if r else f"{'':>14}"
+                for f, r in zip((3, 1, 1), rates)]
+      cells += [f"{r / p:13.2f}" if r and peer else f"{'':>13}"
+                for r, p in zip(rates, (peer or (0, 0)) + (peer[1] if peer else 0,))]
+      print(f"{size:<7} {name:<28} " + " ".join(cells), flush=True)
 
 if __name__ == "__main__":
   launch.main_guarded(main)
