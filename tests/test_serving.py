@@ -812,9 +812,10 @@ def test_served_outputs_pick_a_branch_by_padding_and_size(monkeypatch):
   rng = np.random.default_rng(4)
   share = export.PACKED_MAX_REAL_SHARE["float32"]
   # (rows, length, shortest row, layers that attend in blocks): few positions; no padding;
-  # much padding (half the positions real); little padding (over 85% real); one row.
+  # much padding (half the positions real); little padding (over 85% real); one row; one
+  # row of at most export.ONEDNN_SMALL_ROWS positions (float32's other copy of the ops).
   for rows, length, shortest, blocked in ((8, 20, 1, 0), (8, 130, 130, 0), (8, 130, 1, 2),
-                                          (8, 130, 110, 0), (1, 600, 1, 0)):
+                                          (8, 130, 110, 0), (1, 600, 1, 0), (1, 40, 40, 0)):
     lengths = rng.integers(shortest, length + 1, size=rows)
     lengths[0] = length
     mask = (np.arange(length) < lengths[:, None]).astype(np.int32)
