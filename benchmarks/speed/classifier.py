@@ -173,9 +173,10 @@ def main(_):
       cells = [f"{r:12.1f}" if r else f"{'':>12}" for r in rates]
       cells += [f"{100 * f * forward * r / peaks[dtype]:13.1f}%" if r else f"{'':>14}"
                 for f, r in zip((3, 1, 1), rates)]
-      cells += [f"{r / p:13.2f}" if r and peer else f"{'':>13}"
-                for r, p in zip(rates, (peer or (0, 0)) + (peer[1] if peer else 0,))]
+      against = (peer[0], peer[1], peer[1]) if peer else (None,) * 3  # frozen: its predict
+      cells += [f"{r / p:13.2f}" if r and p else f"{'':>13}" for r, p in zip(rates, against)]
       print(f"{size:<7} {name:<28} " + " ".join(cells), flush=True)
+
 
 if __name__ == "__main__":
   launch.main_guarded(main)
