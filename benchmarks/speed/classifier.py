@@ -37,9 +37,9 @@ from benchmarks.common import launch, timing  # noqa: E402
 
 flags.DEFINE_list("models", ["minilm", "base"], "Shapes to run.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes (and the peer's).")
-flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-flags.DEFINE_float("seconds", 15.0, "Least measuring time per case.")
+flags.DEFINE_integer("batch_size", 32, "Sequences per batch.", lower_bound=1)
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.", lower_bound=2, upper_bound=512)
+flags.DEFINE_float("seconds", 15.0, "Least measuring time per case.", lower_bound=0.1)
 flags.DEFINE_bool("tf_models", True, "Also run tf-models-official's classifier (float32).")
 flags.DEFINE_string("hf_python", None, "A Python with torch and transformers: also run "
                     "Hugging Face's classifier in PyTorch.")
@@ -47,6 +47,13 @@ flags.DEFINE_string("frozen_side", None, "Internal: time prediction alone for th
                     "model:dtype with frozen weights and print its sequences/s as JSON.")
 flags.register_validator("models", lambda v: set(v) <= set(timing.CLASSIFIER_SHAPES),
                          f"--models: each one of {', '.join(timing.CLASSIFIER_SHAPES)}")
+flags.register_validator("dtypes", lambda v: bool(v) and set(v) <= {"float32", "bfloat16"},
+                         "--dtypes: each float32 or bfloat16")
+flags.register_validator(
+    "frozen_side", lambda v: v is None or (len(v.split(":")) == 2 and v.split(":")[0] in
+                                           timing.CLASSIFIER_SHAPES and v.split(":")[1] in
+                                           ("float32", "bfloat16")),
+    "--frozen_side: model:dtype, such as minilm:bfloat16")
 FLAGS = flags.FLAGS
 
 
