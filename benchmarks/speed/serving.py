@@ -173,31 +173,7 @@ def hugging_face(checkpoint, dtype):
         return pipe(texts, batch_size=len(texts), **options)
     calls[task] = call
   # transformers 5 has no question-answering pipeline: what it did, written out.
-  model = transformers.AutoModelForQuestionAnswering.from_pretrained(
-      checkpoint, dtype=torch_dtype).eval()
-
-  def answer(batch):
-    enc = tokenizer(batch["question"], batch["context"], truncation="only_second",
-                    max_length=384, stride=128, return_overflowing_tokens=True,
-                    return_offsets_mapping=True, padding=True, return_tensors="pt")
-    owner, offsets = enc.pop("overflow_to_sample_mapping"), enc.pop("offset_mapping")
-    with torch.inference_mode():
-      out = model(**{k: v for k, v in enc.items()})
-    context = torch.tensor([[s == 1 for s in enc.sequence_ids(i)]
-                            for i in range(len(owner))])
-    start = out.start_logits.float().masked_fill(~context, -1e9)
-    end = out.end_logits.float().masked_fill(~context, -1e9)
-    scores = start[:, :, None] + end[:, None, :]
-    length = torch.arange(scores.shape[1])
-    band = (length[None, :] >= length[:, None]) & (length[None, :] - length[:, None] < 30)
-    best = scores.masked_fill(~band, -1e9).flatten(1).argmax(1)
-    answers = {}
-    for i, k in enumerate(best.tolist()):
-      s, e = divmod(k, scores.shape[1])
-      answers.setdefault(int(owner[i]), batch["context"][int(owner[i])][
-          int(offsets[i, s, 0]):int(offsets[i, e, 1])])
-    return answers
-  calls["squad"] = answer
+  calls["squad"] = serving_tasks.hf_question_answerer(checkpoint, dtype)
   # No multiple-choice pipeline either: each choice "[CLS] sent1 [SEP] sent2 ending [SEP]",
   # cut longest-first to 128 pieces as our export and the original cut it.
   chooser = transformers.AutoModelForMultipleChoice.from_pretrained(
