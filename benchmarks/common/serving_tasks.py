@@ -122,6 +122,21 @@ def replay_warm_up(serve, directory):
   return time.perf_counter() - start
 
 
+def ask(process, request):
+  """Writes the line `request` to a peer subprocess's stdin and returns the JSON object of
+  its next line that is one (it may print other lines first); a peer that has stopped ends
+  the benchmark with one line."""
+  import sys
+  process.stdin.write(f"{request}\n")
+  process.stdin.flush()
+  line = process.stdout.readline()
+  while line and not line.startswith("{"):
+    line = process.stdout.readline()
+  if not line:
+    sys.exit("error: the Hugging Face side stopped (its messages are above)")
+  return json.loads(line)
+
+
 def hf_question_answerer(checkpoint, dtype="float32", max_length=384, doc_stride=128,
                          max_answer_length=30):
   """Question answering on the Hugging Face side (call it in the torch venv). transformers 5

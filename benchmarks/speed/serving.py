@@ -229,14 +229,7 @@ def main(_):
         text=True)
 
     def theirs_round(task, source, round_, hf=hf):
-      hf.stdin.write(f"{task} {source} {round_}\n")
-      hf.stdin.flush()
-      line = hf.stdout.readline()
-      while line and not line.startswith("{"):
-        line = hf.stdout.readline()
-      if not line:
-        sys.exit("error: the Hugging Face side stopped (its messages are above)")
-      return json.loads(line)
+      return serving_tasks.ask(hf, f"{task} {source} {round_}")
     with tempfile.TemporaryDirectory() as tmp:
       mine = ours(checkpoint, dtype, tmp)
       times = {(side, task, source): {"one": [], "many": []} for side in ("ours", "hf")

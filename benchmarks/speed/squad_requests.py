@@ -128,14 +128,7 @@ def main(_):
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
   def theirs(i):
-    hf.stdin.write(f"{i}\n")
-    hf.stdin.flush()
-    line = hf.stdout.readline()
-    while line and not line.startswith("{"):
-      line = hf.stdout.readline()
-    if not line:
-      sys.exit("error: the PyTorch side stopped (its messages are above)")
-    got = json.loads(line)
+    got = serving_tasks.ask(hf, i)
     return got["seconds"], got["text"]
 
   def ours(i):
