@@ -5,7 +5,7 @@ model, reads a JSON Lines file of raw text, answers it in batches and writes JSO
 Lines. Ours: `predict.py` on an export of all-MiniLM-L6-v2 (a fresh head: speed
 does not depend on its values). Theirs: a script in another interpreter
 (--hf_python) that loads the same checkpoint into transformers' pipeline (question
-answering: what that pipeline did, as benchmarks/speed/serving.py writes it out),
+answering: what that pipeline did, written out in benchmarks/common/serving_tasks.py),
 reads the same file and writes the same rows. Tasks: the classifier on RTE's dev
 premises (repeated to --rows rows) and question answering on SQuAD's dev
 questions with their paragraphs (the first --rows). The two sides take turns for
@@ -49,7 +49,7 @@ def hf_job(task, checkpoint, input_file, output_file):
       batch = rows[start:start + size]
       if task == "squad":
         got = calls["squad"]({k: [r[k] for r in batch] for k in ("question", "context")})
-        results = [{"text": got.get(i, "")} for i in range(len(batch))]
+        results = [{"text": text} for text in got]
       else:
         results = calls[task]({"text_a": [r["text_a"] for r in batch]})
       out.writelines(json.dumps({"id": r["id"], **x}) + "\n" for r, x in zip(batch, results))
