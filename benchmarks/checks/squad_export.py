@@ -162,6 +162,9 @@ def serve_one_at_a_time(work, out, export, seq, stride, v2):
                f"--version_2_with_negative={v2}", f"--max_seq_length={seq}",
                f"--doc_stride={stride}")
     logging.info("run_squad.py --dtype=bfloat16 --do_predict: %.0f s", done.seconds)
+  if v2:
+    print("\n(v2.0: the PyTorch side never answers \"no answer\", so the answers below agree "
+          "only where ours found a span)")
   for dtype, path in exports.items():
     done = run("benchmarks/speed/squad_requests.py", f"--export_dir={path}", f"--hf_dir={hf}",
                f"--questions={work}/questions.jsonl", f"--requests={FLAGS.serve_questions}",

@@ -127,8 +127,11 @@ def ask(process, request):
   its next line that is one (it may print other lines first); a peer that has stopped ends
   the benchmark with one line."""
   import sys
-  process.stdin.write(f"{request}\n")
-  process.stdin.flush()
+  try:
+    process.stdin.write(f"{request}\n")
+    process.stdin.flush()
+  except BrokenPipeError:
+    sys.exit("error: the Hugging Face side stopped (its messages are above)")
   line = process.stdout.readline()
   while line and not line.startswith("{"):
     line = process.stdout.readline()
@@ -138,83 +141,93 @@ def ask(process, request):
 
 
 def hf_question_answerer(checkpoint, dtype="float32", max_length=384, doc_stride=128,
-                         max_answer_length=30):
-  """Question answering on the Hugging Face side (call it in the torch venv). transformers 5
-  has no question-answering pipeline; this is what it did, written out: the fast tokenizer's
-  overflowing windows of `max_length` pieces, the model in `dtype`, and for each question the
-  span of at most `max_answer_length` pieces inside its context with the highest start + end
-  logit over all its windows. Windows and choice follow run_squad.py, so that both sides do
-  the same work and agree where the weights do: a window every `doc_stride` context pieces
-  (transformers' `stride` is the overlap of two windows, so it is set per question to the
-  window's room less `doc_stride`), a span starting only in the window where its first piece
-  has the most context (the original's max-context rule), windows compared by raw logits
-  (the pipeline compared softmax probabilities). A call takes {"question": [N], "context":
-  [N]} and returns the N answers, each the context's characters of its span (no n-best
-  table, no get_final_text)."""
+                         max_query_length=64, max_answer_length=30):
+  """Question answering on the Hugging Face side (call it in the torch venv): transformers 5
+  has no question-answering pipeline, so its steps are written out here, doing the work our
+  export does, as run_squad.py defines it. The fast tokenizer tokenizes the questions and
+  the contexts (each batch in one call); a question keeps its first `max_query_length`
+  pieces; each context is read in windows of `max_length` pieces ([CLS] question [SEP]
+  window [SEP]), one every `doc_stride` context pieces, the last reaching the end; the model
+  runs in `dtype`; a span of at most `max_answer_length` pieces may start only in the window
+  where its first piece has the most context (the original's max-context rule), and the
+  highest start + end logit over all of a question's windows wins (float64 sums, as the
+  original's Python floats). A call takes {"question": [N], "context": [N]} and returns the
+  N answers, each the context's characters of its span ("" for a context without pieces;
+  no n-best table, no get_final_text)."""
   import torch
   import transformers
   tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
   model = transformers.AutoModelForQuestionAnswering.from_pretrained(
       checkpoint, dtype=getattr(torch, dtype)).eval()
+  cls, sep, pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
 
-  def windows(question, context):
-    room = max_length - len(tokenizer(question, add_special_tokens=False)["input_ids"]) - 3
-    return tokenizer(question, context, truncation="only_second", max_length=max_length,
-                     stride=max(room - doc_stride, 0), return_overflowing_tokens=True,
-                     return_offsets_mapping=True)
+  def spans(pieces, room):
+    """[(start, length)] of the windows over `pieces` context pieces."""
+    out, start = [], 0
+    while start < pieces:
+      length = min(pieces - start, room)
+      out.append((start, length))
+      if start + length == pieces:
+        break
+      start += min(length, doc_stride)
+    return out
 
-  def max_context(context, owner):
-    """bool [windows, length]: the context pieces whose window is their max-context one
-    (min(left, right) + 0.01 x the window's context length, the first best window winning)."""
-    keep = torch.zeros_like(context)
-    for q in sorted(set(owner)):
-      rows = [w for w, o in enumerate(owner) if o == q]  # the question's windows, in order
-      counts = context[rows].sum(1)  # context pieces per window
-      piece = torch.arange(int(counts.max()))
-      score = (torch.minimum(piece[None, :], counts[:, None] - 1 - piece[None, :])
-               + 0.01 * counts[:, None])
-      score = score.masked_fill(piece[None, :] >= counts[:, None], -1.0)
-      total = (len(rows) - 1) * doc_stride + int(counts[-1])
-      spread = torch.full((len(rows), total), -1.0)  # each window's scores at context positions
-      for i in range(len(rows)):
-        width = min(int(counts[i]), total - i * doc_stride)
-        spread[i, i * doc_stride:i * doc_stride + width] = score[i, :width]
-      best = spread.argmax(0)  # the first of equal maxima
-      for i, w in enumerate(rows):
-        first = int(context[w].nonzero()[0])
-        n = int(counts[i])
-        keep[w, first:first + n] = best[i * doc_stride:i * doc_stride + n] == i
-    return keep
+  def max_context(windows, pieces):
+    """[W] lists: for each window's pieces, whether it is their max-context window
+    (min(left, right) + 0.01 x the window's length, the first best window winning)."""
+    if not windows:
+      return []
+    score = torch.full((len(windows), pieces), -1.0, dtype=torch.float64)
+    for i, (start, length) in enumerate(windows):
+      j = torch.arange(length, dtype=torch.float64)
+      score[i, start:start + length] = torch.minimum(j, length - 1 - j) + 0.01 * length
+    best = score.argmax(0)  # the first of equal maxima
+    return [(best[start:start + length] == i).tolist()
+            for i, (start, length) in enumerate(windows)]
 
   def answer(batch):
-    owner, offsets, in_context, rows = [], [], [], []
-    for q, (question, context) in enumerate(zip(batch["question"], batch["context"])):
-      enc = windows(question, context)
-      for w in range(len(enc["input_ids"])):
+    questions = tokenizer(batch["question"], add_special_tokens=False)["input_ids"]
+    contexts = tokenizer(batch["context"], add_special_tokens=False,
+                         return_offsets_mapping=True)
+    rows, owner, where = [], [], []  # model rows; each row's question, (start, length, mask)
+    for q, (query, ids) in enumerate(zip(questions, contexts["input_ids"])):
+      query = query[:max_query_length]
+      windows = spans(len(ids), max_length - len(query) - 3)
+      for (start, length), allowed in zip(windows, max_context(windows, len(ids))):
+        rows.append(([cls] + query + [sep] + ids[start:start + length] + [sep], len(query) + 2))
         owner.append(q)
-        offsets.append(enc["offset_mapping"][w])
-        in_context.append([s == 1 for s in enc.sequence_ids(w)])
-        rows.append({k: enc[k][w] for k in ("input_ids", "token_type_ids", "attention_mask")})
-    padded = tokenizer.pad(rows, return_tensors="pt")
+        where.append((start, length, allowed))
+    answers = [""] * len(questions)
+    if not rows:
+      return answers
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in rows])
+    segment = torch.tensor([[0] * first + [1] * (len(ids) - first) + [0] * (width - len(ids))
+                            for ids, first in rows])
+    mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])
     with torch.inference_mode():
-      out = model(**padded)
-    length = padded["input_ids"].shape[1]
-    context = torch.tensor([c + [False] * (length - len(c)) for c in in_context])
-    start = out.start_logits.float().masked_fill(~max_context(context, owner), -1e9)
-    end = out.end_logits.float().masked_fill(~context, -1e9)
-    scores = start[:, :, None] + end[:, None, :]  # [windows, start, end]
-    position = torch.arange(length)
+      out = model(input_ids=input_ids, token_type_ids=segment, attention_mask=mask)
+    start_ok = torch.zeros(len(rows), width, dtype=torch.bool)
+    end_ok = torch.zeros(len(rows), width, dtype=torch.bool)
+    for r, ((_, first), (_, length, allowed)) in enumerate(zip(rows, where)):
+      start_ok[r, first:first + length] = torch.tensor(allowed)
+      end_ok[r, first:first + length] = True
+    start = out.start_logits.double().masked_fill(~start_ok, -1e9)
+    end = out.end_logits.double().masked_fill(~end_ok, -1e9)
+    scores = start[:, :, None] + end[:, None, :]  # [rows, start, end]
+    position = torch.arange(width)
     band = (position[None, :] >= position[:, None]) & (position[None, :] - position[:, None]
                                                        < max_answer_length)
-    value, index = scores.masked_fill(~band, -1e9).flatten(1).max(1)
-    best = {}  # question -> (score, window, flat index)
-    for w, (v, k) in enumerate(zip(value.tolist(), index.tolist())):
-      if owner[w] not in best or v > best[owner[w]][0]:
-        best[owner[w]] = (v, w, k)
-    answers = []
-    for q, text in enumerate(batch["context"]):
-      _, w, k = best[q]
-      s, e = divmod(k, length)
-      answers.append(text[offsets[w][s][0]:offsets[w][e][1]])
+    value, index = scores.masked_fill(~band, -1e18).flatten(1).max(1)
+    best = {}  # question -> (score, row, flat index); the first of equal scores wins
+    for r, (v, k) in enumerate(zip(value.tolist(), index.tolist())):
+      if owner[r] not in best or v > best[owner[r]][0]:
+        best[owner[r]] = (v, r, k)
+    for q, (_, r, k) in best.items():
+      s, e = divmod(k, width)
+      first, (window_start, _, _) = rows[r][1], where[r]
+      offsets = contexts["offset_mapping"][q]
+      answers[q] = batch["context"][q][offsets[window_start + s - first][0]:
+                                        offsets[window_start + e - first][1]]
     return answers
   return answer

@@ -9,13 +9,15 @@ answering: what that pipeline did, written out in benchmarks/common/serving_task
 reads the same file and writes the same rows. Tasks: the classifier on RTE's dev
 premises (repeated to --rows rows) and question answering on SQuAD's dev
 questions with their paragraphs (the first --rows). The two sides take turns for
---rounds rounds; the median wall time of each is reported, with rows/s.
+--rounds rounds; the median wall time of each is reported, with rows/s. The
+Hugging Face job loads only its task's model, as predict.py loads one export.
 
   python benchmarks/speed/predict_file.py --threads=2
 """
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,7 +42,7 @@ TASKS = ("classifier", "squad")
 
 def hf_job(task, checkpoint, input_file, output_file):
   """Theirs: load, read, answer in batches, write (what a user's script does)."""
-  calls = serving.hugging_face(checkpoint, "float32")
+  calls = serving.hugging_face(checkpoint, "float32", tasks=(task,))  # this job's model only
   with open(input_file, encoding="utf-8") as f:
     rows = [json.loads(line) for line in f]
   size = FLAGS.batch_size
@@ -104,7 +106,7 @@ def main(_):
           written = sum(1 for _ in f)
         if written != FLAGS.rows:
           sys.exit(f"error: {side} wrote {written} rows of {FLAGS.rows} for {task}")
-      ours, theirs = (sorted(seconds[s])[len(seconds[s]) // 2] for s in ("ours", "hf"))
+      ours, theirs = (statistics.median(seconds[s]) for s in ("ours", "hf"))
       print(f"{task:<11}{FLAGS.rows:>6}{ours:>9.1f}{theirs:>9.1f}{FLAGS.rows / ours:>13.1f}"
             f"{FLAGS.rows / theirs:>11.1f}{theirs / ours:>7.2f}", flush=True)
 

@@ -148,8 +148,9 @@ def ours(checkpoint, dtype, tmp):
   return calls
 
 
-def hugging_face(checkpoint, dtype):
-  """{task: call} of transformers' pipelines on the same checkpoint (in the HF venv)."""
+def hugging_face(checkpoint, dtype, tasks=TASKS):
+  """{task: call} of transformers' pipelines on the same checkpoint (in the HF venv), for
+  each of `tasks`."""
   import torch
   import transformers
   if FLAGS.threads:
@@ -160,6 +161,8 @@ def hugging_face(checkpoint, dtype):
   tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
   calls = {}
   for task, (name, auto) in kinds.items():
+    if task not in tasks:
+      continue
     model = auto.from_pretrained(checkpoint, dtype=torch_dtype).eval()
     pipe = transformers.pipeline(name, model=model, tokenizer=tokenizer, device="cpu")
 
@@ -172,8 +175,10 @@ def hugging_face(checkpoint, dtype):
         texts = next(iter(batch.values()))
         return pipe(texts, batch_size=len(texts), **options)
     calls[task] = call
-  # transformers 5 has no question-answering pipeline: what it did, written out.
-  calls["squad"] = serving_tasks.hf_question_answerer(checkpoint, dtype)
+  if "squad" in tasks:  # transformers 5 has no question-answering pipeline: written out
+    calls["squad"] = serving_tasks.hf_question_answerer(checkpoint, dtype)
+  if "choice" not in tasks:
+    return calls
   # No multiple-choice pipeline either: each choice "[CLS] sent1 [SEP] sent2 ending [SEP]",
   # cut longest-first to 128 pieces as our export and the original cut it.
   chooser = transformers.AutoModelForMultipleChoice.from_pretrained(

@@ -47,9 +47,12 @@ flags.DEFINE_integer("requests", 200, "Questions asked, one at a time, by each s
                      lower_bound=1)
 flags.DEFINE_integer("threads", 2, "Threads on both sides: torch's, and TensorFlow's intra-op "
                      "and inter-op pools (0: the library's choice).", lower_bound=0)
-flags.DEFINE_integer("max_seq_length", 384, "The export's run_squad.py --max_seq_length: the "
-                     "PyTorch side's window length.", lower_bound=16)
+flags.DEFINE_integer("max_seq_length", 384, "The export's run_squad.py --max_seq_length (the "
+                     "export does not record its window settings: give the run's, or the two "
+                     "sides read different windows).", lower_bound=16)
 flags.DEFINE_integer("doc_stride", 128, "The export's run_squad.py --doc_stride.",
+                     lower_bound=1)
+flags.DEFINE_integer("max_query_length", 64, "The export's run_squad.py --max_query_length.",
                      lower_bound=1)
 flags.DEFINE_integer("max_answer_length", 30, "The export's run_squad.py --max_answer_length.",
                      lower_bound=1)
@@ -71,7 +74,12 @@ def read_questions(path, data_dir, count):
       for number, line in enumerate(f, 1):
         if len(rows) == count:
           break
-        row = json.loads(line)
+        if not line.strip():  # blank lines are skipped, as predict.py skips them
+          continue
+        try:
+          row = json.loads(line)
+        except ValueError as e:
+          raise ValueError(f"line {number}: not JSON ({getattr(e, 'msg', e)})") from None
         if not (isinstance(row, dict) and isinstance(row.get("question"), str)
                 and isinstance(row.get("context"), str)):
           raise ValueError(f"line {number}: no \"question\" and \"context\" strings")
@@ -89,8 +97,9 @@ def hf_side():
   if FLAGS.threads:
     torch.set_num_threads(FLAGS.threads)
   rows = read_questions(FLAGS.questions, FLAGS.data_dir, FLAGS.requests)
-  answer = serving_tasks.hf_question_answerer(FLAGS.hf_side, FLAGS.dtype, FLAGS.max_seq_length,
-                                              FLAGS.doc_stride, FLAGS.max_answer_length)
+  answer = serving_tasks.hf_question_answerer(
+      FLAGS.hf_side, FLAGS.dtype, max_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
+      max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length)
   print("READY", flush=True)
   for line in sys.stdin:
     row = rows[int(line)]
@@ -104,7 +113,9 @@ def main(_):
     hf_side()
     return
   for name, inside in (("export_dir", "saved_model.pb"), ("hf_dir", "config.json")):
-    if not os.path.exists(os.path.join(getattr(FLAGS, name) or "", inside)):
+    if not getattr(FLAGS, name):
+      sys.exit(f"error: --{name} is required")
+    if not os.path.exists(os.path.join(getattr(FLAGS, name), inside)):
       sys.exit(f"error: --{name}={getattr(FLAGS, name)}: no {inside} there")
   if not os.access(FLAGS.hf_python, os.X_OK):
     sys.exit(f"error: --hf_python={FLAGS.hf_python}: no such interpreter (one with torch and "
@@ -117,12 +128,17 @@ def main(_):
   timing.use_threads(FLAGS.threads)
   loaded = tf.saved_model.load(FLAGS.export_dir)
   serve = loaded.signatures["serving_default"]
-  dtype = loaded.precision.dtype.numpy().decode()
-  replay = serving_tasks.replay_warm_up(serve, FLAGS.export_dir)
+  precision = getattr(loaded, "precision", None)  # recorded by exports since 2026-12-06
+  dtype = precision.dtype.numpy().decode() if precision is not None else "float32"
+  from modeling import export
+  replay = None  # exports written before 2026-12-07 carry no warm-up file
+  if os.path.exists(os.path.join(FLAGS.export_dir, export.WARM_UP_FILE)):
+    replay = serving_tasks.replay_warm_up(serve, FLAGS.export_dir)
   hf = subprocess.Popen(
       [FLAGS.hf_python, os.path.abspath(__file__), f"--hf_side={FLAGS.hf_dir}",
        f"--dtype={dtype}", f"--threads={FLAGS.threads}", f"--requests={len(rows)}",
        f"--max_seq_length={FLAGS.max_seq_length}", f"--doc_stride={FLAGS.doc_stride}",
+       f"--max_query_length={FLAGS.max_query_length}",
        f"--max_answer_length={FLAGS.max_answer_length}", f"--data_dir={FLAGS.data_dir}"]
       + ([f"--questions={FLAGS.questions}"] if FLAGS.questions else []),
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -158,7 +174,8 @@ def main(_):
   p99 = {side: float(np.percentile(t, 99)) for side, t in times.items()}
   print(f"{timing.cpu()}; {FLAGS.threads or 'default'} threads each side; {dtype}; "
         f"{len(rows)} questions one at a time, windows of {FLAGS.max_seq_length} every "
-        f"{FLAGS.doc_stride}; warm-up file replayed in {replay:.1f} s")
+        f"{FLAGS.doc_stride}; " + ("no warm-up file" if replay is None
+                                    else f"warm-up file replayed in {replay:.1f} s"))
   print(f"{'':<8}{'p50 ms':>9}{'p99 ms':>9}")
   for side in ("ours", "theirs"):
     print(f"{side:<8}{p50[side]:>9.1f}{p99[side]:>9.1f}")
