@@ -95,7 +95,7 @@ def main(_):
   if FLAGS.serve_questions and not os.access(FLAGS.hf_python, os.X_OK):
     raise ValueError(f"--hf_python={FLAGS.hf_python}: no such interpreter (one with torch "
                      "and transformers; --serve_questions=0 times nothing)")
-  work = FLAGS.work_dir
+  work = os.path.abspath(FLAGS.work_dir)  # the scripts run from the repository root
   v2 = FLAGS.version_2_with_negative
   train, held_out = split(FLAGS.squad_file, 64 if quick else FLAGS.train_questions,
                           64 if quick else FLAGS.eval_questions, v2)
