@@ -149,41 +149,18 @@ def hf_question_answerer(checkpoint, dtype="float32", max_length=384, doc_stride
   pieces; each context is read in windows of `max_length` pieces ([CLS] question [SEP]
   window [SEP]), one every `doc_stride` context pieces, the last reaching the end; the model
   runs in `dtype`; a span of at most `max_answer_length` pieces may start only in the window
-  where its first piece has the most context (the original's max-context rule), and the
-  highest start + end logit over all of a question's windows wins (float64 sums, as the
-  original's Python floats). A call takes {"question": [N], "context": [N]} and returns the
+  where its first piece has the most context (the original's max-context rule; windows and
+  rule are data/windows.py's, which run_squad.py uses), and the highest start + end logit
+  over all of a question's windows wins (float64 sums, as the original's Python floats). A call takes {"question": [N], "context": [N]} and returns the
   N answers, each the context's characters of its span ("" for a context without pieces;
   no n-best table, no get_final_text)."""
   import torch
   import transformers
+  from data import windows  # run_squad.py's own windows and max-context rule (NumPy only)
   tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
   model = transformers.AutoModelForQuestionAnswering.from_pretrained(
       checkpoint, dtype=getattr(torch, dtype)).eval()
   cls, sep, pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
-
-  def spans(pieces, room):
-    """[(start, length)] of the windows over `pieces` context pieces."""
-    out, start = [], 0
-    while start < pieces:
-      length = min(pieces - start, room)
-      out.append((start, length))
-      if start + length == pieces:
-        break
-      start += min(length, doc_stride)
-    return out
-
-  def max_context(windows, pieces):
-    """[W] lists: for each window's pieces, whether it is their max-context window
-    (min(left, right) + 0.01 x the window's length, the first best window winning)."""
-    if not windows:
-      return []
-    score = torch.full((len(windows), pieces), -1.0, dtype=torch.float64)
-    for i, (start, length) in enumerate(windows):
-      j = torch.arange(length, dtype=torch.float64)
-      score[i, start:start + length] = torch.minimum(j, length - 1 - j) + 0.01 * length
-    best = score.argmax(0)  # the first of equal maxima
-    return [(best[start:start + length] == i).tolist()
-            for i, (start, length) in enumerate(windows)]
 
   def answer(batch):
     questions = tokenizer(batch["question"], add_special_tokens=False)["input_ids"]
@@ -192,11 +169,12 @@ def hf_question_answerer(checkpoint, dtype="float32", max_length=384, doc_stride
     rows, owner, where = [], [], []  # model rows; each row's question, (start, length, mask)
     for q, (query, ids) in enumerate(zip(questions, contexts["input_ids"])):
       query = query[:max_query_length]
-      windows = spans(len(ids), max_length - len(query) - 3)
-      for (start, length), allowed in zip(windows, max_context(windows, len(ids))):
+      spans = windows.doc_spans(len(ids), max_length - len(query) - 3, doc_stride)
+      best = windows.max_context_windows(spans, len(ids))  # [pieces] each one's window
+      for i, (start, length) in enumerate(spans):
         rows.append(([cls] + query + [sep] + ids[start:start + length] + [sep], len(query) + 2))
         owner.append(q)
-        where.append((start, length, allowed))
+        where.append((start, length, (best[start:start + length] == i).tolist()))
     answers = [""] * len(questions)
     if not rows:
       return answers
