@@ -37,10 +37,11 @@ from absl import app, flags  # noqa: E402
 from benchmarks.common import serving_tasks  # noqa: E402
 
 flags.DEFINE_string("export_dir", None, "A run_squad.py --export_dir SavedModel.")
-flags.DEFINE_string("hf_dir", None, "The same weights as a Hugging Face directory "
+flags.DEFINE_string("hf_dir", None, "The same weights as a local Hugging Face directory "
                     "(convert_checkpoint.py --output_format=hf).")
-flags.DEFINE_string("questions", None, "JSON Lines, each with \"question\" and \"context\" "
-                    "(predict.py's input). Default: SQuAD's dev questions in --data_dir.")
+flags.DEFINE_string("questions", None, "JSON Lines (a local or gs:// path), each with "
+                    "\"question\" and \"context\" (predict.py's input). Default: SQuAD's "
+                    "dev questions in --data_dir.")
 flags.DEFINE_string("data_dir", serving_tasks.DATA_DIR,
                     "Holds squad/dev-v2.0-half.json, read when --questions is not given.")
 flags.DEFINE_integer("requests", 200, "Questions asked, one at a time, by each side.",
@@ -68,41 +69,41 @@ def read_questions(path, data_dir, count):
   of SQuAD's dev file in `data_dir`; a bad file is one error naming it (and its line)."""
   if not path:
     return serving_tasks.real_rows_or_exit(["squad"], data_dir)["squad"][:count]
+  from data import text_decoding  # a local path or a bucket's
   rows = []
   try:
-    with open(path, encoding="utf-8") as f:
-      for number, line in enumerate(f, 1):
-        if len(rows) == count:
-          break
-        if not line.strip():  # blank lines are skipped, as predict.py skips them
-          continue
-        try:
-          row = json.loads(line)
-        except ValueError as e:
-          raise ValueError(f"line {number}: not JSON ({getattr(e, 'msg', e)})") from None
-        if not (isinstance(row, dict) and isinstance(row.get("question"), str)
-                and isinstance(row.get("context"), str)):
-          raise ValueError(f"line {number}: no \"question\" and \"context\" strings")
-        rows.append({"question": row["question"], "context": row["context"]})
-  except (OSError, ValueError) as e:
-    sys.exit(f"error: --questions={path}: {getattr(e, 'strerror', None) or e}")
+    for number, line in enumerate(text_decoding.text_lines(text_decoding.read_text(path)), 1):
+      if len(rows) == count:
+        break
+      if not line.strip():  # blank lines are skipped, as predict.py skips them
+        continue
+      try:
+        row = json.loads(line)
+      except ValueError as e:
+        raise ValueError(f"line {number}: not JSON ({getattr(e, 'msg', e)})") from None
+      if not (isinstance(row, dict) and isinstance(row.get("question"), str)
+              and isinstance(row.get("context"), str)):
+        raise ValueError(f"line {number}: no \"question\" and \"context\" strings")
+      rows.append({"question": row["question"], "context": row["context"]})
+  except ValueError as e:
+    sys.exit(f"error: --questions={path}: {e}")
   if not rows:
     sys.exit(f"error: --questions={path}: no questions")
   return rows
 
 
 def hf_side():
-  """The PyTorch side: "<i>" on stdin -> {"seconds", "text"} of question i, on stdout."""
+  """The PyTorch side: a JSON {"question", "context"} line on stdin -> {"seconds", "text"}
+  on stdout."""
   import torch
   if FLAGS.threads:
     torch.set_num_threads(FLAGS.threads)
-  rows = read_questions(FLAGS.questions, FLAGS.data_dir, FLAGS.requests)
   answer = serving_tasks.hf_question_answerer(
       FLAGS.hf_side, FLAGS.dtype, max_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
       max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length)
   print("READY", flush=True)
   for line in sys.stdin:
-    row = rows[int(line)]
+    row = json.loads(line)
     start = time.perf_counter()
     text = answer({"question": [row["question"]], "context": [row["context"]]})[0]
     print(json.dumps({"seconds": time.perf_counter() - start, "text": text}), flush=True)
@@ -112,11 +113,15 @@ def main(_):
   if FLAGS.hf_side:
     hf_side()
     return
+  from data import files
   for name, inside in (("export_dir", "saved_model.pb"), ("hf_dir", "config.json")):
     if not getattr(FLAGS, name):
       sys.exit(f"error: --{name} is required")
-    if not os.path.exists(os.path.join(getattr(FLAGS, name), inside)):
+    if not files.exists(os.path.join(getattr(FLAGS, name), inside)):
       sys.exit(f"error: --{name}={getattr(FLAGS, name)}: no {inside} there")
+  if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:  # no room for a window
+    sys.exit(f"error: --max_seq_length ({FLAGS.max_seq_length}) must exceed "
+             f"--max_query_length ({FLAGS.max_query_length}) + 3")
   if not os.access(FLAGS.hf_python, os.X_OK):
     sys.exit(f"error: --hf_python={FLAGS.hf_python}: no such interpreter (one with torch and "
              "transformers)")
@@ -127,24 +132,26 @@ def main(_):
   from data import squad_evaluation
   timing.use_threads(FLAGS.threads)
   loaded = tf.saved_model.load(FLAGS.export_dir)
-  serve = loaded.signatures["serving_default"]
+  serve = loaded.signatures.get("serving_default")
+  if serve is None or set(serve.structured_input_signature[1]) != {"question", "context"}:
+    sys.exit(f"error: --export_dir={FLAGS.export_dir}: not a run_squad.py export (its "
+             "serving_default takes no question and context)")
   precision = getattr(loaded, "precision", None)  # recorded by exports since 2026-12-06
   dtype = precision.dtype.numpy().decode() if precision is not None else "float32"
   from modeling import export
   replay = None  # exports written before 2026-12-07 carry no warm-up file
-  if os.path.exists(os.path.join(FLAGS.export_dir, export.WARM_UP_FILE)):
+  if files.exists(os.path.join(FLAGS.export_dir, export.WARM_UP_FILE)):
     replay = serving_tasks.replay_warm_up(serve, FLAGS.export_dir)
   hf = subprocess.Popen(
       [FLAGS.hf_python, os.path.abspath(__file__), f"--hf_side={FLAGS.hf_dir}",
-       f"--dtype={dtype}", f"--threads={FLAGS.threads}", f"--requests={len(rows)}",
+       f"--dtype={dtype}", f"--threads={FLAGS.threads}",
        f"--max_seq_length={FLAGS.max_seq_length}", f"--doc_stride={FLAGS.doc_stride}",
        f"--max_query_length={FLAGS.max_query_length}",
-       f"--max_answer_length={FLAGS.max_answer_length}", f"--data_dir={FLAGS.data_dir}"]
-      + ([f"--questions={FLAGS.questions}"] if FLAGS.questions else []),
+       f"--max_answer_length={FLAGS.max_answer_length}"],
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
   def theirs(i):
-    got = serving_tasks.ask(hf, i)
+    got = serving_tasks.ask(hf, json.dumps(rows[i]))
     return got["seconds"], got["text"]
 
   def ours(i):
