@@ -13,6 +13,14 @@ reports each one's median ms, the weight reorders oneDNN logged per timed call a
 layout of the feed-forward weight ([384, 1536]) the timed calls ran on.
 
   python benchmarks/investigations/first_call_layout.py
+
+With --layouts it times nothing: for each dtype, one process calls each of MiniLM's four
+weight products ([384, 1152], [384, 384], [384, 1536], [1536, 384]) once at each of --rows
+rows, every call the first of its own op, and prints the weight layout oneDNN picked, row
+range by row range. oneDNN's pick depends on the rows and on its thread count (--threads),
+so a server's check is this command at its own thread count.
+
+  python benchmarks/investigations/first_call_layout.py --layouts --threads=8
 """
 
 import json
@@ -35,12 +43,24 @@ flags.DEFINE_list("pairs", ["16:16", "256:16", "256:256", "16:256"],
                   "first:then token counts; each pair in a fresh process.")
 flags.DEFINE_integer("calls", 30, "Timed calls at `then` tokens.", lower_bound=1)
 flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads.", lower_bound=1)
-flags.DEFINE_string("side", None, "Internal: dtype:first:then for one process; prints JSON.")
+flags.DEFINE_bool("layouts", False, "Only list the weight layout oneDNN picks for each of "
+                  "MiniLM's products at each of --rows, nothing timed.")
+flags.DEFINE_list("rows", ["1", "8", "16", "32", "48", "64", "72", "80", "88", "96", "128", "160",
+                           "192", "256", "320", "384", "512"],
+                  "With --layouts: the products' row counts.")
+flags.DEFINE_string("side", None, "Internal: dtype:first:then (or layouts:dtype) for one "
+                    "process; prints JSON.")
 flags.register_validator(
     "pairs", lambda v: all(len(p.split(":")) == 2 and all(
         x.isdigit() and 1 <= int(x) <= 512 for x in p.split(":")) for p in v),
     "--pairs: each first:then, token counts from 1 to 512, such as 256:16")
+flags.register_validator("rows", lambda v: all(x.isdigit() and int(x) >= 1 for x in v),
+                         "--rows: each a row count of at least 1")
 FLAGS = flags.FLAGS
+
+# MiniLM's weight products, [in, out]: query, key and value joined; attention's output;
+# the feed-forward pair.
+PRODUCTS = ((384, 1152), (384, 384), (384, 1536), (1536, 384))
 
 MARK = "@@ timed"
 
@@ -83,6 +103,48 @@ def one_process(dtype, first, then):
     print(json.dumps(times), flush=True)
 
 
+def layout_process(dtype):
+  """Each of PRODUCTS called once at each of --rows as a product op of its own (bias added,
+  as the dense layers run), after a MARK line naming it: oneDNN's log line that follows is
+  that first call's."""
+  import tensorflow as tf
+  timing.use_threads(FLAGS.threads)
+  for k, n in PRODUCTS:
+    weight = tf.Variable(tf.cast(tf.random.normal([k, n]), dtype))
+    bias = tf.Variable(tf.zeros([n], dtype))
+    for rows in map(int, FLAGS.rows):
+      print(f"{MARK} {k}x{n} {rows}", flush=True)
+      tf.function(lambda x, w=weight, b=bias: tf.nn.bias_add(tf.matmul(x, w), b))(
+          tf.zeros([rows, k], dtype)).numpy()
+
+
+def layouts(lines):
+  """{(k, n): [(rows, layout)]} from layout_process's output."""
+  out, current = {}, None
+  for line in lines:
+    if line.startswith(MARK):
+      shape, rows = line[len(MARK):].split()
+      current = (tuple(map(int, shape.split("x"))), int(rows))
+    elif current and line.startswith("onednn_verbose") and ",exec," in line and (
+        ",inner_product," in line):
+      layout = next((w.split(":")[4] for w in line.split(",")[8].split()
+                     if w.startswith("wei:")), "?")
+      out.setdefault(current[0], []).append((current[1], layout))
+      current = None
+  return out
+
+
+def ranges(picks):
+  """[(rows, layout)] -> "1-80 AB16b32a, 88-512 AB16b64a": consecutive picks joined."""
+  runs = []
+  for rows, layout in picks:
+    if runs and runs[-1][2] == layout:
+      runs[-1][1] = rows
+    else:
+      runs.append([rows, rows, layout])
+  return ", ".join(f"{a}-{b} {layout}" if a != b else f"{a} {layout}" for a, b, layout in runs)
+
+
 def summary(lines):
   """For each form: (median ms, weight reorders per timed call, the [384, 1536] weight's
   layout, the shapes of the weights reordered)."""
@@ -105,11 +167,27 @@ def summary(lines):
 
 def main(_):
   if FLAGS.side:
-    dtype, first, then = FLAGS.side.split(":")
-    one_process(dtype, int(first), int(then))
+    kind, *rest = FLAGS.side.split(":")
+    if kind == "layouts":
+      layout_process(rest[0])
+    else:
+      one_process(kind, *map(int, rest))
     return
   dtypes = ["float32"] + (["bfloat16"] if timing.bfloat16_units() else [])
   print(timing.cpu())
+  if FLAGS.layouts:
+    print(f"the weight layout oneDNN picks at each row count, {FLAGS.threads} threads, "
+          "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1")
+    for dtype in dtypes:
+      result = subprocess.run(
+          [sys.executable, os.path.abspath(__file__), f"--side=layouts:{dtype}",
+           f"--rows={','.join(FLAGS.rows)}", f"--threads={FLAGS.threads}"],
+          capture_output=True, text=True, env=dict(os.environ, ONEDNN_VERBOSE="1"))
+      if result.returncode:
+        sys.exit(f"error: the {dtype} process failed:\n{result.stderr[-2000:]}")
+      for (k, n), picks in layouts(result.stdout.splitlines()).items():
+        print(f"{dtype:<10}[{k}, {n}]".ljust(24) + ranges(picks), flush=True)
+    return
   print(f"one call at `first` tokens, then {FLAGS.calls} timed at `then`, each pair in a fresh "
         f"process, {FLAGS.threads} threads, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1")
   print(f"{'dtype':<10}{'first':>7}{'then':>7}{'form':>16}{'ms (median)':>13}"
