@@ -48,6 +48,7 @@ if not any(a.startswith("--hf_side") for a in sys.argv):  # that side: torch, no
 from absl import app, flags  # noqa: E402
 
 from benchmarks.common import serving_tasks, timing  # noqa: E402
+from data import progress  # noqa: E402
 
 flags.DEFINE_bool("quick", False, "Fewer repetitions (a busy machine).")
 flags.DEFINE_integer("threads", 0, "Threads on both sides: torch's, and TensorFlow's intra-op "
@@ -225,6 +226,7 @@ def main(_):
   cases = [(task, source) for task in TASKS for source in sources
            if source == "embedded" or task in REAL_TASKS]
   rows = []
+  shown = progress.Progress("timing", total=len(dtypes) * counts()[0] * len(cases), interval=10)
   for dtype in dtypes:
     hf = subprocess.Popen(
         [FLAGS.hf_python, os.path.abspath(__file__), f"--hf_side={checkpoint}",
@@ -246,6 +248,9 @@ def main(_):
                    else theirs_round(task, source, round_))
             for key in ("one", "many"):
               times[side, task, source][key] += got[key]
+          done = (dtypes.index(dtype) * counts()[0] + round_) * len(cases) + cases.index(
+              (task, source)) + 1
+          shown.update(done)
     hf.stdin.close()
     hf.wait()
     for task, source in cases:

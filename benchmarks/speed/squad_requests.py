@@ -129,7 +129,7 @@ def main(_):
   import numpy as np
   import tensorflow as tf
   from benchmarks.common import timing
-  from data import squad_evaluation
+  from data import progress, squad_evaluation
   timing.use_threads(FLAGS.threads)
   loaded = tf.saved_model.load(FLAGS.export_dir)
   serve = loaded.signatures.get("serving_default")
@@ -162,16 +162,13 @@ def main(_):
 
   ours(0), theirs(0)  # each side's first call (torch sets itself up)
   times, texts = {"ours": [], "theirs": []}, {"ours": [], "theirs": []}
-  begin = time.perf_counter()
+  shown = progress.Progress("asking", total=len(rows), interval=10)
   for i in range(len(rows)):
     for side, call in (("ours", ours), ("theirs", theirs))[::1 - 2 * (i % 2)]:  # turns
       seconds, text = call(i)
       times[side].append(1000 * seconds)
       texts[side].append(text)
-    if (i + 1) % 50 == 0 and i + 1 < len(rows):
-      rate = (i + 1) / (time.perf_counter() - begin)
-      print(f"{i + 1} of {len(rows)} questions, {rate:.1f}/s, about "
-            f"{(len(rows) - i - 1) / rate:.0f} s left", file=sys.stderr, flush=True)
+    shown.update(i + 1, questions=i + 1)
   hf.stdin.close()
   hf.wait()
   same = [a == b for a, b in zip(texts["ours"], texts["theirs"])]
