@@ -54,8 +54,10 @@ flags.register_validator(
     "pairs", lambda v: all(len(p.split(":")) == 2 and all(
         x.isdigit() and 1 <= int(x) <= 512 for x in p.split(":")) for p in v),
     "--pairs: each first:then, token counts from 1 to 512, such as 256:16")
-flags.register_validator("rows", lambda v: all(x.isdigit() and int(x) >= 1 for x in v),
-                         "--rows: each a row count of at least 1")
+flags.register_validator(
+    "rows", lambda v: bool(v) and all(x.isdigit() and int(x) >= 1 for x in v) and all(
+        int(a) < int(b) for a, b in zip(v, v[1:])),
+    "--rows: row counts of at least 1, in increasing order")
 FLAGS = flags.FLAGS
 
 # MiniLM's weight products, [in, out]: query, key and value joined; attention's output;
@@ -118,24 +120,30 @@ def layout_process(dtype):
           tf.zeros([rows, k], dtype)).numpy()
 
 
+def weight_layout(fields):
+  """The weight's layout (such as AB16b64a) in the fields of an inner_product's verbose line."""
+  return next((w.split(":")[4] for w in fields[8].split() if w.startswith("wei:")), "?")
+
+
 def layouts(lines):
-  """{(k, n): [(rows, layout)]} from layout_process's output."""
-  out, current = {}, None
+  """{(k, n): [(rows, layout)]} from layout_process's output; "?" where no product was logged."""
+  out, shape, waiting = {}, None, False
   for line in lines:
     if line.startswith(MARK):
-      shape, rows = line[len(MARK):].split()
-      current = (tuple(map(int, shape.split("x"))), int(rows))
-    elif current and line.startswith("onednn_verbose") and ",exec," in line and (
+      name, rows = line[len(MARK):].split()
+      shape = tuple(map(int, name.split("x")))
+      out.setdefault(shape, []).append((int(rows), "?"))
+      waiting = True
+    elif waiting and line.startswith("onednn_verbose") and ",exec," in line and (
         ",inner_product," in line):
-      layout = next((w.split(":")[4] for w in line.split(",")[8].split()
-                     if w.startswith("wei:")), "?")
-      out.setdefault(current[0], []).append((current[1], layout))
-      current = None
+      out[shape][-1] = (out[shape][-1][0], weight_layout(line.split(",")))
+      waiting = False
   return out
 
 
 def ranges(picks):
-  """[(rows, layout)] -> "1-80 AB16b32a, 88-512 AB16b64a": consecutive picks joined."""
+  """[(rows, layout)] -> "1 AB16b64a, 8-80 AB16b32a, 88-512 AB16b64a": consecutive picks
+  joined."""
   runs = []
   for rows, layout in picks:
     if runs and runs[-1][2] == layout:
@@ -157,9 +165,8 @@ def summary(lines):
     times = json.loads(lines[end + 1])
     # A weight's conversion logs as a reorder of a 2-D [out, in] shape such as 1536x384.
     reorders = sum(f[5] == "reorder" and f[-2].count("x") == 1 for f in timed) / len(times)
-    layout = next((w.split(":")[4] for f in timed if f[5] == "inner_product"
-                   and "ic384oc1536" in f[-2] for w in f[8].split() if w.startswith("wei:")),
-                  "?")
+    layout = next((weight_layout(f) for f in timed
+                   if f[5] == "inner_product" and "ic384oc1536" in f[-2]), "?")
     shapes = sorted({f[-2] for f in timed if f[5] == "reorder" and f[-2].count("x") == 1})
     results.append((float(np.median(times)), reorders, layout, shapes))
   return results
