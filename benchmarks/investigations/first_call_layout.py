@@ -172,6 +172,16 @@ def summary(lines):
   return results
 
 
+def child(side, *args):
+  """The stdout lines of this script run as --side=`side` under ONEDNN_VERBOSE=1."""
+  result = subprocess.run(
+      [sys.executable, os.path.abspath(__file__), f"--side={side}", f"--threads={FLAGS.threads}",
+       *args], capture_output=True, text=True, env=dict(os.environ, ONEDNN_VERBOSE="1"))
+  if result.returncode:
+    sys.exit(f"error: the {side} process failed:\n{result.stderr[-2000:]}")
+  return result.stdout.splitlines()
+
+
 def main(_):
   if FLAGS.side:
     kind, *rest = FLAGS.side.split(":")
@@ -186,13 +196,8 @@ def main(_):
     print(f"the weight layout oneDNN picks at each row count, {FLAGS.threads} threads, "
           "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1")
     for dtype in dtypes:
-      result = subprocess.run(
-          [sys.executable, os.path.abspath(__file__), f"--side=layouts:{dtype}",
-           f"--rows={','.join(FLAGS.rows)}", f"--threads={FLAGS.threads}"],
-          capture_output=True, text=True, env=dict(os.environ, ONEDNN_VERBOSE="1"))
-      if result.returncode:
-        sys.exit(f"error: the {dtype} process failed:\n{result.stderr[-2000:]}")
-      for (k, n), picks in layouts(result.stdout.splitlines()).items():
+      lines = child(f"layouts:{dtype}", f"--rows={','.join(FLAGS.rows)}")
+      for (k, n), picks in layouts(lines).items():
         print(f"{dtype:<10}[{k}, {n}]".ljust(24) + ranges(picks), flush=True)
     return
   print(f"one call at `first` tokens, then {FLAGS.calls} timed at `then`, each pair in a fresh "
@@ -202,14 +207,9 @@ def main(_):
   for dtype in dtypes:
     for pair in FLAGS.pairs:
       first, then = pair.split(":")
-      result = subprocess.run(
-          [sys.executable, os.path.abspath(__file__), f"--side={dtype}:{first}:{then}",
-           f"--calls={FLAGS.calls}", f"--threads={FLAGS.threads}"],
-          capture_output=True, text=True, env=dict(os.environ, ONEDNN_VERBOSE="1"))
-      if result.returncode:
-        sys.exit(f"error: the {dtype} {pair} process failed:\n{result.stderr[-2000:]}")
-      for form, (ms, reorders, layout, shapes) in zip(
-          ("one copy", "served_outputs"), summary(result.stdout.splitlines())):
+      lines = child(f"{dtype}:{first}:{then}", f"--calls={FLAGS.calls}")
+      for form, (ms, reorders, layout, shapes) in zip(("one copy", "served_outputs"),
+                                                       summary(lines)):
         print(f"{dtype:<10}{first:>7}{then:>7}{form:>16}{ms:>13.2f}{reorders:>15.1f}"
               f"{layout:>20}  {' '.join(shapes)}", flush=True)
 
