@@ -65,7 +65,7 @@ def packs_tokens(mask, compute_dtype):
 # oneDNN (the version TensorFlow 2.20 ships) multiplies a float32 matrix of 7 to 80 rows by
 # kernels of its own, which read the weight blocked in 32 columns rather than 64. Under
 # TF_ONEDNN_ASSUME_FROZEN_WEIGHTS each product op keeps its weight in its first call's layout
-# and converts it again at every call of the other kind: MiniLM's 24 layer weights, 2.5-3 ms
+# and converts it again at every call of the other kind: MiniLM's 24 layer weights, 3.4-4.1 ms
 # a request (benchmarks/investigations/first_call_layout.py). So a float32 model runs
 # unpacked batches of up to this many positions and larger ones as two copies of its ops,
 # each of which only ever sees one kind (and keeps its own converted weights: 4 bytes x 12 H^2
@@ -88,8 +88,8 @@ def served_outputs(model, features):
                          blocked_attention=packed_and_blocked)
   packed = packs_tokens(features["input_mask"], model.compute_dtype)
   # tf.cond, lowered to Switch and Merge, costs a single request less than a switch_case
-  # (0.01-0.17 ms at 16 tokens in five scratch comparisons). It still costs 0.1-0.5 ms over
-  # calling the model directly, as much with a trivial branch not taken: the choice itself,
+  # (0.01-0.17 ms at 16 tokens in five scratch comparisons). It still costs about 0.15-0.25 ms
+  # over calling the model directly, as much with a trivial branch not taken: the choice itself,
   # not the other branch's ops (docs/serving.md#one-request-at-a-time).
   as_is = run(False)
   if model.compute_dtype == "float32":
