@@ -227,8 +227,9 @@ def attend(q, k, v, bias, scale, pairs=None):
   of those hands its work to the thread pool at every call, which at a single request's
   size costs more than the arithmetic (the same 16-token softmax took 15 to 55 us in
   oneDNN's verbose log). Inputs of at most FEW_SCORES scores (B x N x Q x S; with 12 heads a
-  request of up to 32 tokens as the exports pad it, or five rows of 16) take TensorFlow's own kernels instead, in float32: the
-  products in BatchMatMulV3, which the rewriter leaves alone, the softmax written out.
+  request of up to 32 tokens as the exports pad it, or five rows of 16) take TensorFlow's own
+  kernels instead, in float32: the products in BatchMatMulV3, which the rewriter leaves
+  alone, the softmax written out.
   MiniLM served at 1 x 16 to 1 x 36 tokens: 3-19% faster than with oneDNN's kernels; from
   1 x 40, and for batches of several rows at 12,288 scores, oneDNN's were as fast or faster
   (benchmarks/investigations/few_scores.py). Chosen when traced where the sizes are known,

@@ -54,6 +54,17 @@ def _safe_gather(params, indices, default=None):
   return tf.gather(padded, tf.where((indices >= 0) & (indices < size), indices, size))
 
 
+class Windows(tf.Module):
+  """What a question-answering export records of run_squad.py's window settings, so that
+  whatever serves or measures it beside another implementation can read the same windows:
+  int64 variables max_seq_length, doc_stride, max_query_length and max_answer_length."""
+
+  def __init__(self, **settings):
+    super().__init__(name="windows")
+    for name, value in settings.items():
+      setattr(self, name, tf.Variable(value, dtype=tf.int64, trainable=False, name=name))
+
+
 class TextQuestionAnswerer(export.RawTextModule):
   """Serving module: raw questions and contexts -> answers (see the module docstring)."""
 
@@ -67,6 +78,9 @@ class TextQuestionAnswerer(export.RawTextModule):
     self.n_best_size = min(n_best_size, max_seq_length)
     self.version_2_with_negative = version_2_with_negative
     self.threshold = float(null_score_diff_threshold)
+    self.windows = Windows(max_seq_length=max_seq_length, doc_stride=doc_stride,
+                           max_query_length=max_query_length,
+                           max_answer_length=max_answer_length)
     self.serve = tf.function(self._answer, input_signature=[
         tf.TensorSpec([None], tf.string, name="question"),
         tf.TensorSpec([None], tf.string, name="context")])

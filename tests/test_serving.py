@@ -288,6 +288,11 @@ def test_squad_export_and_predict_command(trained_squad, tmp_path):
   assert {a["qid"]: a["text"] for a in answers} == {
       k: "" if v == "empty" else v for k, v in predictions.items()}
   assert len(set(predictions.values())) > 3  # a model that answers, not one constant
+  # The export records the run's window settings (what squad_requests.py gives its peer).
+  windows = tf.saved_model.load(export).windows
+  assert {k: int(getattr(windows, k).numpy()) for k in (
+      "max_seq_length", "doc_stride", "max_query_length", "max_answer_length")} == {
+      "max_seq_length": 24, "doc_stride": 5, "max_query_length": 4, "max_answer_length": 7}
   # Rows are checked before the export loads: beside saved_model.pb alone (no variables,
   # which no load survives) a bad row is still what the one line names.
   bare = tmp_path / "bare"

@@ -168,7 +168,6 @@ def serve_one_at_a_time(work, out, export, seq, stride, v2):
   for dtype, path in exports.items():
     done = run("benchmarks/speed/squad_requests.py", f"--export_dir={path}", f"--hf_dir={hf}",
                f"--questions={work}/questions.jsonl", f"--requests={FLAGS.serve_questions}",
-               f"--max_seq_length={seq}", f"--doc_stride={stride}",
                f"--hf_python={FLAGS.hf_python}")
     print(f"\n{dtype} export, one question at a time:\n{done.stdout.rstrip()}")
 

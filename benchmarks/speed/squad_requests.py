@@ -10,11 +10,12 @@ hf_question_answerer), in the export's precision. The PyTorch side runs in anoth
 interpreter (--hf_python) and times its own calls; the two sides take turns request by
 request, so a change in a shared machine's speed falls on both. Printed: each side's median
 and p99 latency, ours over theirs, and how many answers are the same string (and the same
-after SQuAD's answer normalization).
+after SQuAD's answer normalization). The PyTorch side makes the windows the export records
+(squad_export.Windows: run_squad.py's --max_seq_length, --doc_stride, --max_query_length
+and --max_answer_length).
 
   python benchmarks/speed/squad_requests.py --export_dir=/tmp/squad_export/export \
-    --hf_dir=/tmp/squad_export/hf --questions=/tmp/squad_export/questions.jsonl \
-    --max_seq_length=256 --doc_stride=128 --threads=2
+    --hf_dir=/tmp/squad_export/hf --questions=/tmp/squad_export/questions.jsonl --threads=2
 
 benchmarks/checks/squad_export.py trains, exports, converts and runs this in one command.
 """
@@ -48,19 +49,12 @@ flags.DEFINE_integer("requests", 200, "Questions asked, one at a time, by each s
                      lower_bound=1)
 flags.DEFINE_integer("threads", 2, "Threads on both sides: torch's, and TensorFlow's intra-op "
                      "and inter-op pools (0: the library's choice).", lower_bound=0)
-flags.DEFINE_integer("max_seq_length", 384, "The export's run_squad.py --max_seq_length (the "
-                     "export does not record its window settings: give the run's, or the two "
-                     "sides read different windows).", lower_bound=16)
-flags.DEFINE_integer("doc_stride", 128, "The export's run_squad.py --doc_stride.",
-                     lower_bound=1)
-flags.DEFINE_integer("max_query_length", 64, "The export's run_squad.py --max_query_length.",
-                     lower_bound=1)
-flags.DEFINE_integer("max_answer_length", 30, "The export's run_squad.py --max_answer_length.",
-                     lower_bound=1)
 flags.DEFINE_string("hf_python", "/work/hfvenv/bin/python",
                     "Interpreter with torch and transformers for the PyTorch side.")
 flags.DEFINE_string("hf_side", None, "Internal: run the PyTorch side on this directory.")
 flags.DEFINE_string("dtype", "float32", "Internal: the PyTorch side's dtype.")
+flags.DEFINE_string("windows", None, "Internal: the export's window settings for the PyTorch "
+                    "side, as JSON.")
 FLAGS = flags.FLAGS
 
 
@@ -98,9 +92,10 @@ def hf_side():
   import torch
   if FLAGS.threads:
     torch.set_num_threads(FLAGS.threads)
+  windows = json.loads(FLAGS.windows)
   answer = serving_tasks.hf_question_answerer(
-      FLAGS.hf_side, FLAGS.dtype, max_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
-      max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length)
+      FLAGS.hf_side, FLAGS.dtype, max_length=windows["max_seq_length"], **{
+          k: v for k, v in windows.items() if k != "max_seq_length"})
   print("READY", flush=True)
   for line in sys.stdin:
     row = json.loads(line)
@@ -119,9 +114,6 @@ def main(_):
       sys.exit(f"error: --{name} is required")
     if not files.exists(os.path.join(getattr(FLAGS, name), inside)):
       sys.exit(f"error: --{name}={getattr(FLAGS, name)}: no {inside} there")
-  if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:  # no room for a window
-    sys.exit(f"error: --max_seq_length ({FLAGS.max_seq_length}) must exceed "
-             f"--max_query_length ({FLAGS.max_query_length}) + 3")
   if not os.access(FLAGS.hf_python, os.X_OK):
     sys.exit(f"error: --hf_python={FLAGS.hf_python}: no such interpreter (one with torch and "
              "transformers)")
@@ -136,6 +128,11 @@ def main(_):
   if serve is None or set(serve.structured_input_signature[1]) != {"question", "context"}:
     sys.exit(f"error: --export_dir={FLAGS.export_dir}: not a run_squad.py export (its "
              "serving_default takes no question and context)")
+  if getattr(loaded, "windows", None) is None:  # recorded by exports since 2026-12-07
+    sys.exit(f"error: --export_dir={FLAGS.export_dir}: the export does not record its window "
+             "settings (written before 2026-12-07): export it again with run_squad.py")
+  windows = {name: int(getattr(loaded.windows, name).numpy()) for name in (
+      "max_seq_length", "doc_stride", "max_query_length", "max_answer_length")}
   precision = getattr(loaded, "precision", None)  # recorded by exports since 2026-12-06
   dtype = precision.dtype.numpy().decode() if precision is not None else "float32"
   from modeling import export
@@ -144,10 +141,7 @@ def main(_):
     replay = serving_tasks.replay_warm_up(serve, FLAGS.export_dir)
   hf = subprocess.Popen(
       [FLAGS.hf_python, os.path.abspath(__file__), f"--hf_side={FLAGS.hf_dir}",
-       f"--dtype={dtype}", f"--threads={FLAGS.threads}",
-       f"--max_seq_length={FLAGS.max_seq_length}", f"--doc_stride={FLAGS.doc_stride}",
-       f"--max_query_length={FLAGS.max_query_length}",
-       f"--max_answer_length={FLAGS.max_answer_length}"],
+       f"--dtype={dtype}", f"--threads={FLAGS.threads}", f"--windows={json.dumps(windows)}"],
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
   def theirs(i):
@@ -177,8 +171,8 @@ def main(_):
   p50 = {side: float(np.median(t)) for side, t in times.items()}
   p99 = {side: float(np.percentile(t, 99)) for side, t in times.items()}
   print(f"{timing.cpu()}; {FLAGS.threads or 'default'} threads each side; {dtype}; "
-        f"{len(rows)} questions one at a time, windows of {FLAGS.max_seq_length} every "
-        f"{FLAGS.doc_stride}; " + ("no warm-up file" if replay is None
+        f"{len(rows)} questions one at a time, windows of {windows['max_seq_length']} every "
+        f"{windows['doc_stride']}; " + ("no warm-up file" if replay is None
                                     else f"warm-up file replayed in {replay:.1f} s"))
   print(f"{'':<8}{'p50 ms':>9}{'p99 ms':>9}")
   for side in ("ours", "theirs"):
