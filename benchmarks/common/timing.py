@@ -15,9 +15,17 @@ def define_flags(repeats=None):
 
 
 def bfloat16_units():
-  """What multiplies bfloat16 matrices on this CPU: "AMX", "AVX-512 BF16", or None (emulated)."""
+  """What multiplies bfloat16 matrices on this CPU: "AMX", "AVX-512 BF16", or None (emulated).
+  ONEDNN_MAX_CPU_ISA below AVX512_CORE_BF16 (AVX2, AVX512_CORE, ...) counts as none: it makes
+  oneDNN's kernels those of an older CPU, which TensorFlow still hands its bfloat16 ops to
+  (the process then dies)."""
+  import os
   from modeling import distribution
-  return distribution.cpu_units(distribution.read_cpuinfo())
+  cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or "ALL").upper()
+  units = distribution.cpu_units(distribution.read_cpuinfo())
+  if cap == "ALL" or "AMX" in cap or units is None:
+    return units
+  return "AVX-512 BF16" if "BF16" in cap or cap.startswith("AVX10") else None
 
 
 def cpu():
@@ -28,8 +36,10 @@ def cpu():
   lines = (distribution.read_cpuinfo() or "").splitlines()
   model = next((line.split(":", 1)[1].strip() for line in lines
                 if line.startswith("model name")), platform.processor() or platform.machine())
+  cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
   return (f"{model}, {os.cpu_count()} logical CPUs, bfloat16 units: "
-          f"{bfloat16_units() or 'none (emulated)'}")
+          f"{bfloat16_units() or 'none (emulated)'}"
+          + (f", oneDNN's kernels capped at {cap} (ONEDNN_MAX_CPU_ISA)" if cap else ""))
 
 
 def define_shapes_flag(default, help_text):
