@@ -239,6 +239,38 @@ def test_gelu_is_the_exact_erf_form():
   assert np.abs(tanh - want).max() > 1e-4
 
 
+@pytest.mark.parametrize("shape,traced", [
+    ((300, 48), False), ((2, 37, 48), True), ((2 * layers.GELU_ROW_MULTIPLE, 48), False),
+    ((1, 1, 48), True)])
+def test_bfloat16_gelu_in_training_and_its_slope(shape, traced):
+  """GELU in training on bfloat16 (one XLA program over rows padded to a multiple of
+  GELU_ROW_MULTIPLE, or none to add) and its gradient, the slope Phi(x) + x phi(x), against
+  float64: each value is the float32 computation rounded once to 16 bits."""
+  x64 = np.resize(np.linspace(-8, 8, 4001), shape)
+  x = tf.cast(tf.constant(x64, tf.float32), tf.bfloat16)
+  x64 = x.numpy().astype(np.float64)  # the inputs as bfloat16 holds them
+  cdf = np.vectorize(lambda v: 0.5 * math.erfc(-v / math.sqrt(2.0)))(x64)
+  want_y, want_slope = x64 * cdf, cdf + x64 * np.exp(-x64 ** 2 / 2) / math.sqrt(2 * math.pi)
+
+  def gelu_and_gradient(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = layers.get_activation("gelu")(x, training=True)
+    return y, tape.gradient(y, x)
+  if traced:
+    gelu_and_gradient = tf.function(gelu_and_gradient, input_signature=[
+        tf.TensorSpec([None] * (len(shape) - 1) + [shape[-1]], tf.bfloat16)])
+  y, slope = gelu_and_gradient(x)
+  assert y.dtype == slope.dtype == tf.bfloat16 and y.shape == slope.shape == shape
+  for got, want, ops in ((y, want_y, 8), (slope, want_slope, 12)):
+    # One rounding to 16 bits of the value, after the float32 steps (erf, exp, the
+    # products and sums: a few ulps each, at the scale max(|x|, 1) of their terms).
+    bound = (rounding_tolerance("bfloat16", 1, np.abs(want))
+             + rounding_tolerance("float32", ops, np.maximum(np.abs(x64), 1.0)))
+    error = np.abs(got.numpy().astype(np.float64) - want)
+    assert np.all(error <= bound), (float(error.max()), float((error - bound).max()))
+
+
 def test_attention_bias_masks_only_keys():
   bias = attention.attention_bias_from_mask(np.array([[1, 1, 0]]))
   assert bias.shape == (1, 1, 1, 3)

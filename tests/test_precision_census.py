@@ -23,7 +23,8 @@ B, S, P = 4, 16, 3
 # however many micro-batches share it. Activations, forward: the layer's input and the
 # attention's residual sum to 16 bits for the products (2), attention's and the MLP's
 # outputs back to float32 for dropout, residual and LayerNorm (2), GELU's input to
-# float32 and its output and slope back (3); backward: the gradients of the four casts
+# float32 and its output and slope back (3: inside GELU's XLA program, which the census
+# lists once, apart from the layers, so a layer shows 3 fewer); backward: the gradients of the four casts
 # that GELU's own gradient does not cover. The last layer of a classifier computes the
 # [CLS] query apart (pooled_only): its kernel, bias and input, each way.
 WEIGHTS = 8

@@ -1,0 +1,116 @@
+r"""GELU in training: TensorFlow's kernels against one XLA program.
+
+layers.get_activation("gelu") in training computes the activation and its slope (kept for
+the gradient) in float32; a 16-bit input goes through one XLA program over rows padded to
+layers.GELU_ROW_MULTIPLE (casts, erf and exp in one pass), a float32 one through
+TensorFlow's kernels (a dozen passes). Two parts, the two forms taking turns in random order:
+1. The activation and slope alone, per shape and dtype, ms per call, median, with the
+   largest difference between the forms' outputs.
+2. Whole training steps of the classifier (the Trainer as run_classifier.py builds it,
+   random weights, batch 32 x --seq_length) in bfloat16, once traced with each form: without
+   padding, and with a quarter of the positions padding at random lengths, which the
+   Trainer packs away (the rows GELU sees then vary from batch to batch).
+
+  python benchmarks/investigations/gelu_training.py --threads=2
+"""
+
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from cli.app import use_tensorflow_defaults  # noqa: E402
+
+use_tensorflow_defaults()  # before TensorFlow is imported: what the scripts run
+
+from absl import app, flags  # noqa: E402
+
+from benchmarks.common import timing  # noqa: E402
+
+timing.define_flags()
+flags.DEFINE_list("shapes", ["4000x1536", "4096x3072", "700x1536"], "Rows x width for part 1.")
+flags.DEFINE_integer("calls", 40, "Timed calls per form in part 1.", lower_bound=1)
+flags.DEFINE_list("models", ["minilm", "base"], "Classifier shapes for part 2.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence in part 2.", lower_bound=8)
+flags.DEFINE_integer("steps", 10, "Timed steps per form and batch kind in part 2.", lower_bound=1)
+FLAGS = flags.FLAGS
+
+
+def in_turns(functions, calls):
+  """{name: median ms} of the zero-argument functions, called in random order each round."""
+  import numpy as np
+  times = {name: [] for name in functions}
+  for _ in range(calls):
+    for name in random.sample(list(functions), len(functions)):
+      start = time.perf_counter()
+      functions[name]()
+      times[name].append(1000 * (time.perf_counter() - start))
+  return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def alone():
+  import numpy as np
+  import tensorflow as tf
+  from modeling import layers
+  print("1. GELU and its slope alone, ms per call, median: TensorFlow's kernels / XLA program")
+  forms = {"kernels": layers._gelu_and_slope, "xla": layers._gelu_and_slope_compiled}
+  for dtype in ("float32", "bfloat16"):
+    for shape in FLAGS.shapes:
+      rows, width = (int(v) for v in shape.split("x"))
+      spec = [tf.TensorSpec([None, width], dtype)]  # rows unknown, as in a packed step
+      functions = {n: tf.function(f, input_signature=spec, autograph=False)
+                   for n, f in forms.items()}
+      x = tf.cast(tf.random.stateless_normal([rows, width], [1, rows]) * 2, dtype)
+      outputs = {n: [t.numpy().astype(np.float64) for t in f(x)] for n, f in functions.items()}
+      difference = max(np.abs(a - b).max() for a, b in zip(*outputs.values()))
+      ms = in_turns({n: (lambda f=f: f(x)[0].numpy()) for n, f in functions.items()}, FLAGS.calls)
+      print(f"   {dtype:<9} {shape:>10}  {ms['kernels']:8.2f} / {ms['xla']:8.2f}  "
+            f"(x{ms['xla'] / ms['kernels']:.2f}; outputs differ by at most {difference:.1e})",
+            flush=True)
+
+
+def steps():
+  import numpy as np
+  import tensorflow as tf
+  from modeling import classification, layers
+  print(f"\n2. bfloat16 training steps, batch 32 x {FLAGS.seq_length}, ms per step, median: "
+        "TensorFlow's kernels / XLA program")
+  compiled = layers._gelu_and_slope_compiled
+  for model in FLAGS.models:
+    config = timing.classifier_config(model)
+    for padded in (False, True):
+      batch = timing.classifier_batch(32, FLAGS.seq_length)
+      if padded:  # a quarter of the positions padding, the lengths at random
+        lengths = np.random.default_rng(1).integers(FLAGS.seq_length // 2, FLAGS.seq_length + 1, 32)
+        mask = (np.arange(FLAGS.seq_length)[None] < lengths[:, None]).astype(np.int32)
+        batch = dict(batch, input_mask=mask, input_ids=batch["input_ids"] * mask)
+      runs = {}
+      for name, form in (("kernels", layers._gelu_and_slope), ("xla", compiled)):
+        layers._gelu_and_slope_compiled = form  # read when the step is traced
+        try:
+          trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2),
+                                             "bfloat16", 32, pack_tokens=padded)
+          iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+          run = (lambda t=trainer, i=iterator:
+                 float(t._train_loop(i, tf.constant(1))[0]["loss"]))
+          for _ in range(3):
+            run()
+        finally:
+          layers._gelu_and_slope_compiled = compiled
+        runs[name] = run
+      ms = in_turns(runs, FLAGS.steps)
+      kind = "packed, a quarter padding" if padded else "no padding"
+      print(f"   {model:<7} {kind:<26} {ms['kernels']:9.1f} / {ms['xla']:9.1f}  "
+            f"(x{ms['xla'] / ms['kernels']:.3f})", flush=True)
+
+
+def main(_):
+  timing.use_threads(FLAGS.threads)
+  print(timing.cpu())
+  alone()
+  steps()
+
+
+if __name__ == "__main__":
+  app.run(main)
