@@ -44,10 +44,10 @@ def _gelu_for_training(x):
   d/dx x Phi(x) = Phi(x) + x phi(x) with it, kept in x's dtype for the gradient, which is
   then one multiply. Autodiff of the expression takes three times as many passes over the
   [tokens, intermediate] activations, the largest of a layer."""
-  if x.dtype == tf.float32 or x.shape[-1] is None:
-    y, slope = _gelu_and_slope(x)
-  else:
+  if x.dtype in (tf.bfloat16, tf.float16) and x.shape.rank and x.shape[-1] is not None:
     y, slope = _gelu_and_slope_compiled(x)
+  else:
+    y, slope = _gelu_and_slope(x)
   return y, lambda dy: dy * slope
 
 
@@ -64,15 +64,16 @@ def _gelu_and_slope(x):
 # (float32, which has no casts, was slower that way on CPUs: docs/performance.md). XLA
 # builds a program per input shape, so the rows are padded to a multiple of
 # GELU_ROW_MULTIPLE: a batch of a new length reuses the program of its multiple (each
-# compiled once, in 40-100 ms on a CPU) rather than compiling its own.
+# compiled once, in 40-100 ms on a CPU) rather than compiling its own. A shape known when
+# traced (fixed-shape steps, and every step under XLA or on TPUs) is compiled as it is.
 GELU_ROW_MULTIPLE = 256
-_xla_gelu_and_slope = tf.function(_gelu_and_slope, jit_compile=True, autograph=False)
+_xla_gelu_and_slope = tf.function(_gelu_and_slope, jit_compile=True, autograph=False,
+                                  reduce_retracing=True)
 
 
 def _gelu_and_slope_compiled(x):
-  """_gelu_and_slope(x) by _xla_gelu_and_slope, x's rows padded to GELU_ROW_MULTIPLE."""
-  rows = x.shape[:-1].num_elements()
-  if rows is not None and rows % GELU_ROW_MULTIPLE == 0:
+  """_gelu_and_slope(x) by _xla_gelu_and_slope, unknown rows padded to GELU_ROW_MULTIPLE."""
+  if x.shape.is_fully_defined():
     return _xla_gelu_and_slope(x)
   flat = tf.reshape(x, [-1, x.shape[-1]])
   rows = tf.shape(flat)[0]

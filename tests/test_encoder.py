@@ -11,7 +11,8 @@ from benchmarks.common import model_garden
 from modeling import attention, checkpoints, layers
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from helpers import assert_close, block_ops, randomize, random_features, rounding_tolerance
+from helpers import (assert_close, block_ops, randomize, random_features, rounding_tolerance,
+                     unit_roundoff)
 
 
 def _model_garden_encoder(config, weights):
@@ -239,36 +240,45 @@ def test_gelu_is_the_exact_erf_form():
   assert np.abs(tanh - want).max() > 1e-4
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("shape,traced", [
-    ((300, 48), False), ((2, 37, 48), True), ((2 * layers.GELU_ROW_MULTIPLE, 48), False),
+    ((300, 48), False), ((2, 37, 48), True), ((2 * layers.GELU_ROW_MULTIPLE, 48), True),
     ((1, 1, 48), True)])
-def test_bfloat16_gelu_in_training_and_its_slope(shape, traced):
-  """GELU in training on bfloat16 (one XLA program over rows padded to a multiple of
-  GELU_ROW_MULTIPLE, or none to add) and its gradient, the slope Phi(x) + x phi(x), against
-  float64: each value is the float32 computation rounded once to 16 bits."""
+def test_16_bit_gelu_in_training_and_its_gradient(shape, traced, dtype, monkeypatch):
+  """GELU in training on a 16-bit input runs as one XLA program (over rows padded to a
+  multiple of GELU_ROW_MULTIPLE where they are unknown when traced); its output and its
+  gradient dy * slope, slope = Phi(x) + x phi(x), against float64: each is the float32
+  computation rounded once to 16 bits."""
+  programs = []
+  compiled = layers._xla_gelu_and_slope
+  monkeypatch.setattr(layers, "_xla_gelu_and_slope", lambda x: programs.append(x) or compiled(x))
   x64 = np.resize(np.linspace(-8, 8, 4001), shape)
-  x = tf.cast(tf.constant(x64, tf.float32), tf.bfloat16)
-  x64 = x.numpy().astype(np.float64)  # the inputs as bfloat16 holds them
+  x = tf.cast(tf.constant(x64, tf.float32), dtype)
+  dy = tf.cast(tf.random.stateless_uniform(shape, [1, 2], 0.5, 2.0), dtype)
+  x64, dy64 = x.numpy().astype(np.float64), dy.numpy().astype(np.float64)  # as 16 bits hold them
   cdf = np.vectorize(lambda v: 0.5 * math.erfc(-v / math.sqrt(2.0)))(x64)
-  want_y, want_slope = x64 * cdf, cdf + x64 * np.exp(-x64 ** 2 / 2) / math.sqrt(2 * math.pi)
+  want_y = x64 * cdf
+  want_dx = dy64 * (cdf + x64 * np.exp(-x64 ** 2 / 2) / math.sqrt(2 * math.pi))
 
-  def gelu_and_gradient(x):
+  def gelu_and_gradient(x, dy):
     with tf.GradientTape() as tape:
       tape.watch(x)
       y = layers.get_activation("gelu")(x, training=True)
-    return y, tape.gradient(y, x)
+    return y, tape.gradient(y, x, output_gradients=dy)
   if traced:
-    gelu_and_gradient = tf.function(gelu_and_gradient, input_signature=[
-        tf.TensorSpec([None] * (len(shape) - 1) + [shape[-1]], tf.bfloat16)])
-  y, slope = gelu_and_gradient(x)
-  assert y.dtype == slope.dtype == tf.bfloat16 and y.shape == slope.shape == shape
-  for got, want, ops in ((y, want_y, 8), (slope, want_slope, 12)):
-    # One rounding to 16 bits of the value, after the float32 steps (erf, exp, the
-    # products and sums: a few ulps each, at the scale max(|x|, 1) of their terms).
-    bound = (rounding_tolerance("bfloat16", 1, np.abs(want))
-             + rounding_tolerance("float32", ops, np.maximum(np.abs(x64), 1.0)))
+    spec = tf.TensorSpec([None] * (len(shape) - 1) + [shape[-1]], dtype)
+    gelu_and_gradient = tf.function(gelu_and_gradient, input_signature=[spec, spec])
+  y, dx = gelu_and_gradient(x, dy)
+  assert len(programs) == 1 and y.dtype == dx.dtype == dtype and y.shape == dx.shape == shape
+  # The output: float32 steps (erf, the products and sums: a few ulps each, at the scale
+  # max(|x|, 1) of their terms), then one rounding to 16 bits, at most u |value|. The
+  # gradient: the slope so computed and rounded, times dy in 16 bits: two roundings.
+  u = unit_roundoff(dtype)
+  float32_steps = lambda ops: rounding_tolerance("float32", ops, np.maximum(np.abs(x64), 1.0))
+  for got, want, roundings, ops in ((y, want_y, 1, 8), (dx, want_dx, 2, 12)):
+    bound = roundings * u * np.abs(want) + float32_steps(ops) * np.abs(dy64 if roundings == 2 else 1)
     error = np.abs(got.numpy().astype(np.float64) - want)
-    assert np.all(error <= bound), (float(error.max()), float((error - bound).max()))
+    assert np.all(error <= bound), (float(error.max()), float((error / bound).max()))
 
 
 def test_attention_bias_masks_only_keys():

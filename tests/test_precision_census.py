@@ -22,13 +22,13 @@ B, S, P = 4, 16, 3
 # the output's kernel and bias) is cast once forward and its gradient once backward,
 # however many micro-batches share it. Activations, forward: the layer's input and the
 # attention's residual sum to 16 bits for the products (2), attention's and the MLP's
-# outputs back to float32 for dropout, residual and LayerNorm (2), GELU's input to
-# float32 and its output and slope back (3: inside GELU's XLA program, which the census
-# lists once, apart from the layers, so a layer shows 3 fewer); backward: the gradients of the four casts
-# that GELU's own gradient does not cover. The last layer of a classifier computes the
-# [CLS] query apart (pooled_only): its kernel, bias and input, each way.
+# outputs back to float32 for dropout, residual and LayerNorm (2); GELU's input to float32
+# and its output and slope back are in GELU's XLA program, which every layer calls and the
+# census lists apart (3 casts a traced program, checked below); backward: the gradients of the four
+# casts that GELU's own gradient does not cover. The last layer of a classifier computes
+# the [CLS] query apart (pooled_only): its kernel, bias and input, each way.
 WEIGHTS = 8
-FORWARD, BACKWARD = WEIGHTS + 7, WEIGHTS + 4
+FORWARD, BACKWARD, GELU_PROGRAM = WEIGHTS + 4, WEIGHTS + 4, 3
 QUERY_APART = 3
 
 
@@ -77,6 +77,11 @@ def test_every_product_is_bfloat16_and_casts_are_bounded(kind, monkeypatch):
     assert sum(backward["products"].values()) == 12 + (2 if apart else 0), (part, backward)
     assert forward["casts"] <= FORWARD + apart, (part, forward)
     assert backward["casts"] <= BACKWARD + apart, (part, backward)
+  # GELU's program: traced once per shape the layers give it (static here: the last layer
+  # of a classifier has its own), 3 casts each, no product.
+  programs = table[(census.XLA_PART, "forward")]
+  assert programs["casts"] and programs["casts"] % GELU_PROGRAM == 0, programs
+  assert not programs["products"], programs
   # Prediction: the same products forward, in bfloat16; at these sizes (B x N x S x S
   # scores at most attention.FEW_SCORES) attention's two per layer are float32 products in
   # TensorFlow's own kernel (attention.attend), and bfloat16 too above that size.

@@ -19,11 +19,16 @@ PRODUCTS = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
 class Op:
   """One product or cast: where it sits and in which dtypes."""
   kind: str  # "product" or "cast"
-  part: str  # "layer_3", "embeddings", "head", "optimizer"
+  part: str  # "layer_3", "embeddings", "head", "optimizer", XLA_PART
   backward: bool
   dtypes: str  # a product's input dtype; a cast's "source->destination"
   elements: int  # a cast's output elements (-1: unknown), a product's 0
   name: str
+
+
+# The part of the ops of a function compiled by XLA (GELU's in 16-bit training, one program
+# for all layers): listed once, apart from the layers that call it.
+XLA_PART = "XLA programs"
 
 
 def _part(name):
@@ -42,16 +47,18 @@ def census(concrete_function):
   graph = concrete_function.graph
   definition = graph.as_graph_def()
   shapes = {op.name: op.outputs[0].shape for op in graph.get_operations() if op.outputs}
-  nodes = [(n, "") for n in definition.node]
+  nodes = [(n, "", False) for n in definition.node]
   for function in definition.library.function:
-    nodes += [(n, function.signature.name) for n in function.node_def]
+    xla = function.attr["_XlaMustCompile"].b if "_XlaMustCompile" in function.attr else False
+    nodes += [(n, function.signature.name, xla) for n in function.node_def]
   ops = []
-  for node, function in nodes:
+  for node, function, xla in nodes:
     name = node.name
+    part = XLA_PART if xla else _part(name)
     backward = "gradient_tape" in name or "gradient" in function.lower() or "_grad" in name
     if node.op in PRODUCTS:
       dtype = tf.as_dtype(node.attr["Ta" if "Ta" in node.attr else "T"].type).name  # V3: Ta
-      ops.append(Op("product", _part(name), backward, dtype, 0, name))
+      ops.append(Op("product", part, backward, dtype, 0, name))
     elif node.op == "Cast":
       source = tf.as_dtype(node.attr["SrcT"].type).name
       destination = tf.as_dtype(node.attr["DstT"].type).name
@@ -59,7 +66,7 @@ def census(concrete_function):
         continue  # index and mask arithmetic
       shape = shapes.get(name) if not function else None
       elements = shape.num_elements() if shape is not None and shape.is_fully_defined() else -1
-      ops.append(Op("cast", _part(name), backward, f"{source}->{destination}",
+      ops.append(Op("cast", part, backward, f"{source}->{destination}",
                     -1 if elements is None else elements, name))
   return ops
 

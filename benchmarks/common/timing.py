@@ -14,18 +14,38 @@ def define_flags(repeats=None):
                          "larger batches, at least 10).", lower_bound=10)
 
 
+# oneDNN's names for the x86 instruction sets it may be capped at (ONEDNN_MAX_CPU_ISA, or
+# DNNL_MAX_CPU_ISA; others are ignored): without bfloat16 products, with them but without
+# AMX, and with AMX.
+_NO_BFLOAT16_ISAS = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+                     "AVX512_CORE_VNNI"}
+_NO_AMX_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512", "AVX10_2_512"}
+_AMX_ISAS = {"AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX",
+             "AVX10_1_512_AMX_FP16", "AVX10_2_512_AMX_2"}
+
+
+def onednn_isa_cap():
+  """The instruction set oneDNN's kernels are capped at by the environment, upper case, or
+  None (none set, or none of the names above: ALL, DEFAULT, a misspelling)."""
+  import os
+  cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "")
+  cap = cap.strip().upper()
+  return cap if cap in _NO_BFLOAT16_ISAS | _NO_AMX_ISAS | _AMX_ISAS else None
+
+
 def bfloat16_units():
   """What multiplies bfloat16 matrices on this CPU: "AMX", "AVX-512 BF16", or None (emulated).
-  ONEDNN_MAX_CPU_ISA below AVX512_CORE_BF16 (AVX2, AVX512_CORE, ...) counts as none: it makes
-  oneDNN's kernels those of an older CPU, which TensorFlow still hands its bfloat16 ops to
-  (the process then dies)."""
-  import os
+  A cap on oneDNN's instruction sets (onednn_isa_cap) below AVX512_CORE_BF16 counts as none:
+  it makes oneDNN's kernels those of an older CPU, which TensorFlow still hands its bfloat16
+  ops to (the process then dies)."""
   from modeling import distribution
-  cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or "ALL").upper()
+  cap = onednn_isa_cap()
   units = distribution.cpu_units(distribution.read_cpuinfo())
-  if cap == "ALL" or "AMX" in cap or units is None:
-    return units
-  return "AVX-512 BF16" if "BF16" in cap or cap.startswith("AVX10") else None
+  if cap in _NO_BFLOAT16_ISAS:
+    return None
+  if cap in _NO_AMX_ISAS and units == "AMX":
+    return "AVX-512 BF16"
+  return units
 
 
 def cpu():
@@ -36,10 +56,10 @@ def cpu():
   lines = (distribution.read_cpuinfo() or "").splitlines()
   model = next((line.split(":", 1)[1].strip() for line in lines
                 if line.startswith("model name")), platform.processor() or platform.machine())
-  cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+  cap = onednn_isa_cap()
   return (f"{model}, {os.cpu_count()} logical CPUs, bfloat16 units: "
           f"{bfloat16_units() or 'none (emulated)'}"
-          + (f", oneDNN's kernels capped at {cap} (ONEDNN_MAX_CPU_ISA)" if cap else ""))
+          + (f", oneDNN's kernels capped at {cap}" if cap else ""))
 
 
 def define_shapes_flag(default, help_text):
@@ -85,16 +105,18 @@ def timed(run):
 
 
 def median_ms(functions, args, calls):
-  """{name: median ms per call} of each function of `functions`, called in turns."""
+  """{name: median ms per call} of each function of `functions`, called in turns, in a new
+  random order each round (so that no function always follows the same one)."""
+  import random
   import numpy as np
   times = {name: [] for name in functions}
   for f in functions.values():  # warm up: kernels set up, caches filled
     f(*args)
     f(*args)
   for _ in range(calls):
-    for name, f in functions.items():
+    for name in random.sample(list(functions), len(functions)):
       start = time.perf_counter()
-      f(*args)
+      functions[name](*args)
       times[name].append(1000 * (time.perf_counter() - start))
   return {name: float(np.median(t)) for name, t in times.items()}
 

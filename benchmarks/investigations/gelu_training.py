@@ -8,16 +8,15 @@ TensorFlow's kernels (a dozen passes). Two parts, the two forms taking turns in 
    largest difference between the forms' outputs.
 2. Whole training steps of the classifier (the Trainer as run_classifier.py builds it,
    random weights, batch 32 x --seq_length) in bfloat16, once traced with each form: without
-   padding, and with a quarter of the positions padding at random lengths, which the
-   Trainer packs away (the rows GELU sees then vary from batch to batch).
+   padding, and with a quarter of the positions padding on average, eight batches of random
+   lengths in turn, which the Trainer packs away (so the rows GELU sees change from step to
+   step, and so does the padding to GELU_ROW_MULTIPLE).
 
   python benchmarks/investigations/gelu_training.py --threads=2
 """
 
 import os
-import random
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from cli.app import use_tensorflow_defaults  # noqa: E402
@@ -37,18 +36,6 @@ flags.DEFINE_integer("steps", 10, "Timed steps per form and batch kind in part 2
 FLAGS = flags.FLAGS
 
 
-def in_turns(functions, calls):
-  """{name: median ms} of the zero-argument functions, called in random order each round."""
-  import numpy as np
-  times = {name: [] for name in functions}
-  for _ in range(calls):
-    for name in random.sample(list(functions), len(functions)):
-      start = time.perf_counter()
-      functions[name]()
-      times[name].append(1000 * (time.perf_counter() - start))
-  return {name: float(np.median(t)) for name, t in times.items()}
-
-
 def alone():
   import numpy as np
   import tensorflow as tf
@@ -64,13 +51,14 @@ def alone():
       x = tf.cast(tf.random.stateless_normal([rows, width], [1, rows]) * 2, dtype)
       outputs = {n: [t.numpy().astype(np.float64) for t in f(x)] for n, f in functions.items()}
       difference = max(np.abs(a - b).max() for a, b in zip(*outputs.values()))
-      ms = in_turns({n: (lambda f=f: f(x)[0].numpy()) for n, f in functions.items()}, FLAGS.calls)
+      ms = timing.median_ms({n: (lambda f=f: f(x)[0].numpy()) for n, f in functions.items()}, (),
+                            FLAGS.calls)
       print(f"   {dtype:<9} {shape:>10}  {ms['kernels']:8.2f} / {ms['xla']:8.2f}  "
             f"(x{ms['xla'] / ms['kernels']:.2f}; outputs differ by at most {difference:.1e})",
             flush=True)
 
 
-def steps():
+def training_steps():
   import numpy as np
   import tensorflow as tf
   from modeling import classification, layers
@@ -80,26 +68,29 @@ def steps():
   for model in FLAGS.models:
     config = timing.classifier_config(model)
     for padded in (False, True):
-      batch = timing.classifier_batch(32, FLAGS.seq_length)
-      if padded:  # a quarter of the positions padding, the lengths at random
-        lengths = np.random.default_rng(1).integers(FLAGS.seq_length // 2, FLAGS.seq_length + 1, 32)
-        mask = (np.arange(FLAGS.seq_length)[None] < lengths[:, None]).astype(np.int32)
-        batch = dict(batch, input_mask=mask, input_ids=batch["input_ids"] * mask)
+      batches = [timing.classifier_batch(32, FLAGS.seq_length, seed) for seed in range(8)]
+      if padded:  # lengths from half the sequence to all of it: a quarter padding on average
+        rng = np.random.default_rng(1)
+        for i, batch in enumerate(batches):
+          lengths = rng.integers(FLAGS.seq_length // 2, FLAGS.seq_length + 1, 32)
+          mask = (np.arange(FLAGS.seq_length)[None] < lengths[:, None]).astype(np.int32)
+          batches[i] = dict(batch, input_mask=mask, input_ids=batch["input_ids"] * mask)
+      data = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
       runs = {}
       for name, form in (("kernels", layers._gelu_and_slope), ("xla", compiled)):
         layers._gelu_and_slope_compiled = form  # read when the step is traced
         try:
           trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2),
                                              "bfloat16", 32, pack_tokens=padded)
-          iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+          iterator = iter(tf.data.Dataset.from_tensor_slices(data).repeat())
           run = (lambda t=trainer, i=iterator:
                  float(t._train_loop(i, tf.constant(1))[0]["loss"]))
-          for _ in range(3):
+          for _ in range(len(batches)):  # traced, and each batch's programs compiled
             run()
         finally:
           layers._gelu_and_slope_compiled = compiled
         runs[name] = run
-      ms = in_turns(runs, FLAGS.steps)
+      ms = timing.median_ms(runs, (), FLAGS.steps)
       kind = "packed, a quarter padding" if padded else "no padding"
       print(f"   {model:<7} {kind:<26} {ms['kernels']:9.1f} / {ms['xla']:9.1f}  "
             f"(x{ms['xla'] / ms['kernels']:.3f})", flush=True)
@@ -109,7 +100,7 @@ def main(_):
   timing.use_threads(FLAGS.threads)
   print(timing.cpu())
   alone()
-  steps()
+  training_steps()
 
 
 if __name__ == "__main__":
