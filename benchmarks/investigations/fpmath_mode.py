@@ -83,6 +83,8 @@ def run(mode):
 def main(_):
   if FLAGS.child:
     return child()
+  from benchmarks.common import timing
+  print(timing.cpu())
   print(f"[4096, {FLAGS.hidden}] x [{FLAGS.hidden}, {4 * FLAGS.hidden}], GFLOP/s; the kernel "
         "oneDNN ran")
   for mode in (None, "BF16"):

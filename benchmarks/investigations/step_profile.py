@@ -89,6 +89,8 @@ def profile(dtype):
 
 
 def main(_):
+  from benchmarks.common import timing
+  print(timing.cpu())
   print(f"{FLAGS.model}, batch {FLAGS.batch_size} x {FLAGS.seq_length}, no padding; "
         f"milliseconds per training step, summed over the ops that ran")
   results = {dtype: profile(dtype) for dtype in FLAGS.dtypes}
