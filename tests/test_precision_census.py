@@ -24,8 +24,8 @@ B, S, P = 4, 16, 3
 # attention's residual sum to 16 bits for the products (2), attention's and the MLP's
 # outputs back to float32 for dropout, residual and LayerNorm (2); GELU's input to float32
 # and its output and slope back are in GELU's XLA program, which every layer calls and the
-# census lists apart (3 casts a traced program, checked below); backward: the gradients of the four
-# casts that GELU's own gradient does not cover. The last layer of a classifier computes
+# census lists apart (3 casts a traced program, checked below); backward: the gradients of
+# the four casts that GELU's own gradient does not cover. The last layer of a classifier computes
 # the [CLS] query apart (pooled_only): its kernel, bias and input, each way.
 WEIGHTS = 8
 FORWARD, BACKWARD, GELU_PROGRAM = WEIGHTS + 4, WEIGHTS + 4, 3

@@ -151,9 +151,10 @@ def hf_question_answerer(checkpoint, dtype="float32", max_length=384, doc_stride
   runs in `dtype`; a span of at most `max_answer_length` pieces may start only in the window
   where its first piece has the most context (the original's max-context rule; windows and
   rule are data/windows.py's, which run_squad.py uses), and the highest start + end logit
-  over all of a question's windows wins (float64 sums, as the original's Python floats). A call takes {"question": [N], "context": [N]} and returns the
-  N answers, each the context's characters of its span ("" for a context without pieces;
-  no n-best table, no get_final_text)."""
+  over all of a question's windows wins (float64 sums, as the original's Python floats). A
+  call takes {"question": [N], "context": [N]} and returns the N answers, each the
+  context's characters of its span ("" for a context without pieces; no n-best table, no
+  get_final_text)."""
   import torch
   import transformers
   from data import windows  # run_squad.py's own windows and max-context rule (NumPy only)

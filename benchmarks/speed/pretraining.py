@@ -32,6 +32,9 @@ flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Our compute dtypes.")
 flags.DEFINE_list("jit", ["off", "on"], "Our XLA settings.")
 flags.DEFINE_list("pack", ["off", "on"], "Ours without XLA: on skips the padded positions "
                   "(run_pretraining.py's default), off computes them as the peer does.")
+for _name in ("jit", "pack"):
+  flags.register_validator(_name, lambda values: set(values) <= {"off", "on"},
+                           message=f"--{_name} takes off and/or on")
 flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("predictions", 20, "Masked positions per sequence.")
