@@ -137,7 +137,8 @@ class SelfAttention(keras.layers.Layer):
     if not own_queries:  # keys and values only
       kernel, bias = kernel[:, h:], bias[h:]
     count = kernel.shape[1] // h
-    projected = tf.reshape(self._product(x, kernel, bias), [-1, count, n, d])  # [R, P, N, D]
+    projected = self._product(x, kernel, bias, training)
+    projected = tf.reshape(projected, [-1, count, n, d])  # [R, P, N, D]
     # One request or a small batch at inference: the transposes in TensorFlow's kernel.
     view = not (training or blocked)
     heads = tf.unstack(transpose(rows.pad(projected), [2, 0, 3, 1, 4],
@@ -147,7 +148,7 @@ class SelfAttention(keras.layers.Layer):
     else:
       k, v = heads
       kernel, bias = self._joined_weights(training)
-      q = self._product(tf.reshape(queries, [-1, h]), kernel[:, :h], bias[:h])
+      q = self._product(tf.reshape(queries, [-1, h]), kernel[:, :h], bias[:h], training)
       q_shape = tf.concat([tf.shape(queries)[:2], [n, d]], 0)
       q = transpose(tf.reshape(q, q_shape), [0, 2, 1, 3], q_shape, view)  # [B, N, Q, D]
     scale = 1.0 / math.sqrt(d)  # at inference; training folds it into the query's weights
@@ -164,8 +165,10 @@ class SelfAttention(keras.layers.Layer):
     context = transpose(context, [0, 2, 1, 3], tf.gather(
         rows.padded_shape((n, d)) if own_queries else q_shape, [0, 2, 1, 3]), view)
     if own_queries:
-      return self.output_dense(tf.reshape(rows.pack(context), [-1, self.hidden_size]))  # [R, H]
-    return self.output_dense(tf.reshape(context, [-1, self.hidden_size]))  # [B * Q, H]
+      context = tf.reshape(rows.pack(context), [-1, self.hidden_size])  # [R, H]
+    else:
+      context = tf.reshape(context, [-1, self.hidden_size])  # [B * Q, H]
+    return self.output_dense(context, training=training)
 
   def _joined_weights(self, training):
     """The query, key and value kernels side by side [H, 3H] and biases [3H], in training
@@ -205,9 +208,9 @@ class SelfAttention(keras.layers.Layer):
     self.joined_kernel = tf.Variable(kernel, trainable=False, name="joined_kernel")
     self.joined_bias = tf.Variable(bias, trainable=False, name="joined_bias")
 
-  def _product(self, x, kernel, bias):
+  def _product(self, x, kernel, bias, training):
     """x [R, H] times kernel plus bias, in the compute dtype: [R, kernel's columns]."""
-    return tf.nn.bias_add(tf.matmul(tf.cast(x, self.compute_dtype), kernel), bias)
+    return layers.bias_add(tf.matmul(tf.cast(x, self.compute_dtype), kernel), bias, training)
 
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,

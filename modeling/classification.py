@@ -56,7 +56,7 @@ class BertClassifier(heads.TaskModel):
       units = heads.bilstm_units(self.config)
       pooled = ops.concatenate([tf.gather(x[..., :units], last, batch_dims=1),
                                 x[:, 0, units:]], axis=-1)  # [B, 2u]
-    return {"logits": self.classifier(self.dropout(pooled, training=training))}
+    return {"logits": self.classifier(self.dropout(pooled, training=training), training=training)}
 
   def head_variable_map(self):
     names = heads.logits_names("", self.classifier)  # the original's root-level names

@@ -68,8 +68,9 @@ class TransformerBlock(keras.layers.Layer):
     residual = x if queries is None else tf.reshape(queries, [-1, self.hidden_size])
     attended = self.dropout(ops.cast(attended, "float32"), training=training)
     x = self.attention_layer_norm(attended + residual, training=training)
-    y = self.activation(self.intermediate(x), training=training)  # [R, I]
-    y = self.dropout(ops.cast(self.output_dense(y), "float32"), training=training)  # [R, H]
+    y = self.activation(self.intermediate(x, training=training), training=training)  # [R, I]
+    y = ops.cast(self.output_dense(y, training=training), "float32")
+    y = self.dropout(y, training=training)  # [R, H]
     y = self.output_layer_norm(y + x, training=training)
     # Rows stay 2-D up to here: the remapper fuses 2-D products with their bias and GELU.
     return y if queries is None else tf.reshape(y, tf.shape(queries))
@@ -149,10 +150,8 @@ class BertEncoder(keras.Model):
             config.attention_probs_dropout_prob, name=f"layer_{i}",
             dtype=self.dtype_policy)
         for i in range(config.num_hidden_layers)]
-    self.pooler = keras.layers.Dense(
-        config.hidden_size, activation="tanh", name="pooler",
-        kernel_initializer=layers.initializer(config.initializer_range),
-        dtype=self.dtype_policy)
+    self.pooler = layers.dense(config.hidden_size, config.initializer_range, "pooler",
+                               dtype=self.dtype_policy, activation="tanh")
 
   def build(self, input_shape=None):
     ids_shape = (None, None)
@@ -210,7 +209,7 @@ class BertEncoder(keras.Model):
       row = x[:, 0]
     else:
       row = tf.gather(x, first[:, 0], batch_dims=1)  # [B, H]
-    pooled = ops.cast(self.pooler(row), "float32")  # [B, H]
+    pooled = ops.cast(self.pooler(row, training=training), "float32")  # [B, H]
     return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": outputs[1:], "embedding_output": outputs[0]}
 

@@ -46,9 +46,10 @@ class OutputLogits(keras.layers.Layer):
     self.output_bias = self.add_weight(
         name="output_bias", shape=(self.num_outputs,), initializer="zeros")
 
-  def call(self, x):
+  def call(self, x, training=False):
     """[..., H] -> float32 [..., num_outputs]."""
-    logits = ops.matmul(x, ops.transpose(self.output_weights)) + self.output_bias
+    logits = layers.bias_add(ops.matmul(x, ops.transpose(self.output_weights)),
+                             tf.cast(self.output_bias, x.dtype), training)
     return ops.cast(logits, "float32")
 
   def get_config(self):
@@ -88,7 +89,7 @@ class MaskedLMHead(keras.layers.Layer):
     # tf.gather, not ops.take_along_axis, whose int64 index transposes make TensorFlow's
     # oneDNN rewriter log an error line.
     x = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)  # [B, P, H]
-    x = self.layer_norm(self.activation(self.transform(x), training=training),
+    x = self.layer_norm(self.activation(self.transform(x, training=training), training=training),
                         training=training)
     batch, predictions = ops.shape(x)[0], ops.shape(x)[1]
     table = ops.cast(embedding_table, self.compute_dtype)

@@ -43,7 +43,7 @@ class BertMultipleChoice(TaskModel):
             for k in ("input_ids", "input_mask", "segment_ids") if k in features}
     pooled = self.encoder(flat, training=training, pooled_only=True, pack_tokens=pack_tokens,
                           blocked_attention=blocked_attention)["pooled_output"]
-    scores = self.choice(self.dropout(pooled, training=training))  # [B*C, 1]
+    scores = self.choice(self.dropout(pooled, training=training), training=training)  # [B*C, 1]
     return {"logits": ops.reshape(scores, (-1, num_choices))}  # [B, C]
 
   def head_variable_map(self):

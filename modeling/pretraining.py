@@ -47,7 +47,8 @@ class BertPretrainer(heads.TaskModel):
         outputs["sequence_output"], features["masked_lm_positions"],
         self.encoder.embedding_table, training=training)}
     if self.next_sentence is not None:
-      logits["next_sentence_logits"] = self.next_sentence(outputs["pooled_output"])
+      logits["next_sentence_logits"] = self.next_sentence(outputs["pooled_output"],
+                                                          training=training)
     return logits
 
   def head_variable_map(self):

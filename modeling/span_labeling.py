@@ -44,7 +44,7 @@ class BertSpanLabeler(heads.TaskModel):
                      blocked_attention=blocked_attention)["sequence_output"]  # [B, S, H]
     if self.bilstm is not None:
       x = heads.bilstm_over(self.bilstm, x, features, training)  # [B, S, 2u]
-    logits = self.span(x)
+    logits = self.span(x, training=training)
     bias = (1.0 - ops.cast(features["input_mask"], "float32")) * -10000.0  # [B, S]
     return {"start_logits": logits[..., 0] + bias, "end_logits": logits[..., 1] + bias}
 

@@ -68,7 +68,7 @@ class BertTagger(TaskModel):
   def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
     sequence = self.encoder(features, training=training, pack_tokens=pack_tokens,
                             blocked_attention=blocked_attention)["sequence_output"]  # [B, S, H]
-    return {"logits": self.tagger(self.dropout(sequence, training=training))}
+    return {"logits": self.tagger(self.dropout(sequence, training=training), training=training)}
 
   def head_variable_map(self):
     """Original-style names of the head's variables."""
@@ -157,7 +157,7 @@ class BertFeatureTagger(TaskModel):
     mask = tf.cast(mask, tf.bool)
     for lstm in self.lstms:
       x = lstm(x, mask=mask, training=training)  # [B, W, 2*units], zeros at padding
-    return {"logits": self.tagger(self.dropout(x, training=training))}
+    return {"logits": self.tagger(self.dropout(x, training=training), training=training)}
 
   def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
     """Windows -> logits [B, S, C] at each word's first piece (zeros elsewhere).

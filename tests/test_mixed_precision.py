@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from data import features, pipeline
 from helpers import block_ops, rounding_tolerance
-from modeling import checkpoints, distribution, optimization, pretraining, training
+from modeling import checkpoints, distribution, layers, optimization, pretraining, training
 from scripts import run_script
 from test_classifier import _common, _sst2, classifier_files
 from test_training import L, P, training_files
@@ -161,3 +161,31 @@ def test_precision_line_names_what_stays_float32_and_the_units():
   assert distribution.cpu_units("flags : avx2") is None and distribution.cpu_units(None) is None
   assert ", on the TPU;" in distribution.precision_line("bfloat16", "TPU")
   assert "forward and backward;" in distribution.precision_line("bfloat16", None)
+
+
+@pytest.mark.bfloat16
+@pytest.mark.parametrize("rows", [4096, 100])
+def test_bfloat16_bias_gradient_is_summed_in_float32(rows):
+  """In bfloat16 training a dense layer's bias gradient, the sum of the upstream gradient's
+  rows, is the float32 sum of the bfloat16 values rounded once to bfloat16 (as the weight
+  gradients' products are), not a bfloat16 running sum, whose total stops growing once
+  the terms fall below half its spacing (4,096 rows of ones summed so come to 512)."""
+  rng = np.random.default_rng(0)
+  distribution.set_precision("bfloat16")
+  try:
+    dense = layers.dense(8, 0.02, "d")
+    dense.build((None, 4))
+    x = tf.constant(rng.standard_normal((rows, 4)), tf.float32)
+    # Positive terms of mean 1: a bfloat16 running sum loses most of them.
+    dy = tf.constant(rng.uniform(0.5, 1.5, (rows, 8)), tf.bfloat16)
+    with tf.GradientTape() as tape:
+      y = dense(x, training=True)
+    got = tape.gradient(y, dense.bias, output_gradients=dy)
+  finally:
+    distribution.set_precision("float32")
+  exact = np.sum(np.asarray(tf.cast(dy, tf.float64)), axis=0)
+  # The float32 sum of `rows` positive terms is within rows * 2^-24 of the exact sum
+  # (relative), and rounding it to bfloat16 (8 significant bits) adds at most 2^-8.
+  bound = (2.0 ** -8 + rows * 2.0 ** -24) * exact
+  assert got.dtype == tf.float32
+  np.testing.assert_array_less(np.abs(got.numpy() - exact), bound)

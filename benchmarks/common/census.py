@@ -42,17 +42,29 @@ def _part(name):
   return "head"
 
 
-def census(concrete_function):
-  """Every matrix product and cast of a concrete function's graph, as Ops."""
-  graph = concrete_function.graph
-  definition = graph.as_graph_def()
-  shapes = {op.name: op.outputs[0].shape for op in graph.get_operations() if op.outputs}
+def _nodes(concrete_function):
+  """(NodeDef, the name of the function holding it or "", whether XLA compiles that
+  function) for every node of the graph and of the functions it calls."""
+  definition = concrete_function.graph.as_graph_def()
   nodes = [(n, "", False) for n in definition.node]
   for function in definition.library.function:
     xla = function.attr["_XlaMustCompile"].b if "_XlaMustCompile" in function.attr else False
     nodes += [(n, function.signature.name, xla) for n in function.node_def]
+  return nodes
+
+
+def dtypes_of(concrete_function, op_type):
+  """[(node name, its T attribute's dtype name)] of every op of that type the graph runs."""
+  return [(node.name, tf.as_dtype(node.attr["T"].type).name)
+          for node, _, _ in _nodes(concrete_function) if node.op == op_type]
+
+
+def census(concrete_function):
+  """Every matrix product and cast of a concrete function's graph, as Ops."""
+  graph = concrete_function.graph
+  shapes = {op.name: op.outputs[0].shape for op in graph.get_operations() if op.outputs}
   ops = []
-  for node, function, xla in nodes:
+  for node, function, xla in _nodes(concrete_function):
     name = node.name
     part = XLA_PART if xla else _part(name)
     backward = "gradient_tape" in name or "gradient" in function.lower() or "_grad" in name
