@@ -63,7 +63,8 @@ def transpose(x, perm, shape, view=True):
 
   @tf.custom_gradient
   def run(t):  # a bitcast has no gradient; a transpose's is the inverse transpose
-    return moved(t, shape, perm), lambda dy: moved(dy, tf.gather(shape, perm), inverse)
+    return moved(t, shape, perm), layers.backward_scoped(
+        lambda dy: moved(dy, tf.gather(shape, perm), inverse))
   return run(x)
 
 

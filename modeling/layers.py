@@ -48,7 +48,7 @@ def _gelu_for_training(x):
     y, slope = _gelu_and_slope_compiled(x)
   else:
     y, slope = _gelu_and_slope(x)
-  return y, lambda dy: dy * slope
+  return y, backward_scoped(lambda dy: dy * slope)
 
 
 def _gelu_and_slope(x):
@@ -182,7 +182,7 @@ def _layer_norm_for_training(x, gamma, beta, epsilon):
     dx = inverse * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                     - xhat * tf.reduce_mean(g * xhat, axis=-1, keepdims=True))
     return dx, tf.reduce_sum(dy * xhat, axis=rows), tf.reduce_sum(dy, axis=rows), None
-  return xhat * gamma + beta, grad
+  return xhat * gamma + beta, backward_scoped(grad)
 
 
 def layer_norm(name):
@@ -245,7 +245,7 @@ def keep_scale(rate):
 @tf.custom_gradient
 def _times(x, m):
   """x * m, with m's gradient left out (a mask) and x's taken as dy * m, the mask reused."""
-  return x * m, lambda dy: (dy * m, None)
+  return x * m, backward_scoped(lambda dy: (dy * m, None))
 
 
 def float32_dropout(rate):
@@ -268,22 +268,25 @@ def bias_add(x, bias, training=False):
 
 @tf.custom_gradient
 def _bias_add_summed_in_float32(x, bias):
-  scope = _backward_scope()
-
   def grad(dy):
-    with tf.name_scope(scope):
-      rows = tf.reshape(dy, [-1, tf.shape(dy)[-1]])
-      ones = tf.ones([1, tf.shape(rows)[0]], dy.dtype)
-      return dy, tf.reshape(tf.matmul(ones, rows, name="bias_sum"), [-1])
-  return tf.nn.bias_add(x, bias), grad
+    rows = tf.reshape(dy, [-1, tf.shape(dy)[-1]])
+    ones = tf.ones([1, tf.shape(rows)[0]], dy.dtype)
+    return dy, tf.reshape(tf.matmul(ones, rows, name="bias_sum"), [-1])
+  return tf.nn.bias_add(x, bias), backward_scoped(grad)
 
 
-def _backward_scope():
-  """The name scope TensorFlow gives the gradients of ops traced here, for a custom
-  gradient's ops (which otherwise land at the top of the graph), so that profiles and the
-  precision census place them with their layer."""
+def backward_scoped(grad):
+  """A custom gradient's function `grad`, run under the name scope TensorFlow gives the
+  gradients of the ops traced where it is made ("gradient_tape/" and that scope): its ops
+  would otherwise land at the top of the graph, where profiles and the precision census
+  cannot tell their layer."""
   scope = tf.get_current_name_scope()
-  return f"gradient_tape/{scope}/" if scope else "gradient_tape/"
+  scope = f"gradient_tape/{scope}/" if scope else "gradient_tape/"
+
+  def run(*upstream):
+    with tf.name_scope(scope):
+      return grad(*upstream)
+  return run
 
 
 class Dense(keras.layers.Dense):
