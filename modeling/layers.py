@@ -257,10 +257,9 @@ def float32_dropout(rate):
 def bias_add(x, bias, training=False):
   """x [..., C] plus bias [C], as tf.nn.bias_add (which oneDNN fuses into the product
   before it). In training, a bfloat16 x's bias gradient, the sum of the upstream
-  gradient's rows, is computed as a product with a row of ones, summed in float32 and
-  rounded once: TensorFlow's BiasAddGrad (2.20, CPU) sums bfloat16 rows in bfloat16,
-  and 4,096 rows of ones near 1 then add up to about 1,000. The product is also faster
-  (tests/test_layers.py)."""
+  gradient's rows, is taken by tf.reduce_sum, which sums bfloat16 in float32 and rounds
+  once: TensorFlow's BiasAddGrad (2.20, CPU) sums bfloat16 rows in bfloat16, and 4,096
+  rows of ones then add up to 256 (benchmarks/investigations/bias_gradient.py)."""
   if training and x.dtype == tf.bfloat16:
     return _bias_add_summed_in_float32(x, bias)
   return tf.nn.bias_add(x, bias)
@@ -269,9 +268,7 @@ def bias_add(x, bias, training=False):
 @tf.custom_gradient
 def _bias_add_summed_in_float32(x, bias):
   def grad(dy):
-    rows = tf.reshape(dy, [-1, tf.shape(dy)[-1]])
-    ones = tf.ones([1, tf.shape(rows)[0]], dy.dtype)
-    return dy, tf.reshape(tf.matmul(ones, rows, name="bias_sum"), [-1])
+    return dy, tf.reduce_sum(tf.reshape(dy, [-1, tf.shape(dy)[-1]]), axis=0, name="bias_sum")
   return tf.nn.bias_add(x, bias), backward_scoped(grad)
 
 

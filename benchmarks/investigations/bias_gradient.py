@@ -1,12 +1,14 @@
-r"""Bias gradients in bfloat16 training: TensorFlow's BiasAddGrad against a product with ones.
+r"""Bias gradients in bfloat16 training: TensorFlow's BiasAddGrad against tf.reduce_sum.
 
 A dense layer's bias gradient is the sum of its upstream gradient's rows. TensorFlow 2.20's
-BiasAddGrad sums bfloat16 rows in bfloat16 on the CPU; layers.bias_add sums them with a
-[1, rows] x [rows, C] product instead (float32 accumulation, one rounding). Two parts, the
-two forms taking turns in random order:
+BiasAddGrad sums bfloat16 rows in bfloat16 on the CPU; layers.bias_add takes the sum with
+tf.reduce_sum instead, which accumulates bfloat16 in float32 and rounds once. Two parts, the
+forms taking turns in random order:
 1. The sum alone, bfloat16 rows x width, gradient values uniform in [0, 1) (all of one sign,
    as a bias's gradient often is for many steps) and normal (mixed signs): the largest
-   error relative to the float64 sum of the same bfloat16 values, and ms per call, median.
+   error relative to the float64 sum of the same bfloat16 values, and ms per call, median;
+   also a [1, rows] x [rows, C] product with ones (float32 accumulation in oneDNN's
+   kernels, not in TensorFlow's own, which TF_ENABLE_ONEDNN_OPTS=0 runs).
 2. Whole bfloat16 training steps of the classifier (the Trainer as run_classifier.py builds
    it, random weights, batch 32 x --seq_length, no padding), traced once with each form.
 
@@ -47,8 +49,9 @@ def alone():
   import numpy as np
   import tensorflow as tf
   print("1. The bias gradient alone, bfloat16: largest error relative to the exact sum, and "
-        "ms per call, median: BiasAddGrad / product")
+        "ms per call, median: BiasAddGrad / reduce_sum / product with ones")
   forms = {"stock": lambda dy: tf.raw_ops.BiasAddGrad(out_backprop=dy),
+           "sum": lambda dy: tf.reduce_sum(dy, axis=0),
            "product": lambda dy: tf.matmul(tf.ones([1, tf.shape(dy)[0]], dy.dtype), dy)[0]}
   functions = {n: tf.function(f, autograph=False) for n, f in forms.items()}
   rng = np.random.default_rng(0)
@@ -64,9 +67,8 @@ def alone():
                 for n, f in functions.items()}
       ms = timing.median_ms({n: (lambda f=f: f(dy).numpy()) for n, f in functions.items()}, (),
                             FLAGS.calls)
-      print(f"   {shape:>10} {values:<8} error {errors['stock']:.1e} / {errors['product']:.1e}"
-            f"   ms {ms['stock']:7.3f} / {ms['product']:7.3f}  (x{ms['product'] / ms['stock']:.2f})",
-            flush=True)
+      print(f"   {shape:>10} {values:<8} error " + " / ".join(f"{errors[n]:.1e}" for n in forms)
+            + "   ms " + " / ".join(f"{ms[n]:7.3f}" for n in forms), flush=True)
   print("   (error: |sum - exact| over the sum of the terms' sizes, the largest over the "
         "columns; one bfloat16 rounding is at most 3.9e-3)")
 
@@ -75,13 +77,13 @@ def training_steps():
   import tensorflow as tf
   from modeling import classification, layers
   print(f"\n2. bfloat16 training steps, batch 32 x {FLAGS.seq_length}, no padding, ms per step, "
-        "median: BiasAddGrad / product")
+        "median: BiasAddGrad / reduce_sum (layers.bias_add)")
   summed = layers.bias_add
   for model in FLAGS.models:
     config = timing.classifier_config(model)
     batch = timing.classifier_batch(32, FLAGS.seq_length)
     runs = {}
-    for name, form in (("stock", stock_bias_add), ("product", summed)):
+    for name, form in (("stock", stock_bias_add), ("sum", summed)):
       layers.bias_add = form  # read when the step is traced
       try:
         trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2),
@@ -94,8 +96,8 @@ def training_steps():
         layers.bias_add = summed
       runs[name] = run
     ms = timing.median_ms(runs, (), FLAGS.steps)
-    print(f"   {model:<7} {ms['stock']:9.1f} / {ms['product']:9.1f}  "
-          f"(x{ms['product'] / ms['stock']:.3f})", flush=True)
+    print(f"   {model:<7} {ms['stock']:9.1f} / {ms['sum']:9.1f}  "
+          f"(x{ms['sum'] / ms['stock']:.3f})", flush=True)
 
 
 def main(_):
