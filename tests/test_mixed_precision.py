@@ -142,10 +142,16 @@ def test_bfloat16_warning_only_where_it_is_emulated():
   amd_avx2 = "flags\t\t: fpu sse sse2 avx avx2 fma\n"
   amd_bf16 = "flags\t\t: fpu avx2 avx512f avx512_bf16\n"
   intel_amx = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_tile\n"
+  intel_avx512 = "flags\t\t: fpu avx2 avx512f avx512bw\n"  # oneDNN's kernels, no units
   warning = distribution.bfloat16_warning("bfloat16", False, amd_avx2)
   assert "slower than float32" in warning and "--dtype=float32" in warning
+  assert "round every product toward zero" in warning  # TensorFlow's own kernels
+  warning = distribution.bfloat16_warning("bfloat16", False, intel_avx512)
+  assert "slower than float32" in warning and "toward zero" not in warning
   for cpuinfo in (amd_bf16, intel_amx):
     assert distribution.bfloat16_warning("bfloat16", False, cpuinfo) is None
+    warning = distribution.bfloat16_warning("bfloat16", False, cpuinfo, onednn=False)
+    assert "TF_ENABLE_ONEDNN_OPTS=0" in warning and "toward zero" in warning
   assert distribution.bfloat16_warning("bfloat16", True, amd_avx2) is None  # a GPU does it
   assert distribution.bfloat16_warning("float32", False, amd_avx2) is None
   assert distribution.bfloat16_warning("float16", False, amd_avx2) is None
