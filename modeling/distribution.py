@@ -200,13 +200,14 @@ def read_cpuinfo():
 
 
 def bfloat16_warning(compute_dtype, has_gpu, cpuinfo, onednn=True):
-  """The warning for bfloat16 where the CPU emulates it, else None.
+  """The warning for bfloat16 where the CPU emulates it or its products round toward zero,
+  else None.
 
   A CPU without bfloat16 instructions emulates bfloat16 products, which then run slower
-  than float32 (measured 0.91x on an SST-2 run). Where TensorFlow also leaves them to its
-  own kernels rather than oneDNN's (no AVX-512 or AVX-NE-CONVERT, TensorFlow 2.20's test,
-  or `onednn` False: TF_ENABLE_ONEDNN_OPTS=0), those kernels round each product toward
-  zero, a bias of about -0.3% where oneDNN's round to nearest (docs/design.md).
+  than float32 (measured 0.91x on an SST-2 run). Where TensorFlow leaves them to its own
+  kernels rather than oneDNN's (no AVX-512 or AVX-NE-CONVERT, TensorFlow 2.20's test, or
+  `onednn` False: TF_ENABLE_ONEDNN_OPTS=0), those kernels round each product toward zero,
+  a bias of about -0.3%, where oneDNN's round to nearest (docs/design.md).
   `cpuinfo` is /proc/cpuinfo's text; None (not Linux) gives no warning.
   """
   if compute_dtype != "bfloat16" or has_gpu or cpuinfo is None:
@@ -214,10 +215,12 @@ def bfloat16_warning(compute_dtype, has_gpu, cpuinfo, onednn=True):
   units = "avx512_bf16" in cpuinfo or "amx_bf16" in cpuinfo
   if units and onednn:
     return None
-  where = ("a CPU without bfloat16 instructions (AVX-512 BF16 or AMX)" if not units
-           else "TF_ENABLE_ONEDNN_OPTS=0")
+  if units:
+    return ("--dtype=bfloat16 with TF_ENABLE_ONEDNN_OPTS=0: TensorFlow's own kernels compute "
+            "the bfloat16 products and round every one toward zero; oneDNN's kernels (the "
+            "default) round to nearest.")
   truncated = not onednn or not ("avx512f" in cpuinfo or "avx_ne_convert" in cpuinfo)
   rounding = (", and TensorFlow's own kernels, which compute it here, round every product "
               "toward zero" if truncated else "")
-  return (f"--dtype=bfloat16 with {where}: it is emulated and slower than float32 "
-          f"here{rounding}; --dtype=float32 is faster.")
+  return ("--dtype=bfloat16 on a CPU without bfloat16 instructions (AVX-512 BF16 or AMX): it "
+          f"is emulated and slower than float32 here{rounding}; --dtype=float32 is faster.")
