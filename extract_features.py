@@ -61,7 +61,7 @@ def main(_):
                   init_checkpoint=FLAGS.init_checkpoint)
   app.log_flags()
   from data import features, path_checks, text_decoding
-  from modeling import checkpoints, extracted_features, vocab_growth
+  from modeling import checkpoints, distribution, extracted_features, vocab_growth
   from modeling.encoder import BertEncoder
 
   path_checks.check_input_files(input_file=FLAGS.input_file)
@@ -84,6 +84,7 @@ def main(_):
   if not pairs:
     raise ValueError(f"--input_file={FLAGS.input_file} holds no lines.")
 
+  distribution.warn_about_bfloat16(FLAGS.dtype)
   encoder = BertEncoder(config, pack_tokens=True,  # layers on real tokens only (no XLA here)
                         dtype="mixed_bfloat16" if FLAGS.dtype == "bfloat16" else None)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint, growth=vocab_growth.growth_for(

@@ -37,7 +37,7 @@ def main(_):
                   output_file=FLAGS.output_file)
   app.log_flags()
   from data import path_checks, progress, text_rows
-  from modeling import served_model
+  from modeling import distribution, served_model
 
   path_checks.check_input_files(input_file=FLAGS.input_file)
   path_checks.check_output_file(FLAGS.output_file, "--output_file", [FLAGS.input_file])
@@ -51,6 +51,7 @@ def main(_):
   logging.info("The export computes in %s%s.", model.precision,
                "; dense layers convert their weights once (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS)"
                if app.frozen_weights() else "")
+  distribution.warn_about_bfloat16(model.precision)
   report = progress.Progress("predicting", total=len(ids))
   outputs = []
   for first in range(0, len(ids), FLAGS.batch_size):

@@ -159,15 +159,20 @@ def describe(strategy):
   dtype = keras.mixed_precision.global_policy().compute_dtype
   tpu = isinstance(strategy, tf.distribute.TPUStrategy)
   gpu = bool(tf.config.list_logical_devices("GPU"))
-  cpuinfo = None if tpu else read_cpuinfo()
   logging.info("Precision: %s", precision_line(dtype, "TPU" if tpu else "GPU" if gpu
-                                               else cpu_units(cpuinfo)))
+                                               else cpu_units(read_cpuinfo())))
   if not tpu:
-    warning = bfloat16_warning(dtype, gpu, cpuinfo,
-                               os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0")
-    if warning:
-      logging.warning(warning)
+    warn_about_bfloat16(dtype)
   return text
+
+
+def warn_about_bfloat16(compute_dtype):
+  """Logs bfloat16_warning for this machine (its GPUs, /proc/cpuinfo, TensorFlow's oneDNN
+  setting), if it has one; for a process on a CPU or GPU."""
+  warning = bfloat16_warning(compute_dtype, bool(tf.config.list_logical_devices("GPU")),
+                             read_cpuinfo(), os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0")
+  if warning:
+    logging.warning(warning)
 
 
 def cpu_units(cpuinfo):
@@ -216,11 +221,11 @@ def bfloat16_warning(compute_dtype, has_gpu, cpuinfo, onednn=True):
   if units and onednn:
     return None
   if units:
-    return ("--dtype=bfloat16 with TF_ENABLE_ONEDNN_OPTS=0: TensorFlow's own kernels compute "
-            "the bfloat16 products and round every one toward zero; oneDNN's kernels (the "
+    return ("bfloat16 with TF_ENABLE_ONEDNN_OPTS=0: TensorFlow's own kernels compute the "
+            "bfloat16 products and round every one toward zero; oneDNN's kernels (the "
             "default) round to nearest.")
   truncated = not onednn or not ("avx512f" in cpuinfo or "avx_ne_convert" in cpuinfo)
   rounding = (", and TensorFlow's own kernels, which compute it here, round every product "
               "toward zero" if truncated else "")
-  return ("--dtype=bfloat16 on a CPU without bfloat16 instructions (AVX-512 BF16 or AMX): it "
-          f"is emulated and slower than float32 here{rounding}; --dtype=float32 is faster.")
+  return ("bfloat16 on a CPU without bfloat16 instructions (AVX-512 BF16 or AMX): it is "
+          f"emulated and slower than float32 here{rounding}; float32 is faster.")

@@ -1,13 +1,14 @@
 """extract_features.py end to end: the original's JSON layout, values equal to the encoder's."""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
 from data import features
 from data.tokenization import FullTokenizer
-from modeling import checkpoints, extracted_features
+from modeling import checkpoints, distribution, extracted_features
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from helpers import block_ops, randomize, rounding_tolerance
@@ -94,10 +95,15 @@ def test_bfloat16_values_are_float32_within_its_rounding(model_dir, tmp_path):
   rounding through the blocks (and far from equal: the products did run in 16 bits)."""
   directory, encoder = model_dir
   (tmp_path / "in.txt").write_text("The quick brown fox jumps. ||| the dog jumps\n")
-  run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
-             f"--output_file={tmp_path / 'out.jsonl'}",
-             f"--init_checkpoint={directory / 'bert_model.ckpt'}", "--layers=-1",
-             "--max_seq_length=16", "--dtype=bfloat16")
+  proc = run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                    f"--output_file={tmp_path / 'out.jsonl'}",
+                    f"--init_checkpoint={directory / 'bert_model.ckpt'}", "--layers=-1",
+                    "--max_seq_length=16", "--dtype=bfloat16")
+  # The log warns where this machine emulates bfloat16 or rounds its products toward zero.
+  warning = distribution.bfloat16_warning("bfloat16", False, distribution.read_cpuinfo(),
+                                          os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0")
+  assert ("emulated" in proc.stderr or "toward zero" in proc.stderr) == bool(warning)
+  assert not warning or warning in proc.stderr
   record = json.loads((tmp_path / "out.jsonl").read_text())
   got = np.array([f["layers"][0]["values"] for f in record["features"]])
   tokenizer = FullTokenizer(str(directory / "vocab.txt"))
