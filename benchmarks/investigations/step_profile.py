@@ -4,8 +4,9 @@ Profiles --steps training steps of the classifier (the Trainer as run_classifier
 it, random weights, batch x length with no padding) with TensorFlow's profiler, once per
 --dtypes entry, and sums the time of the operations that ran, by kind: matrix products
 (oneDNN's matmul and fused matmul kernels, the batched ones of attention), the optimizer's
-update (Adam's kernel, the weight decay), dropout's random numbers, casts, and the rest
-(elementwise and reductions: LayerNorm, GELU, softmax, residual sums, bias gradients).
+update (Adam's kernel, the weight decay), dropout's random numbers, casts, the XLA programs
+(GELU in 16-bit training), and the rest (elementwise and reductions: LayerNorm, GELU in
+float32, softmax, residual sums, bias gradients).
 TensorFlow runs one op at a time here (TF_NUM_INTEROP_THREADS=1, each op on all the
 cores), so that the ops' times add up to the step's; the scripts run two at a time, a
 few percent faster (the wall time of such a step is printed too).
@@ -41,6 +42,12 @@ KINDS = (("products", re.compile(r":\w*(MatMul|Einsum)\w*$")),
          ("casts", re.compile(r":Cast$")),
          ("gather and scatter", re.compile(r":\w*(Gather|Scatter|UnsortedSegmentSum)\w*$")),
          ("transposes", re.compile(r":\w*Transpose$")))
+
+
+# XLA programs (GELU's in 16-bit training) run as asynchronous ops: the executor's event
+# for their start spans the program; their own events (fusions) nest inside it.
+ASYNC_START = "ExecutorState::ProcessAsync::Start"
+XLA_KIND = "XLA programs (GELU)"
 
 
 def kind_of(name):
@@ -82,6 +89,9 @@ def profile(dtype):
         continue
       for event in line.events:
         name = names.get(event.metadata_id, "")
+        if name == ASYNC_START:  # an asynchronous op: a compiled XLA program's run
+          totals[XLA_KIND] += event.duration_ps / 1e9 / FLAGS.steps
+          continue
         if ":" not in name or "::" in name:  # executor bookkeeping, not an op
           continue
         totals[kind_of(name)] += event.duration_ps / 1e9 / FLAGS.steps
@@ -94,7 +104,7 @@ def main(_):
   print(f"{FLAGS.model}, batch {FLAGS.batch_size} x {FLAGS.seq_length}, no padding; "
         f"milliseconds per training step, summed over the ops that ran")
   results = {dtype: profile(dtype) for dtype in FLAGS.dtypes}
-  kinds = [k for k, _ in KINDS] + ["elementwise and reductions"]
+  kinds = [k for k, _ in KINDS] + [XLA_KIND, "elementwise and reductions"]
   print(f"{'':<28}" + "".join(f"{d:>22}" for d in FLAGS.dtypes))
   for kind in kinds + ["all ops"]:
     cells = []
