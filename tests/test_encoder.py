@@ -424,7 +424,7 @@ def test_minilm_packed_tokens_give_the_padded_outputs(minilm_dir, policy, monkey
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=pytest.mark.bfloat16)])
 @pytest.mark.parametrize("few", [True, False])
 def test_attend_equals_attention_in_float64(few, dtype, causal, monkeypatch):
   """Attention at inference (attention.attend) against float64 NumPy, with padded keys,

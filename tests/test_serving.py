@@ -751,7 +751,7 @@ def test_packing_needs_rows_positions_and_padding_by_dtype():
     assert bool(export.packs_tokens(tf.constant(m), dtype)) == want, (m.shape, m.mean(), dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=pytest.mark.bfloat16)])
 def test_float32_batches_either_side_of_onednn_small_rows_run_ops_of_their_own(dtype):
   """oneDNN keeps each float32 weight in the layout of its op's first call, and products of
   up to export.ONEDNN_SMALL_ROWS rows want another layout than larger ones: so in float32
