@@ -6,6 +6,7 @@ described by the TF_CONFIG environment variable) and TPUStrategy.
 """
 
 import os
+import platform
 
 import keras
 import tensorflow as tf
@@ -159,20 +160,35 @@ def describe(strategy):
   dtype = keras.mixed_precision.global_policy().compute_dtype
   tpu = isinstance(strategy, tf.distribute.TPUStrategy)
   gpu = bool(tf.config.list_logical_devices("GPU"))
+  # The CPU's units, where TensorFlow hands its bfloat16 products to oneDNN, which uses them.
+  units = cpu_units(read_cpuinfo()) if onednn_bfloat16() is not False else None
   logging.info("Precision: %s", precision_line(dtype, "TPU" if tpu else "GPU" if gpu
-                                               else cpu_units(read_cpuinfo())))
+                                               else units))
   if not tpu:
     warn_about_bfloat16(dtype)
   return text
 
 
 def warn_about_bfloat16(compute_dtype):
-  """Logs bfloat16_warning for this machine (its GPUs, /proc/cpuinfo, TensorFlow's oneDNN
-  setting), if it has one; for a process on a CPU or GPU."""
+  """Logs bfloat16_warning for this process (its GPUs, /proc/cpuinfo, and whether
+  TensorFlow hands bfloat16 products to oneDNN), if it has one; on a CPU or GPU."""
   warning = bfloat16_warning(compute_dtype, bool(tf.config.list_logical_devices("GPU")),
-                             read_cpuinfo(), os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0")
+                             read_cpuinfo(), onednn_bfloat16(),
+                             platform.machine().lower() in ("x86_64", "amd64"))
   if warning:
     logging.warning(warning)
+
+
+def onednn_bfloat16():
+  """Whether TensorFlow hands this process's bfloat16 products to oneDNN's kernels (its
+  oneDNN kernels on, TF_ENABLE_ONEDNN_OPTS, and a CPU it deems able: AVX-512 or
+  AVX-NE-CONVERT), as TensorFlow itself reports it; None where it cannot say."""
+  try:
+    from tensorflow.python.util import _pywrap_util_port, _pywrap_utils
+    return bool(_pywrap_util_port.IsMklEnabled()) and bool(
+        _pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(tf.bfloat16.as_datatype_enum))
+  except (ImportError, AttributeError):  # another TensorFlow: no claim
+    return None
 
 
 def cpu_units(cpuinfo):
@@ -204,28 +220,28 @@ def read_cpuinfo():
     return None
 
 
-def bfloat16_warning(compute_dtype, has_gpu, cpuinfo, onednn=True):
+def bfloat16_warning(compute_dtype, has_gpu, cpuinfo, onednn_bfloat16, x86=True):
   """The warning for bfloat16 where the CPU emulates it or its products round toward zero,
   else None.
 
-  A CPU without bfloat16 instructions emulates bfloat16 products, which then run slower
-  than float32 (measured 0.91x on an SST-2 run). Where TensorFlow leaves them to its own
-  kernels rather than oneDNN's (no AVX-512 or AVX-NE-CONVERT, TensorFlow 2.20's test, or
-  `onednn` False: TF_ENABLE_ONEDNN_OPTS=0), those kernels round each product toward zero,
-  a bias of about -0.3%, where oneDNN's round to nearest (docs/design.md).
-  `cpuinfo` is /proc/cpuinfo's text; None (not Linux) gives no warning.
+  An x86 CPU without bfloat16 instructions emulates bfloat16 products, which then run
+  slower than float32 (measured 0.91x on an SST-2 run). Where TensorFlow leaves them to its
+  own kernels rather than oneDNN's (`onednn_bfloat16` False: see onednn_bfloat16), those
+  kernels round each product toward zero, a bias of about -0.3%, where oneDNN's and XLA's
+  round to nearest (docs/design.md). `cpuinfo` is /proc/cpuinfo's text, None where there
+  is none; `x86`: the CPU is x86 (elsewhere nothing was measured but the rounding).
   """
-  if compute_dtype != "bfloat16" or has_gpu or cpuinfo is None:
+  if compute_dtype != "bfloat16" or has_gpu:
     return None
-  units = "avx512_bf16" in cpuinfo or "amx_bf16" in cpuinfo
-  if units and onednn:
-    return None
-  if units:
-    return ("bfloat16 with TF_ENABLE_ONEDNN_OPTS=0: TensorFlow's own kernels compute the "
-            "bfloat16 products and round every one toward zero; oneDNN's kernels (the "
-            "default) round to nearest.")
-  truncated = not onednn or not ("avx512f" in cpuinfo or "avx_ne_convert" in cpuinfo)
-  rounding = (", and TensorFlow's own kernels, which compute it here, round every product "
-              "toward zero" if truncated else "")
-  return ("bfloat16 on a CPU without bfloat16 instructions (AVX-512 BF16 or AMX): it is "
-          f"emulated and slower than float32 here{rounding}; float32 is faster.")
+  toward_zero = onednn_bfloat16 is False
+  rounding = ("TensorFlow's own kernels compute the bfloat16 products here and round every "
+              "one toward zero (not under --jit_compile, whose XLA rounds to nearest)")
+  if x86 and cpuinfo is not None and not ("avx512_bf16" in cpuinfo or "amx_bf16" in cpuinfo):
+    return ("bfloat16 on a CPU without bfloat16 instructions (AVX-512 BF16 or AMX) is "
+            "emulated and slower than float32 here" + (f"; {rounding}" if toward_zero else "")
+            + "; float32 is faster.")
+  if toward_zero:
+    return (f"bfloat16: {rounding}" + ("; TF_ENABLE_ONEDNN_OPTS=1 (the scripts' default) "
+                                        "hands them to oneDNN, which rounds to nearest."
+                                        if x86 else "."))
+  return None

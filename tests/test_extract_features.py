@@ -1,10 +1,11 @@
 """extract_features.py end to end: the original's JSON layout, values equal to the encoder's."""
 
 import json
-import os
+import platform
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from data import features
 from data.tokenization import FullTokenizer
@@ -100,8 +101,9 @@ def test_bfloat16_values_are_float32_within_its_rounding(model_dir, tmp_path):
                     f"--init_checkpoint={directory / 'bert_model.ckpt'}", "--layers=-1",
                     "--max_seq_length=16", "--dtype=bfloat16")
   # The log warns where this machine emulates bfloat16 or rounds its products toward zero.
-  warning = distribution.bfloat16_warning("bfloat16", False, distribution.read_cpuinfo(),
-                                          os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0")
+  warning = distribution.bfloat16_warning(
+      "bfloat16", bool(tf.config.list_logical_devices("GPU")), distribution.read_cpuinfo(),
+      distribution.onednn_bfloat16(), platform.machine().lower() in ("x86_64", "amd64"))
   assert ("emulated" in proc.stderr or "toward zero" in proc.stderr) == bool(warning)
   assert not warning or warning in proc.stderr
   record = json.loads((tmp_path / "out.jsonl").read_text())
@@ -115,6 +117,26 @@ def test_bfloat16_values_are_float32_within_its_rounding(model_dir, tmp_path):
   np.testing.assert_allclose(got, want, rtol=0,
                              atol=rounding_tolerance("bfloat16", ops, np.abs(want).max()))
   assert np.abs(got - want).max() > 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.bfloat16
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64")
+                    or bool(tf.config.list_logical_devices("GPU")), reason="an x86 CPU's case")
+def test_bfloat16_with_onednn_off_warns_of_rounding_toward_zero(model_dir, tmp_path, monkeypatch):
+  """With TensorFlow's oneDNN kernels off its own kernels compute bfloat16 products, which
+  round toward zero, on any x86 CPU: the log says so (the warning's wiring, whatever the
+  host)."""
+  directory, _ = model_dir
+  (tmp_path / "in.txt").write_text("the dog jumps\n")
+  monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "false")  # TensorFlow's spellings: 0 or false
+  # A fresh interpreter: the test runner's forked children share TensorFlow's oneDNN setting.
+  monkeypatch.setenv("BERT_TESTS_FORK", "0")
+  proc = run_script("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                    f"--output_file={tmp_path / 'out.jsonl'}",
+                    f"--init_checkpoint={directory / 'bert_model.ckpt'}", "--layers=-1",
+                    "--max_seq_length=8", "--dtype=bfloat16")
+  assert "round every one toward zero" in proc.stderr
 
 
 @pytest.mark.slow

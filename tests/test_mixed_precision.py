@@ -137,26 +137,38 @@ def test_dtype_flag_trains_like_float32(model_files, tmp_path):
     np.testing.assert_allclose(got, want, rtol=tolerance, err_msg=dtype)
 
 
-def test_bfloat16_warning_only_where_it_is_emulated():
+def test_bfloat16_warning_only_where_it_is_emulated_or_rounds_toward_zero():
   from modeling import distribution
   amd_avx2 = "flags\t\t: fpu sse sse2 avx avx2 fma\n"
+  intel_avx512 = "flags\t\t: fpu avx2 avx512f avx512bw\n"  # oneDNN's kernels, no units
   amd_bf16 = "flags\t\t: fpu avx2 avx512f avx512_bf16\n"
   intel_amx = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_tile\n"
-  intel_avx512 = "flags\t\t: fpu avx2 avx512f avx512bw\n"  # oneDNN's kernels, no units
-  warning = distribution.bfloat16_warning("bfloat16", False, amd_avx2)
+  warn = distribution.bfloat16_warning
+  # TensorFlow's own kernels (an AVX2 CPU, as TensorFlow decides): emulated and truncating.
+  warning = warn("bfloat16", False, amd_avx2, False)
   assert "slower than float32" in warning and "float32 is faster" in warning
-  assert "round every product toward zero" in warning  # TensorFlow's own kernels
-  warning = distribution.bfloat16_warning("bfloat16", False, intel_avx512)
+  assert "round every one toward zero" in warning
+  # oneDNN's kernels without bfloat16 units: emulated, rounded to nearest.
+  warning = warn("bfloat16", False, intel_avx512, True)
   assert "slower than float32" in warning and "toward zero" not in warning
+  assert "toward zero" in warn("bfloat16", False, intel_avx512, False)  # kernels off
   for cpuinfo in (amd_bf16, intel_amx):
-    assert distribution.bfloat16_warning("bfloat16", False, cpuinfo) is None
-    warning = distribution.bfloat16_warning("bfloat16", False, cpuinfo, onednn=False)
-    assert "TF_ENABLE_ONEDNN_OPTS=0" in warning and "toward zero" in warning
+    assert warn("bfloat16", False, cpuinfo, True) is None
+    warning = warn("bfloat16", False, cpuinfo, False)  # TF_ENABLE_ONEDNN_OPTS=0 or false
+    assert "toward zero" in warning and "TF_ENABLE_ONEDNN_OPTS=1" in warning
     assert "slower" not in warning  # TensorFlow's own bfloat16 products are not slower there
-  assert distribution.bfloat16_warning("bfloat16", True, amd_avx2) is None  # a GPU does it
-  assert distribution.bfloat16_warning("float32", False, amd_avx2) is None
-  assert distribution.bfloat16_warning("float16", False, amd_avx2) is None
-  assert distribution.bfloat16_warning("bfloat16", False, None) is None  # unknown CPU
+  # Elsewhere (ARM, no /proc/cpuinfo) only what TensorFlow says of its kernels.
+  assert warn("bfloat16", False, "Features\t: fp asimd bf16\n", False, x86=False) == (
+      "bfloat16: TensorFlow's own kernels compute the bfloat16 products here and round every "
+      "one toward zero (not under --jit_compile, whose XLA rounds to nearest).")
+  assert warn("bfloat16", False, None, True) is None
+  assert "toward zero" in warn("bfloat16", False, None, False)
+  assert warn("bfloat16", False, amd_avx2, None) == warn("bfloat16", False, intel_avx512, True)
+  assert warn("bfloat16", True, amd_avx2, False) is None  # a GPU does it
+  for dtype in ("float32", "float16"):
+    assert warn(dtype, False, amd_avx2, False) is None
+  # This process: TensorFlow's own answer, a bool in TensorFlow 2.20.
+  assert distribution.onednn_bfloat16() in (True, False)
 
 
 def test_precision_line_names_what_stays_float32_and_the_units():

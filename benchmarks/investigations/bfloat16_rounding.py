@@ -1,7 +1,9 @@
 r"""How this process's bfloat16 products round: to nearest (oneDNN's kernels) or toward zero.
 
 Multiplies bfloat16 matrices of values in [0.5, 1.5) (a 2-D product, as the dense layers
-run, and a batched one, as attention's) and compares them with the float64 products of the
+run, and a batched one, as attention's; and a 2-D one whose products are negative: there
+too rounding toward zero leaves a negative error relative to the exact value, rounding down
+a positive one) and compares them with the float64 products of the
 same values: the mean signed error relative to the exact value (about -2^-8 / 1.5 for
 rounding toward zero, near 0 for rounding to nearest) and the largest (2^-8 = 3.9e-3 at
 most to nearest, 2^-7 = 7.8e-3 toward zero). TensorFlow hands bfloat16 products to oneDNN
@@ -38,8 +40,10 @@ def main(_):
   product = tf.function(tf.matmul, reduce_retracing=True)  # graph kernels, as the model
   for depth in map(int, FLAGS.depths):
     for kind, a_shape, b_shape in (("2-D", (64, depth), (depth, 64)),
-                                   ("batched", (4, 64, depth), (4, depth, 64))):
-      a = tf.constant(rng.uniform(0.5, 1.5, a_shape), tf.bfloat16)
+                                   ("batched", (4, 64, depth), (4, depth, 64)),
+                                   ("negative", (64, depth), (depth, 64))):
+      sign = -1 if kind == "negative" else 1
+      a = tf.constant(sign * rng.uniform(0.5, 1.5, a_shape), tf.bfloat16)
       b = tf.constant(rng.uniform(0.5, 1.5, b_shape), tf.bfloat16)
       exact = np.asarray(tf.cast(a, tf.float64)) @ np.asarray(tf.cast(b, tf.float64))
       error = (np.asarray(tf.cast(product(a, b), tf.float64)) - exact) / exact
