@@ -263,6 +263,30 @@ def benchmark_trainer(task, dtype, batch_size, learning_rate=5e-5, pack_tokens=T
     keras.mixed_precision.set_global_policy("float32")
 
 
+def classifier_steps_by_form(forms, module, attribute, config, batches, pack_tokens):
+  """{name: run()} of bfloat16 classifier training steps (batch 32), one Trainer per entry
+  of `forms` {name: value}, each traced with module.attribute set to that value (restored
+  after); run() takes one step on the next of `batches` (a dict of stacked arrays, cycled)
+  and waits for its loss. Each is traced, run once per batch and once more, before it
+  returns."""
+  import tensorflow as tf
+  from modeling import classification
+  kept, runs = getattr(module, attribute), {}
+  for name, form in forms.items():
+    setattr(module, attribute, form)  # read when the step is traced
+    try:
+      trainer = benchmark_trainer(classification.ClassificationTask(config, 2), "bfloat16", 32,
+                                  pack_tokens=pack_tokens)
+      iterator = iter(tf.data.Dataset.from_tensor_slices(batches).repeat())
+      run = lambda t=trainer, i=iterator: float(t._train_loop(i, tf.constant(1))[0]["loss"])
+      for _ in range(len(next(iter(batches.values()))) + 1):  # traced; every batch met
+        run()
+    finally:
+      setattr(module, attribute, kept)
+    runs[name] = run
+  return runs
+
+
 # The fixed-shape benchmarks' models: (layers, hidden), 12 heads of hidden / 12.
 CLASSIFIER_SHAPES = {"minilm": (6, 384), "base": (12, 768)}
 

@@ -74,27 +74,14 @@ def alone():
 
 
 def training_steps():
-  import tensorflow as tf
-  from modeling import classification, layers
+  from modeling import layers
   print(f"\n2. bfloat16 training steps, batch 32 x {FLAGS.seq_length}, no padding, ms per step, "
         "median: BiasAddGrad / reduce_sum (layers.bias_add)")
-  summed = layers.bias_add
   for model in FLAGS.models:
     config = timing.classifier_config(model)
-    batch = timing.classifier_batch(32, FLAGS.seq_length)
-    runs = {}
-    for name, form in (("stock", stock_bias_add), ("sum", summed)):
-      layers.bias_add = form  # read when the step is traced
-      try:
-        trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2),
-                                           "bfloat16", 32, pack_tokens=False)
-        iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
-        run = (lambda t=trainer, i=iterator: float(t._train_loop(i, tf.constant(1))[0]["loss"]))
-        for _ in range(2):  # traced
-          run()
-      finally:
-        layers.bias_add = summed
-      runs[name] = run
+    batch = {k: v[None] for k, v in timing.classifier_batch(32, FLAGS.seq_length).items()}
+    runs = timing.classifier_steps_by_form({"stock": stock_bias_add, "sum": layers.bias_add},
+                                           layers, "bias_add", config, batch, False)
     ms = timing.median_ms(runs, (), FLAGS.steps)
     print(f"   {model:<7} {ms['stock']:9.1f} / {ms['sum']:9.1f}  "
           f"(x{ms['sum'] / ms['stock']:.3f})", flush=True)

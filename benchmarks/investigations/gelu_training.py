@@ -60,11 +60,9 @@ def alone():
 
 def training_steps():
   import numpy as np
-  import tensorflow as tf
-  from modeling import classification, layers
+  from modeling import layers
   print(f"\n2. bfloat16 training steps, batch 32 x {FLAGS.seq_length}, ms per step, median: "
         "TensorFlow's kernels / XLA program")
-  compiled = layers._gelu_and_slope_compiled
   for model in FLAGS.models:
     config = timing.classifier_config(model)
     for padded in (False, True):
@@ -76,20 +74,9 @@ def training_steps():
           mask = (np.arange(FLAGS.seq_length)[None] < lengths[:, None]).astype(np.int32)
           batches[i] = dict(batch, input_mask=mask, input_ids=batch["input_ids"] * mask)
       data = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
-      runs = {}
-      for name, form in (("kernels", layers._gelu_and_slope), ("xla", compiled)):
-        layers._gelu_and_slope_compiled = form  # read when the step is traced
-        try:
-          trainer = timing.benchmark_trainer(classification.ClassificationTask(config, 2),
-                                             "bfloat16", 32, pack_tokens=padded)
-          iterator = iter(tf.data.Dataset.from_tensor_slices(data).repeat())
-          run = (lambda t=trainer, i=iterator:
-                 float(t._train_loop(i, tf.constant(1))[0]["loss"]))
-          for _ in range(len(batches)):  # traced, and each batch's programs compiled
-            run()
-        finally:
-          layers._gelu_and_slope_compiled = compiled
-        runs[name] = run
+      runs = timing.classifier_steps_by_form(
+          {"kernels": layers._gelu_and_slope, "xla": layers._gelu_and_slope_compiled}, layers,
+          "_gelu_and_slope_compiled", config, data, padded)
       ms = timing.median_ms(runs, (), FLAGS.steps)
       kind = "packed, a quarter padding" if padded else "no padding"
       print(f"   {model:<7} {kind:<26} {ms['kernels']:9.1f} / {ms['xla']:9.1f}  "
