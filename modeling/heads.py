@@ -66,6 +66,9 @@ class MaskedLMHead(keras.layers.Layer):
 
   def __init__(self, vocab_size, hidden_size, hidden_act="gelu",
                initializer_range=0.02, **kwargs):
+    # No input cast: the [B, S, H] sequence output is gathered at the masked positions
+    # first, in float32; the transform casts the [B, P, H] rows, and call the table.
+    kwargs["autocast"] = False
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
