@@ -160,10 +160,11 @@ def describe(strategy):
   dtype = keras.mixed_precision.global_policy().compute_dtype
   tpu = isinstance(strategy, tf.distribute.TPUStrategy)
   gpu = bool(tf.config.list_logical_devices("GPU"))
-  # The CPU's units, where TensorFlow hands its bfloat16 products to oneDNN, which uses them.
-  units = cpu_units(read_cpuinfo()) if onednn_bfloat16() is not False else None
-  logging.info("Precision: %s", precision_line(dtype, "TPU" if tpu else "GPU" if gpu
-                                               else units))
+  if tpu or gpu:
+    units = "TPU" if tpu else "GPU"
+  else:  # the CPU's units, where TensorFlow hands its bfloat16 products to oneDNN (it uses them)
+    units = cpu_units(read_cpuinfo()) if onednn_bfloat16() is not False else None
+  logging.info("Precision: %s", precision_line(dtype, units))
   if not tpu:
     warn_about_bfloat16(dtype)
   return text

@@ -67,7 +67,8 @@ class MaskedLMHead(keras.layers.Layer):
   def __init__(self, vocab_size, hidden_size, hidden_act="gelu",
                initializer_range=0.02, **kwargs):
     # No input cast: the [B, S, H] sequence output is gathered at the masked positions
-    # first, in float32; the transform casts the [B, P, H] rows, and call the table.
+    # first, in float32; the transform then casts the gathered [B, P, H] rows, and call()
+    # the embedding table.
     kwargs["autocast"] = False
     super().__init__(**kwargs)
     self.vocab_size = vocab_size

@@ -182,6 +182,26 @@ def test_precision_line_names_what_stays_float32_and_the_units():
   assert "forward and backward;" in distribution.precision_line("bfloat16", None)
 
 
+@pytest.mark.parametrize("onednn", [True, False])
+def test_the_log_names_the_units_only_where_onednn_runs_the_products(onednn, monkeypatch,
+                                                                      caplog):
+  """describe's Precision line names the CPU's bfloat16 units only where TensorFlow hands
+  its bfloat16 products to oneDNN; where its own kernels run them, the warning says so."""
+  if tf.config.list_logical_devices("GPU"):
+    pytest.skip("a GPU runs the products")
+  monkeypatch.setattr(distribution, "read_cpuinfo", lambda: "flags : avx2 avx512f avx512_bf16")
+  monkeypatch.setattr(distribution, "onednn_bfloat16", lambda: onednn)
+  monkeypatch.setattr(distribution.platform, "machine", lambda: "x86_64")
+  distribution.set_precision("bfloat16")
+  try:
+    with caplog.at_level("INFO"):
+      distribution.describe(tf.distribute.get_strategy())
+  finally:
+    distribution.set_precision("float32")
+  assert ("on the CPU's AVX-512 BF16 units" in caplog.text) == onednn
+  assert ("round every one toward zero" in caplog.text) != onednn
+
+
 @pytest.mark.bfloat16
 @pytest.mark.parametrize("rows", [4096, 100])
 def test_bfloat16_bias_gradient_is_summed_in_float32(rows):
