@@ -141,7 +141,7 @@ def ask(process, request):
 
 
 def hf_question_answerer(checkpoint, dtype="float32", max_length=384, doc_stride=128,
-                         max_query_length=64, max_answer_length=30):
+                         max_query_length=64, max_answer_length=30, model=None, tokenizer=None):
   """Question answering on the Hugging Face side (call it in the torch venv): transformers 5
   has no question-answering pipeline, so its steps are written out here, doing the work our
   export does, as run_squad.py defines it. The fast tokenizer tokenizes the questions and
@@ -154,12 +154,13 @@ def hf_question_answerer(checkpoint, dtype="float32", max_length=384, doc_stride
   over all of a question's windows wins (float64 sums, as the original's Python floats). A
   call takes {"question": [N], "context": [N]} and returns the N answers, each the
   context's characters of its span ("" for a context without pieces; no n-best table, no
-  get_final_text)."""
+  get_final_text). `model` and `tokenizer`: already loaded ones to use (several callers
+  may share a model; a fast tokenizer serves one thread at a time)."""
   import torch
   import transformers
   from data import windows  # run_squad.py's own windows and max-context rule (NumPy only)
-  tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
-  model = transformers.AutoModelForQuestionAnswering.from_pretrained(
+  tokenizer = tokenizer or transformers.AutoTokenizer.from_pretrained(checkpoint)
+  model = model or transformers.AutoModelForQuestionAnswering.from_pretrained(
       checkpoint, dtype=getattr(torch, dtype)).eval()
   cls, sep, pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
 

@@ -1,17 +1,19 @@
-r"""What one TensorFlow CPU op costs beyond its arithmetic, on one intra-op thread and on more.
+"""What one TensorFlow CPU op costs beyond its arithmetic, on one intra-op thread and on more.
 
 Chains of 100 ops of one kind, each op's input the previous op's output, in a traced
-function; the time per op is a chain's call minus an empty call's, over 100. Kinds: a dense
-product small enough for TensorFlow's oneDNN kernel to keep on the calling thread ([16, 64]
-x [64, 64]: it runs on one thread when its operands fit the L2 cache), a batched product and
-a softmax of the same few values (oneDNN's kernels, which always hand their work to the
-intra-op pool), an elementwise multiply-add (TensorFlow's own kernel), and one feed-forward
-product of a 56-token request ([56, 384] x [384, 1536], large enough to be shared by the
-pool's threads; its line adds the cores kept busy). Each thread count runs in a process of
-its own (a process's pools are fixed when TensorFlow starts), intra-op and inter-op threads
-both at that count, bfloat16 where the CPU has bfloat16 instructions, else float32, with
-the scripts' oneDNN settings. The difference between the columns for the few-valued
-oneDNN kernels is the price of the hand-off to the pool and back (docs/serving.md#one-thread-or-two).
+function; the time per op is a chain's call minus an empty call's, over the ops run. Kinds:
+a dense product small enough for TensorFlow's oneDNN kernel to keep on the calling thread
+([16, 64] x [64, 64]: it runs on one thread when its operands fit the L2 cache), a batched
+product and a softmax of as few values (oneDNN's kernels, which always hand their work to
+the intra-op pool), elementwise ops (TensorFlow's own kernels), and the feed-forward
+products of a 56-token request ([56, 384] x [384, 1536] and back, large enough to be shared
+by the pool's threads). Each line adds the cores kept busy while its chain ran (the
+process's CPU time over the wall time: threads spinning or waiting on a lock count too).
+Each thread count runs in a process of its own (a process's pools are fixed when
+TensorFlow starts), intra-op and inter-op threads both at that count, bfloat16 where the
+CPU has bfloat16 instructions, else float32, with the scripts' oneDNN settings. What the
+few-valued oneDNN kernels gain between the columns is the price of the hand-off to the
+pool and back (docs/serving.md#one-thread-or-two).
 
   python benchmarks/investigations/kernel_handoff.py --threads=1,2
 """
@@ -44,21 +46,22 @@ CHAIN = 100  # ops per chain
 
 
 def kinds(dtype):
-  """{kind: (input shape, op on a tensor of that shape)}."""
+  """{kind: (input shape, ops per link of the chain, the link)}."""
   import tensorflow as tf
   rng = tf.random.Generator.from_seed(1)
-  small = tf.cast(rng.normal([64, 64]) * 0.1, dtype)
-  w_in = tf.cast(rng.normal([384, 1536]) * 0.05, dtype)
-  w_out = tf.cast(rng.normal([1536, 384]) * 0.05, dtype)
+  weight = lambda shape, scale: tf.cast(rng.normal(shape) * scale, dtype)  # noqa: E731
+  small, batched = weight([64, 64], 0.125), weight([4, 16, 16], 0.25)
+  w_in, w_out = weight([384, 1536], 0.05), weight([1536, 384], 0.025)  # sizes kept near 1
   return {
       "dense product [16, 64] x [64, 64], one thread by TF's rule": (
-          [16, 64], lambda x: tf.matmul(x, small)),
-      "batched product [4, 16, 16] x [4, 16, 16]": ([4, 16, 16], lambda x: tf.matmul(x, x)),
-      "softmax of [4, 16, 16]": ([4, 16, 16], tf.nn.softmax),
-      "multiply, then add (two elementwise ops)": ([16, 64], lambda x: x * 1.01 + x),
-      # Two products, out to 1,536 and back, so that the chain keeps its shape: per op, half.
-      "dense product [56, 384] x [384, 1536]": (
-          [56, 384], lambda x: tf.matmul(tf.matmul(x, w_in), w_out)),
+          [16, 64], 1, lambda x: tf.matmul(x, small)),
+      "batched product [4, 16, 16] x [4, 16, 16]": ([4, 16, 16], 1,
+                                                     lambda x: tf.matmul(x, batched)),
+      "softmax of [4, 16, 16]": ([4, 16, 16], 1, tf.nn.softmax),
+      "elementwise multiply or add of [16, 64]": ([16, 64], 2, lambda x: x * 0.5 + 0.5),
+      # Out to 1,536 and back, so that the chain keeps its shape.
+      "dense product [56, 384] x [384, 1536] (and back)": (
+          [56, 384], 2, lambda x: tf.matmul(tf.matmul(x, w_in), w_out)),
   }
 
 
@@ -69,9 +72,8 @@ def side(threads):
   timing.use_threads(threads)
   dtype = tf.bfloat16 if timing.bfloat16_units() else tf.float32
   out = {}
-  for kind, (shape, op) in kinds(dtype).items():
+  for kind, (shape, per_call, op) in kinds(dtype).items():
     x = tf.cast(tf.random.normal(shape), dtype)
-    per_call = 2 if kind.startswith("dense product [56") else 1
     chain = tf.function(lambda x, op=op: _chained(op, x, CHAIN))
     empty = tf.function(lambda x: _chained(lambda t: t, x, 1))
     times = {}

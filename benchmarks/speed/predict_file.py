@@ -42,7 +42,7 @@ TASKS = ("classifier", "squad")
 
 def hf_job(task, checkpoint, input_file, output_file):
   """Theirs: load, read, answer in batches, write (what a user's script does)."""
-  calls = serving.hugging_face(checkpoint, "float32", tasks=(task,))  # this job's model only
+  calls = {k: v[0] for k, v in serving.hugging_face(checkpoint, "float32", tasks=(task,)).items()}
   with open(input_file, encoding="utf-8") as f:
     rows = [json.loads(line) for line in f]
   size = FLAGS.batch_size

