@@ -102,7 +102,7 @@ def stats(times, batch_size):
   rate = (batch_size / float(np.median(times["many"])) if times["many"]
           else len(times["one"]) / sum(times["one_wall"]))
   return {"median_ms": float(np.median(latencies)), "p99_ms": float(np.percentile(latencies, 99)),
-          "sentences_per_s": rate}
+          "per_second": rate}
 
 
 def measure(calls, task, source, round_, warm):
@@ -317,8 +317,8 @@ def main(_):
     print(f"{task:<11}{source:<10}{dtype:<10}{a['median_ms']:>9.1f}/{a['p99_ms']:<8.1f}"
           f"{b['median_ms']:>8.1f}/{b['p99_ms']:<8.1f}"
           f"{a['median_ms'] / b['median_ms']:>8.2f}/{a['p99_ms'] / b['p99_ms']:<5.2f}"
-          f"{a['sentences_per_s']:>13.1f}{b['sentences_per_s']:>11.1f}"
-          f"{a['sentences_per_s'] / b['sentences_per_s']:>7.2f}")
+          f"{a['per_second']:>13.1f}{b['per_second']:>11.1f}"
+          f"{a['per_second'] / b['per_second']:>7.2f}")
 
 
 if __name__ == "__main__":
