@@ -24,19 +24,25 @@ class Precision(tf.Module):
 
 
 def served_variables(model):
-  """The model's variables as a module attribute, tracked by their original names.
+  """The variables an inference copy's served graph reads, as a module attribute, tracked
+  by their original names: an export's only copy of its weights (RawTextModule does not
+  track the model itself).
 
   The TensorFlow variables themselves are tracked, not Keras 3's wrappers:
   a wrapper is saved as a copy that TF1-style loaders (saved_model_cli,
   TensorFlow Serving) restore while the graph reads the original, which
-  they then find uninitialized.
+  they then find uninitialized. Where attention keeps its query, key and value weights
+  joined (store_joined_weights), the joined ones stand for the three.
   """
   named = dict(checkpoints.variable_map(model))
   for i, block in enumerate(model.encoder.blocks):  # an inference copy's joined weights
+    prefix = f"bert/encoder/layer_{i}/attention/self/"
     for kind in ("kernel", "bias"):
       variable = getattr(block.attention, f"joined_{kind}")
       if variable is not None:
-        named[f"bert/encoder/layer_{i}/attention/self/joined_{kind}"] = variable
+        named[f"{prefix}joined_{kind}"] = variable
+        for part in ("query", "key", "value"):
+          named.pop(f"{prefix}{part}/{kind}")
   return checkpoints.NamedVariables(
       {name: v.value if isinstance(v, keras.Variable) else v for name, v in named.items()})
 
@@ -109,10 +115,16 @@ class RawTextModule(tf.Module):
     model = inference.inference_copy(model)
     self.precision = Precision(model)
     self.weights = served_variables(model)
-    self._model = model
+    self._keep_untracked(model)
     self.max_seq_length = max_seq_length
     self.cls_id = self.tokenizer.special_ids["[CLS]"]
     self.sep_id = self.tokenizer.special_ids["[SEP]"]
+
+  @tf.__internal__.tracking.no_automatic_dependency_tracking
+  def _keep_untracked(self, model):
+    """self._model = model, left out of the SavedModel's objects: tracked, the Keras model
+    would save each weight again beside `weights` (an export twice its size)."""
+    self._model = model
 
   # Rows of the model one warm-up request makes (multiple choice: one per ending).
   warm_up_model_rows = 1

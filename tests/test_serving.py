@@ -492,6 +492,37 @@ def test_bfloat16_export_stores_its_weights_and_records_its_precision(classifier
   assert_close(got, want, "bfloat16", block_ops(config, 16, "bfloat16") + 2 * 4, 1.0)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_export_holds_each_weight_once(classifier_files, tmp_path, dtype):
+  """A saved export's variables are the model's weights, each once, in the dtype it computes
+  in (attention's query, key and value joined, as the served graph reads them), plus its
+  precision; it answers as the module it was saved from."""
+  from data import fast_tokenization
+  from modeling import export
+  from modeling.classification import BertClassifier
+  _, vocab, config = classifier_files
+  policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+  model = BertClassifier(BertEncoder(config, dtype=policy), 2)
+  model.build()
+  weights = randomize(model, seed=6, scale=0.5)
+  module = export.TextClassifier(model, vocab, True, 16, ["0", "1"], False)
+  path = export.save(module, str(tmp_path / "export"))
+  saved = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+  shapes = {k: v for k, v in saved.get_variable_to_shape_map().items()
+            if "VARIABLE_VALUE" in k}
+  assert sum(int(np.prod(s)) for s in shapes.values()) == \
+      sum(w.size for w in weights.values()) + 1  # and the precision's string
+  dtypes = saved.get_variable_to_dtype_map()
+  kernels = [k for k in shapes if k.endswith("intermediate.Sdense.Skernel/.ATTRIBUTES/VARIABLE_VALUE")
+             or "joined_kernel" in k]
+  assert len(kernels) == 2 * config.num_hidden_layers
+  assert {dtypes[k] for k in kernels} == {tf.as_dtype(dtype)}
+  texts = tf.constant(["good", "the cat sat on the mat"])
+  np.testing.assert_array_equal(
+      fast_tokenization.load_serving(path)(text_a=texts)["probabilities"].numpy(),
+      module.serve(text_a=texts)["probabilities"].numpy())
+
+
 def test_predict_converts_weights_once_and_gives_the_exports_outputs(classifier_files,
                                                                      tmp_path):
   """predict.py lets the dense layers convert their weights once (cli/app.py
