@@ -2,7 +2,8 @@
 
 The training scripts resume, evaluate and predict with the latest checkpoint in
 --output_dir; run.json keeps what that model was trained with, so that a later run of
-another task, label set or length stops instead of reusing it.
+another task, label set or length stops instead of reusing it, and a later run that only
+evaluates or predicts takes the recorded flags it is not given (flags_to_take).
 """
 
 import json
@@ -32,27 +33,64 @@ def identity(what, max_seq_length, init_checkpoint, output_dir, length_and_start
   return found
 
 
-def check(output_dir, identity):
+def recorded(output_dir):
+  """The identity `save` wrote to output_dir/run.json, or None when output_dir holds no
+  checkpoint or no run.json (ValueError naming the file if it cannot be read)."""
+  path = os.path.join(output_dir, TRAINED_WITH)
+  if not tf.train.latest_checkpoint(output_dir) or not files.exists(path):
+    return None
+  try:
+    with files.open_file(path, "r") as f:
+      return json.load(f)
+  except (OSError, ValueError, tf.errors.OpError) as e:
+    raise ValueError(f"Cannot read {path}: {e}") from None
+
+
+def flags_to_take(output_dir, parsers):
+  """What a run that only evaluates or predicts takes from the run that trained its model:
+  {flag: value} of run.json's entries that name a flag in `parsers` ({flag: its parser's
+  parse}, for the flags not on the command line) and read back as that flag's value (not
+  --init_checkpoint: the model is output_dir's). {} when output_dir holds no trained run or
+  its run.json cannot be read (`check` says so)."""
+  try:
+    saved = output_dir and recorded(output_dir)
+  except ValueError:
+    return {}
+  taken = {}
+  for key, value in (saved or {}).items():
+    if key in parsers and key != "init_checkpoint" and value is not None:
+      try:
+        parsed = parsers[key](as_flag(value))
+      except ValueError:
+        continue
+      if as_flag(parsed) == as_flag(value):
+        taken[key] = parsed
+  return taken
+
+
+def check(output_dir, identity, settings=None):
   """Raises ValueError when output_dir holds checkpoints of a run other than `identity`.
 
   The training scripts resume (or predict with) the latest checkpoint in
   --output_dir, so a model trained for another task, label set or length
   would be reused without a word. `identity` (a dict of what defines the run)
-  is compared with the one `save` wrote there.
+  is compared with the one `save` wrote there; where the difference is a flag of
+  `settings` recorded as given, the error says which value would use that model.
   """
-  path = os.path.join(output_dir, TRAINED_WITH)
-  if not tf.train.latest_checkpoint(output_dir) or not files.exists(path):
-    return
-  try:
-    with files.open_file(path, "r") as f:
-      saved = json.load(f)
-  except (OSError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"Cannot read {path}: {e}") from None
+  saved = recorded(output_dir) or {}
   for key, value in json.loads(json.dumps(identity)).items():  # tuples compare as JSON lists
     if key in saved and saved[key] != value:
+      is_flag = (key != "init_checkpoint" and hasattr(settings, key)
+                 and as_flag(getattr(settings, key)) == as_flag(value))
+      use = (f"Pass --{key}={as_flag(saved[key])} to use it, or a new --output_dir to start "
+             "afresh." if is_flag else "Pass a new --output_dir to start afresh.")
       raise ValueError(f"--output_dir={output_dir} holds a model trained with {key} "
-                       f"{_shown(saved[key])}, not {_shown(value)}; it would be reused. "
-                       "Pass a new --output_dir to start afresh.")
+                       f"{_shown(saved[key])}, not {_shown(value)}; it would be reused. {use}")
+
+
+def as_flag(value):
+  """A value as it is written on the command line (a list joined by commas)."""
+  return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 def _shown(value):

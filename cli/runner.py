@@ -72,7 +72,7 @@ class Runner:
     what, defined = adapter.define(files.config)  # 4
     identity = run_identity.identity(what, s.max_seq_length, s.init_checkpoint, s.output_dir,
                                      adapter.length_and_start_define_run)
-    run_identity.check(s.output_dir, identity)
+    run_identity.check(s.output_dir, identity, s)
 
     strategy = strategy_from_flags(s)  # 5
     outputs = distribution.WorkerOutputs(strategy, s.output_dir)

@@ -17,6 +17,10 @@ turns them off there.
 import dataclasses
 from typing import Optional
 
+from absl import logging
+
+from cli import run_identity
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunSettings:
@@ -71,14 +75,30 @@ class RunSettings:
   def from_flags(cls, flag_values, **resolved):
     """The settings from parsed absl `flag_values`; `resolved`: values `main` works out
     itself (a default that depends on another flag, whether a flag was given), by field.
+    A run that does not train takes each flag it is not given from --output_dir's
+    run.json where that records one (run_identity.flags_to_take; logged), so that
+    evaluating or predicting with a trained model needs only --output_dir and the data.
 
     TypeError naming a field without a default that is neither a defined flag nor
     resolved. Lists become tuples, so that no value can change.
     """
+    taken = {}
+    if "do_train" in flag_values and not flag_values["do_train"].value:
+      output_dir = flag_values["output_dir"].value
+      taken = run_identity.flags_to_take(output_dir, {
+          f.name: flag_values[f.name].parser.parse for f in dataclasses.fields(cls)
+          if f.name in flag_values and not flag_values[f.name].present
+          and f.name not in resolved})
+      for name, value in taken.items():
+        logging.info("--%s=%s, as %s/%s records the model was trained with.", name,
+                     run_identity.as_flag(value), output_dir, run_identity.TRAINED_WITH)
     values = {}
     for field in dataclasses.fields(cls):
       if field.name in resolved:
         values[field.name] = resolved.pop(field.name)
+      elif field.name in taken:
+        value = taken[field.name]
+        values[field.name] = tuple(value) if isinstance(value, list) else value
       elif field.name in flag_values:
         value = flag_values[field.name].value
         values[field.name] = tuple(value) if isinstance(value, list) else value

@@ -243,7 +243,8 @@ def test_trimmed_batches_train_and_predict_as_fixed_length_ones(model_files, tmp
 
 @pytest.mark.slow
 def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
-  """A finished SST-2 run's --output_dir is not resumed for MRPC or another length."""
+  """A finished SST-2 run's --output_dir is not resumed for MRPC or another length, and an
+  evaluation that does not give the length takes the one run.json records."""
   d, vocab = model_files
   _sst2(tmp_path / "sst2", seed=8, n_train=16, n_dev=4, n_test=2)
   (tmp_path / "mrpc").mkdir()
@@ -258,13 +259,23 @@ def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
   assert record == {"task_name": "sst-2", "labels": ["0", "1"], "bilstm_head": False,
                     "causal_attention": False, "max_seq_length": 24}
   before = sorted(p.name for p in out.iterdir())
-  for data, extra, wrong in (
-      ("mrpc", ["--task_name=MRPC"], "task_name 'sst-2', not 'mrpc'"),
-      ("sst2", ["--task_name=sst-2", "--max_seq_length=32"], "max_seq_length 24, not 32")):
+  for data, extra, wrong, use in (
+      ("mrpc", ["--task_name=MRPC"], "task_name 'sst-2', not 'mrpc'", ""),
+      ("sst2", ["--task_name=sst-2", "--max_seq_length=32"], "max_seq_length 24, not 32",
+       "Pass --max_seq_length=24 to use it, or a new --output_dir to start afresh.")):
     proc = run_script("run_classifier.py", *_common(d, vocab, tmp_path / data, out, "--do_eval"),
                       *extra, expect_ok=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert last_error_line(proc) == (
         f"error: --output_dir={out} holds a model trained with {wrong}; it would be reused. "
-        "Pass a new --output_dir to start afresh.")
+        + (use or "Pass a new --output_dir to start afresh."))
   assert sorted(p.name for p in out.iterdir()) == before  # nothing written or overwritten
+  # Without --max_seq_length, the trained length (not the default 128) and the same scores.
+  given = [a for a in _common(d, vocab, tmp_path / "sst2", out, "--task_name=sst-2",
+                              "--do_eval") if a != "--max_seq_length=24"]
+  proc = run_script("run_classifier.py", *given)
+  assert f"--max_seq_length=24, as {out}/run.json records the model was trained with" \
+      in proc.stderr
+  first = (out / "eval_results.txt").read_text()
+  run_script("run_classifier.py", *given, "--max_seq_length=24")
+  assert (out / "eval_results.txt").read_text() == first

@@ -524,10 +524,12 @@ def test_pretraining_script_writes_a_causal_checkpoint(ltr_files, ltr_export):
   assert model.encoder.config.causal_attention
   proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
                     f"--input_file={records}", f"--output_dir={ltr_export}", "--do_eval",
-                    f"--max_seq_length={L}", f"--max_predictions_per_seq={P}", expect_ok=False)
+                    f"--max_seq_length={L}", f"--max_predictions_per_seq={P}", "--objective=mlm",
+                    expect_ok=False)
   assert last_error_line(proc) == (
       f"error: --output_dir={ltr_export} holds a model trained with objective 'ltr', not 'mlm'; "
-      "it would be reused. Pass a new --output_dir to start afresh.")
+      "it would be reused. Pass --objective=ltr to use it, or a new --output_dir to start "
+      "afresh.")
   proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
                     f"--input_file={records}", f"--output_dir={d / 'x'}", "--do_train",
                     "--objective=ltr", "--next_sentence_weight=0", expect_ok=False)
@@ -583,7 +585,8 @@ def test_classifier_fine_tunes_the_causal_encoder(ltr_files, ltr_export, tmp_pat
   proc = run_script("run_classifier.py", *args, "--do_predict", "--bilstm_head", expect_ok=False)
   assert last_error_line(proc) == (
       f"error: --output_dir={out} holds a model trained with bilstm_head False, not True; it "
-      "would be reused. Pass a new --output_dir to start afresh.")
+      "would be reused. Pass --bilstm_head=False to use it, or a new --output_dir to start "
+      "afresh.")
 
 
 @pytest.mark.slow

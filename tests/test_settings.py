@@ -102,3 +102,33 @@ def test_an_adapter_runs_its_steps_from_settings_alone(run_classifier, tmp_path)
   with pytest.raises(ValueError, match=r"^--doc_stride windows single texts; MRPC takes "
                                        r"pairs\.$"):
     adapter_class(dataclasses.replace(settings, task_name="MRPC", doc_stride=4))
+
+
+def test_a_run_that_does_not_train_takes_the_recorded_flags_it_is_not_given(tmp_path):
+  """run.json's entries that are flags, read back by each flag's parser, except the ones on
+  the command line, --init_checkpoint and values the flag would not read back as recorded."""
+  import json
+  import tensorflow as tf
+  from cli import run_identity
+  out = tmp_path / "out"
+  fv = flags.FlagValues()
+  flags.DEFINE_integer("max_seq_length", 128, "", flag_values=fv)
+  flags.DEFINE_bool("version_2_with_negative", False, "", flag_values=fv)
+  flags.DEFINE_bool("bilstm_head", False, "", flag_values=fv)
+  flags.DEFINE_string("init_checkpoint", None, "", flag_values=fv)
+  flags.DEFINE_list("feature_layers", ["-1"], "", flag_values=fv)
+  flags.DEFINE_enum("feature_combine", "concat", ["concat", "sum"], "", flag_values=fv)
+  fv(["prog", "--bilstm_head"])
+  parsers = {name: fv[name].parser.parse for name in fv if not fv[name].present}
+  assert run_identity.flags_to_take(str(out), parsers) == {}  # no directory yet
+  out.mkdir()
+  record = {"task": "squad", "max_seq_length": 64, "version_2_with_negative": True,
+            "bilstm_head": False, "init_checkpoint": "/pretrained", "feature_layers": [-1, -2],
+            "feature_combine": "weighted"}
+  (out / "run.json").write_text(json.dumps(record))
+  assert run_identity.flags_to_take(str(out), parsers) == {}  # no checkpoint: nothing trained
+  tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(out / "ckpt"))
+  assert run_identity.flags_to_take(str(out), parsers) == {
+      "max_seq_length": 64, "version_2_with_negative": True, "feature_layers": ["-1", "-2"]}
+  (out / "run.json").write_text("{")  # unreadable: check() says so, nothing is taken
+  assert run_identity.flags_to_take(str(out), parsers) == {}
