@@ -90,6 +90,9 @@ class Pretraining(TaskAdapter):
   vocab_required = False  # a vocab, given or found, is only copied (and masks anew)
   # The paper's second phase resumes the same run on records of 512 tokens.
   length_and_start_define_run = False
+  # Scoring a checkpoint whose masked-LM head starts fresh is a step-0 baseline
+  # (benchmarks/experiments/domain_adaptation.py); the log lists the fresh variables.
+  trained_head_required = False
 
   def __init__(self, settings):
     super().__init__(settings)

@@ -97,7 +97,8 @@ class Runner:
     if s.use_best_checkpoint:
       periodic_eval.load_best(trainer.state, s.output_dir)
     elif not s.do_train:
-      logging.info("Model %s.", trainer.restore(s.init_checkpoint, for_training=False))
+      logging.info("Model %s.", trainer.restore(s.init_checkpoint, for_training=False,
+                                                heads_required=adapter.trained_head_required))
     if s.do_eval:
       run.write_results("eval_results.txt", adapter.evaluate(data, run))
     predicted = adapter.predict(data, run) if s.do_predict else None

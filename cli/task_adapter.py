@@ -133,6 +133,9 @@ class TaskAdapter:
   vocab_required = True
   # Whether --max_seq_length and the starting checkpoint belong to the run's identity.
   length_and_start_define_run = True
+  # Whether evaluating or predicting without training needs the task's head trained (in
+  # --init_checkpoint or --output_dir), rather than letting it start fresh.
+  trained_head_required = True
   # The --do_* flag that makes read() load the dev data `evaluate` scores.
   dev_action = "do_eval"
   script = None  # the script's file name: its task in modeling/selection.SCRIPT_TASKS

@@ -87,11 +87,14 @@ class TrainState:
     return tf.train.CheckpointManager(checkpoint, directory, self.config.keep_checkpoint_max,
                                       step_counter=self.step)
 
-  def restore(self, init_checkpoint=None, iterator=None, for_training=True):
+  def restore(self, init_checkpoint=None, iterator=None, for_training=True,
+              heads_required=False):
     """Resumes from output_dir's latest checkpoint, else loads init_checkpoint.
 
     for_training builds the optimizer and requires every saved object to
     match; otherwise the optimizer's moments and the loss scale stay unread.
+    init_checkpoint may lack the task's head (it starts fresh) unless heads_required
+    (evaluation or prediction alone of a fine-tuning task: ValueError).
     Returns a description of what was loaded, for the log.
     """
     if for_training:
@@ -113,8 +116,15 @@ class TrainState:
     if init_checkpoint:
       if self._initialized and self._initialized[0] == init_checkpoint:
         return self._initialized[1]  # loaded by load_start, untouched since
-      ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint, allow_new_heads=True,
-                                         growth=self.config.vocab_growth)
+      try:  # evaluating or predicting alone, a head left untrained would score noise
+        ckpt = checkpoints.load_checkpoint(self.model, init_checkpoint,
+                                           allow_new_heads=not heads_required,
+                                           growth=self.config.vocab_growth)
+      except ValueError as e:
+        if not heads_required:
+          raise
+        raise ValueError(f"{e} Without --do_train every weight, the task's head included, "
+                         "comes from --init_checkpoint: give a fine-tuned run's, or train.")
       return f"initialized from {ckpt.path} ({ckpt.format})"
     return "initialized from scratch"
 

@@ -148,13 +148,15 @@ class Trainer:
     """The current dynamic loss scale (used only with loss_scaling)."""
     return float(self.scaler.dynamic_scale.numpy())
 
-  def restore(self, init_checkpoint=None, iterator=None, for_training=True):
+  def restore(self, init_checkpoint=None, iterator=None, for_training=True,
+              heads_required=False):
     """Resumes from output_dir's latest checkpoint, else loads init_checkpoint.
 
     for_training=False (evaluation or prediction alone) builds no optimizer and
-    reads only the model and the step. Returns a description for the log.
+    reads only the model and the step; with heads_required, init_checkpoint must then
+    hold the task's head too (ValueError). Returns a description for the log.
     """
-    return self.state.restore(init_checkpoint, iterator, for_training)
+    return self.state.restore(init_checkpoint, iterator, for_training, heads_required)
 
   def load_start(self, init_checkpoint=None):
     """Reads now the weights train() would start from, so that a checkpoint that is

@@ -207,6 +207,19 @@ CASES = [
      "error: {d}/records.tfrecord holds 8 record(s), fewer than --eval_batch_size=16: with "
      "--jit_compile or on a TPU evaluation runs whole batches only, so none would be "
      "evaluated.", None),
+    ("classifier evaluation with a pretrained checkpoint's untrained head",
+     lambda d, out: ("run_classifier.py", "--task_name=sst-2", f"--data_dir={d / 'sst2'}",
+                     *_model(d), f"--output_dir={out}", "--do_eval"),
+     "error: Checkpoint {d}/model/bert_model.ckpt (tf1) does not fit the model: missing from "
+     "the checkpoint (2): output_weights, output_bias. Without --do_train every weight, the "
+     "task's head included, comes from --init_checkpoint: give a fine-tuned run's, or train.",
+     None),
+    ("squad prediction with a pretrained checkpoint's untrained head",
+     lambda d, out: ("run_squad.py", *_model(d), "--max_query_length=4", "--do_predict",
+                     f"--predict_file={d / 'v2_dev.json'}", "--version_2_with_negative",
+                     f"--output_dir={out}"),
+     "error: Checkpoint {d}/model/bert_model.ckpt (tf1) does not fit the model: missing from "
+     "the checkpoint (2): cls/squad/...", None),
     ("pretraining evaluation of untrained weights",
      lambda d, out: _pretraining(d, f"--output_dir={out}", "--do_eval"),
      "error: Evaluating or predicting without --do_train needs trained weights: pass "

@@ -157,11 +157,14 @@ def test_mnli_evaluates_matched_and_mismatched(model_files, tmp_path):
   (data / "dev_matched.tsv").write_text(cols + "\tl1\tl2\tl3\tl4\tl5\tgold\n"
                                         + "\n".join(row(i) + "\tx\tx\tx\tx\tx\tneutral" for i in range(9)))
   (data / "dev_mismatched.tsv").write_text((data / "dev_matched.tsv").read_text())
+  (data / "train.tsv").write_text(cols + "\tl1\tgold\n" + "\n".join(
+      row(i) + f"\tx\t{label}" for i, label in enumerate(["neutral", "entailment"] * 2)))
   for name in ("test_matched.tsv", "test_mismatched.tsv"):
     (data / name).write_text(cols + "\n" + "\n".join(row(i) for i in range(4)) + "\n")
   out = tmp_path / "out"
-  run_script("run_classifier.py", *_common(d, vocab, data, out, "--task_name=MNLI", "--do_eval",
-                                           "--do_predict", "--eval_batch_size=4",
+  run_script("run_classifier.py", *_common(d, vocab, data, out, "--task_name=MNLI", "--do_train",
+                                           "--train_batch_size=4", "--num_train_epochs=1",
+                                           "--do_eval", "--do_predict", "--eval_batch_size=4",
                                            f"--init_checkpoint={d / 'pretrained'}"))
   keys = list(read_eval_results(out / "eval_results.txt"))
   assert keys == ["eval_accuracy", "eval_loss", "eval_mismatched_accuracy", "eval_mismatched_loss",
