@@ -38,9 +38,11 @@ class Sentence:
 
 @dataclasses.dataclass
 class Document:
-  """Sentences of one document; `header` is its -DOCSTART- line (None when unmarked)."""
+  """Sentences of one document; `header` is its -DOCSTART- line (None when unmarked);
+  `tag_last`: whether the file's tag is its last column (not so in `word TAG 0` copies)."""
   sentences: list
   header: str = None
+  tag_last: bool = True
 
 
 def to_iob2(tags):
@@ -102,6 +104,7 @@ def read_conll(path):
     raise ValueError(f"{path} holds no words.")
   tag_column = _tag_column(documents, first[0])
   for doc in documents:
+    doc.tag_last = tag_column is None or tag_column == first[0] - 1
     parsed = []
     for sentence in doc.sentences:
       tags = None
@@ -166,13 +169,16 @@ def read_labels(path):
 
 
 def write_predictions(path, documents, predicted_tags):
-  """The input file with a predicted-tag column added (conlleval's layout)."""
+  """The input file with a predicted-tag column added, in conlleval's layout: the gold tag
+  and the prediction last. Where the gold tag is not the file's last column (`word TAG 0`),
+  it is written again before the prediction, so that conlleval reads the two."""
   tags = iter(predicted_tags)
   with files.atomic_output(path) as f:
     for doc in documents:
+      gold_again = not doc.tag_last
       if doc.header is not None:
-        f.write(f"{doc.header} O\n\n")
+        f.write(f"{doc.header}{' O' if gold_again else ''} O\n\n")
       for sentence in doc.sentences:
-        for line in sentence.lines:
-          f.write(f"{line} {next(tags)}\n")
+        for line, gold in zip(sentence.lines, sentence.tags or [None] * len(sentence.lines)):
+          f.write(f"{line}{f' {gold}' if gold_again and gold else ''} {next(tags)}\n")
         f.write("\n")

@@ -330,6 +330,29 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
           "eval_ORG_f1", "global_step"} <= set(results)
   assert (out / "label_list.txt").read_text().split() == [
       "O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+  # The dev predictions as conlleval reads them (gold and predicted tag the last two
+  # columns, though the dev file's tag is not its last: `word TAG 0`) score eval_f1.
+  gold, predicted, sentence_gold, sentence_predicted = [], [], [], []
+  valid = [line.split() for line in (data / "valid.txt").read_text().splitlines()]
+  written = (out / "eval_predictions.txt").read_text().splitlines()
+  assert len(written) == len(valid)
+  for source, line in zip(valid, written):
+    if not source:
+      if sentence_gold:
+        gold.append(sentence_gold)
+        predicted.append(sentence_predicted)
+      sentence_gold, sentence_predicted = [], []
+      continue
+    columns = line.split()
+    assert columns[:3] == source and len(columns) == 5  # the line, its gold tag, the prediction
+    sentence_gold.append(columns[-2])
+    sentence_predicted.append(columns[-1])
+  if sentence_gold:
+    gold.append(sentence_gold)
+    predicted.append(sentence_predicted)
+  assert [t for s in gold for t in s] == [t for d in conll.read_conll(str(data / "valid.txt"))
+                                         for s in d.sentences for t in s.tags]
+  assert abs(ner_metrics.conll_scores(gold, predicted)["f1"] - results["eval_f1"]) < 1e-6
   # Prediction alone reads the saved label list; the test file is four-column IOB1.
   run_script("run_ner.py", *_args(d, data, out, "--do_predict", "--predict_batch_size=5",
                                   f"--export_dir={export}"))
