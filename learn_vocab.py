@@ -85,8 +85,6 @@ def main(_):
   if FLAGS.base_vocab_file:
     path_checks.check_input_files(base_vocab_file=FLAGS.base_vocab_file,
                                   held_out_file=FLAGS.held_out_file)
-    if not files.exists(FLAGS.base_vocab_file):
-      raise ValueError(f"--base_vocab_file={FLAGS.base_vocab_file} does not exist.")
     from data import vocab_extension
     base = vocab_extension.read_tokens(FLAGS.base_vocab_file)
     slots = sum(map(vocab_extension.is_unused, base))

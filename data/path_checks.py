@@ -31,9 +31,11 @@ def expand_file_patterns(patterns, flag):
 
 
 def check_input_files(**named_paths):
-  """Raises ValueError naming the first flag (name=path) whose path is a directory where a
-  file is wanted; empty paths pass."""
+  """Raises ValueError naming the first flag (name=path) whose path does not exist or is a
+  directory where a file is wanted; empty paths pass."""
   for name, path in named_paths.items():
+    if path and not files.exists(path):
+      raise ValueError(f"--{name}={path} does not exist.")
     if path and files.isdir(path):
       raise ValueError(f"--{name}={path} is a directory; name a file.")
 

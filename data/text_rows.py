@@ -72,7 +72,8 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
     missing = [n for n in list(inputs) + ([id_field] if id_field else []) if n not in columns]
     if missing:
       raise ValueError(f"{path}: no column named {', '.join(missing)} (columns: "
-                       f"{', '.join(columns)}).")
+                       f"{', '.join(columns)}); name every column in order with --fields, "
+                       f"the export's inputs ({', '.join(inputs)}) among them.")
   ids, values = [], {name: [] for name in inputs}
   width, blank = None, 0
   for number in range(first, len(lines)):

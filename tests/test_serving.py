@@ -715,7 +715,9 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
     ('{"text_a": "x"}\n{"text_a": 3}\n', "jsonl", {}, r"r\.tsv:2: 'text_a' must be a string"),
     ('{"text_a": "x"}\nnot json\n', "jsonl", {}, r"r\.tsv:2: not JSON"),
     ('{"text_a": "x", "id": NaN}\n', "jsonl", {}, r"r\.tsv:1: not JSON \(NaN is not JSON\)"),
-    ("id\ttext_a\n1\tx\n", "tsv", {"header": True, "id_field": "key"}, r"no column named key"),
+    ("id\ttext_a\n1\tx\n", "tsv", {"header": True, "id_field": "key"},
+     r"no column named key \(columns: id, text_a\); name every column in order with --fields, "
+     r"the export's inputs \(text_a\) among them\.$"),
     ("x\n", "tsv", {}, r"name the TSV columns with --fields or --header"),
 ])
 def test_bad_rows_name_the_file_and_line(tmp_path, content, fmt, extra, message):
