@@ -57,12 +57,14 @@ def config_and_vocab(bert_config_file, vocab_file, init_checkpoint, output_dir=N
 
 def check_lengths_and_case(config, max_seq_length, do_lower_case, init_checkpoint):
   """The original's checks: max_seq_length fits the model; casing fits the checkpoint's
-  name (do_lower_case None: not checked); the checkpoint is readable."""
+  name, and a Hugging Face checkpoint's tokenizer_config.json (do_lower_case None: not
+  checked); the checkpoint is readable."""
   if max_seq_length > config.max_position_embeddings:
     raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
                      f"max_position_embeddings ({config.max_position_embeddings}).")
   if do_lower_case is not None:
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+    tokenization.validate_case_matches_tokenizer_config(do_lower_case, init_checkpoint)
   if init_checkpoint:
     check_checkpoint(init_checkpoint)
 

