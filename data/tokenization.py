@@ -13,6 +13,8 @@ classes with RE2, which is what keeps the two paths in agreement.
 
 import collections
 import functools
+import json
+import os
 import re
 import unicodedata
 
@@ -335,8 +337,6 @@ def validate_case_matches_tokenizer_config(do_lower_case, init_checkpoint):
   or the one holding the file it names); without that file or entry, nothing is checked."""
   if not init_checkpoint:
     return
-  import json
-  import os
   directory = (init_checkpoint if files.isdir(init_checkpoint)
                else os.path.dirname(init_checkpoint))
   path = os.path.join(directory, "tokenizer_config.json")
