@@ -67,6 +67,7 @@ class Classification(TaskAdapter):
   submission file out."""
 
   script = "run_classifier.py"
+  input_flags = ("doc_stride",)  # a model trained on windows is evaluated on windows
 
   def __init__(self, settings):
     super().__init__(settings)

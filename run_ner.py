@@ -68,6 +68,7 @@ class Tagging(TaskAdapter):
   test_predictions.txt and test_results.txt out."""
 
   script = "run_ner.py"
+  input_flags = ("doc_stride", "document_context")
 
   def __init__(self, settings):
     super().__init__(settings)

@@ -76,6 +76,7 @@ class SpanPrediction(TaskAdapter):
 
   actions = ("do_train", "do_predict")
   dev_action, script = "do_predict", "run_squad.py"  # scored during training: --predict_file
+  input_flags = ("doc_stride", "max_query_length")
 
   def __init__(self, settings):
     super().__init__(settings)

@@ -147,7 +147,8 @@ class Runner:
     --eval_every_* asks."""
     s, chief = self.settings, run.worker.chief
     if chief:
-      run_identity.save(s.output_dir, {**identity, **adapter.notes(run)})
+      inputs = {name: getattr(s, name) for name in adapter.input_flags}
+      run_identity.save(s.output_dir, {**identity, **inputs, **adapter.notes(run)})
       checkpoints.write_config_and_vocab(s.output_dir, run.files.config, run.files.vocab_file)
     with train_input.naming_errors():
       evaluator = periodic_eval.during_training(

@@ -136,6 +136,10 @@ class TaskAdapter:
   # Whether evaluating or predicting without training needs the task's head trained (in
   # --init_checkpoint or --output_dir), rather than letting it start fresh.
   trained_head_required = True
+  # Flags that shape the model's inputs without defining the model (--doc_stride...): run.json
+  # records them beside the identity, never compared, so that a later run that does not train
+  # takes them when not given (cli/settings.py), as it takes the identity's flags.
+  input_flags = ()
   # The --do_* flag that makes read() load the dev data `evaluate` scores.
   dev_action = "do_eval"
   script = None  # the script's file name: its task in modeling/selection.SCRIPT_TASKS

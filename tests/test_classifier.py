@@ -260,7 +260,7 @@ def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
                                            "--num_train_epochs=1"))
   record = json.loads((out / "run.json").read_text())
   assert record == {"task_name": "sst-2", "labels": ["0", "1"], "bilstm_head": False,
-                    "causal_attention": False, "max_seq_length": 24}
+                    "causal_attention": False, "max_seq_length": 24, "doc_stride": 0}
   before = sorted(p.name for p in out.iterdir())
   for data, extra, wrong, use in (
       ("mrpc", ["--task_name=MRPC"], "task_name 'sst-2', not 'mrpc'", ""),

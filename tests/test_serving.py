@@ -591,11 +591,16 @@ def windows_run(classifier_files, tmp_path_factory):
 def test_windows_learn_a_label_that_cutting_never_sees(classifier_files, windows_run):
   """Documents whose label word lies past the first --max_seq_length tokens: cut, no
   training text holds it (chance at best); with --doc_stride the model learns it, and its
-  export (windows in the graph) agrees with test_results.tsv."""
+  export (windows in the graph) agrees with test_results.tsv. Evaluated again from
+  --output_dir and the data alone, it is scored on the same windows (run.json)."""
   from scipy import stats
-  _, _, config = classifier_files
+  d, vocab, config = classifier_files
   out, _, served, tests, n_dev = windows_run
   results = read_eval_results(out / "eval_results.txt")
+  proc = run_script("run_classifier.py", "--task_name=SST-2", f"--data_dir={out.parent / 'data'}",
+                    f"--vocab_file={vocab}", f"--output_dir={out}", "--do_eval")
+  assert "--doc_stride=6, as" in proc.stderr and "--max_seq_length=16, as" in proc.stderr
+  assert read_eval_results(out / "eval_results.txt") == results
   # Cut documents give predictions independent of the (balanced) labels: a binomial count of
   # correct ones, which passes this bound with probability under 1e-3.
   assert results["eval_accuracy"] * n_dev > stats.binom.isf(1e-3, n_dev, 0.5), results
