@@ -61,10 +61,12 @@ def main(argv):
                "higher" if higher else "lower")
   runner = search.Search(script, passthrough, FLAGS.output_dir, runs, FLAGS.parallel)
   rows = runner.rows(runner.run_all())
-  failed = [r["run"] for r in rows if r["status"] != "done"]
+  failed = [r["run"] for r in rows if r["status"] == "failed"]
+  unfinished = [r["run"] for r in rows if r["status"] not in ("done", "failed")]
   entries = search_results.table(rows, metric, higher)
   out = lambda name: os.path.join(FLAGS.output_dir, name)  # noqa: E731
-  for name, text in (("table.md", search_results.table_markdown(entries, metric, higher, failed)),
+  for name, text in (("table.md", search_results.table_markdown(entries, metric, higher, failed,
+                                                                unfinished)),
                      ("table.csv", search_results.table_csv(entries)),
                      ("runs.csv", search_results.runs_csv(rows))):
     with files.atomic_output(out(name)) as f:
@@ -82,9 +84,10 @@ def main(argv):
   search.copy_model(runner.directory(search.Run(chosen["learning_rate"], chosen["batch_size"],
                                                 chosen["epochs"], chosen["seed"])),
                     out("best"), search.uses_best(passthrough))
-  logging.info("Selected %s: dev %s %.4f. %d runs, %d failed%s. Table: %s", chosen["run"],
-               metric, chosen["dev"][metric], len(rows), len(failed),
-               f" ({', '.join(failed)})" if failed else "", out("table.md"))
+  logging.info("Selected %s: dev %s %.4f. %d runs, %d failed%s, %d not finished%s. Table: %s",
+               chosen["run"], metric, chosen["dev"][metric], len(rows), len(failed),
+               f" ({', '.join(failed)})" if failed else "", len(unfinished),
+               f" ({', '.join(unfinished)})" if unfinished else "", out("table.md"))
   print(files.read_bytes(out("table.md")).decode("utf-8"), end="")
   print(json.dumps({k: chosen[k] for k in ("learning_rate", "batch_size", "epochs", "seed")}))
 

@@ -7,7 +7,8 @@ moved into the run's directory. Its output goes to log.txt there, and
 search_run.json records how it ended: a run whose record says "done" is
 skipped when the search is started again (a killed search resumes); one that
 failed is reported, the others go on, and it is tried again next time. Runs
-killed half-way resume from their own checkpoints (the scripts resume).
+stopped or killed half-way keep no record and resume from their own checkpoints next
+time (the scripts resume).
 The table, the choice and best/ come from modeling/search_results.py.
 """
 
@@ -32,6 +33,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORD = "search_run.json"
 # Flags the search sets for each run; the pass-through flags may not set them.
 OWN = ("output_dir", "learning_rate", "train_batch_size", "num_train_epochs", "seed")
+# How a run that was stopped ends (cli/signals.py: 128 + SIGINT or SIGTERM, after saving a
+# checkpoint; or killed by either signal): cut off, not failed, so it keeps no record.
+STOPPED = (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +187,10 @@ class Search:
       with files.atomic_output(log_path, "wb") as f:
         f.write(old + new)
     seconds = time.time() - start
+    if code in STOPPED:  # no record: the next search runs it again, from its checkpoints
+      logging.warning("[%d/%d] %s: stopped after %s (exit %d); it resumes next time.", number,
+                      len(self.runs), run.name, format_duration(seconds), code)
+      return None
     record = {"status": "done" if code == 0 else "failed", "returncode": code,
               "seconds": round(seconds, 1), "command": command}
     if code:
@@ -224,7 +232,8 @@ class Search:
     try:
       futures = {pool.submit(self._one, run, number): run for run, number in todo}
       for future in concurrent.futures.as_completed(futures):
-        records[futures[future]] = future.result()
+        if future.result() is not None:
+          records[futures[future]] = future.result()
     except BaseException:
       for future in futures:
         future.cancel()

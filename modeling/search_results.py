@@ -90,8 +90,9 @@ def _number(value, digits=4):
   return "" if value is None else f"{value:.{digits}f}"
 
 
-def table_markdown(entries, metric, higher=True, failed=()):
-  """table.md: one line per configuration; mean ± std over seeds, min, max, best."""
+def table_markdown(entries, metric, higher=True, failed=(), unfinished=()):
+  """table.md: one line per configuration; mean ± std over seeds, min, max, best; then the
+  runs that failed and those not finished (stopped), which are in no line."""
   direction = "higher" if higher else "lower"
   lines = [f"# Fine-tuning search: dev {metric} ({direction} is better)", "",
            "| learning rate | batch size | epochs | runs | mean ± std | min | max | best "
@@ -106,6 +107,9 @@ def table_markdown(entries, metric, higher=True, failed=()):
   lines += ["", "std: sample standard deviation over the seeds (n - 1)."]
   if failed:
     lines += ["", "Failed runs (not in the table): " + ", ".join(failed) + "."]
+  if unfinished:
+    lines += ["", "Runs not finished (not in the table; they resume when the search is "
+              "started again): " + ", ".join(unfinished) + "."]
   return "\n".join(lines) + "\n"
 
 

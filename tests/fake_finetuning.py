@@ -3,7 +3,8 @@
 dev eval_accuracy = 0.7 + 2000 * (6e-5 - lr) + 0.01 * epochs - 0.0001 * batch
                     + 0.02 * (seed % 2); test_accuracy = 1 - dev (so a selection that read
 the test figures would choose the opposite). Each call appends its --output_dir to
-$FAKE_CALLS; a learning rate listed in $FAKE_FAIL_LRS fails with one error line.
+$FAKE_CALLS; a learning rate listed in $FAKE_FAIL_LRS fails with one error line, one in
+$FAKE_STOP_LRS ends as a script stopped by SIGTERM does (exit 143).
 Writes a checkpoint-like set of files, and an export when --export_dir is given.
 """
 
@@ -23,6 +24,9 @@ with open(os.environ["FAKE_CALLS"], "a") as f:
   f.write(args.output_dir + "\n")
 if f"{args.learning_rate:g}" in os.environ.get("FAKE_FAIL_LRS", "").split(","):
   sys.exit(f"error: learning rate {args.learning_rate:g} diverged")
+if f"{args.learning_rate:g}" in os.environ.get("FAKE_STOP_LRS", "").split(","):
+  print("error: stopped by SIGTERM", file=sys.stderr)  # as the scripts end on a stop
+  sys.exit(143)
 dev = (0.7 + 2000 * (6e-5 - args.learning_rate) + 0.01 * args.num_train_epochs
        - 0.0001 * args.train_batch_size + 0.02 * (args.seed % 2))
 out = args.output_dir

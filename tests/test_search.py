@@ -9,22 +9,24 @@ import statistics
 import pytest
 
 from modeling import search_results
+from cli.search import RECORD
 from scripts import ROOT, last_error_line, run_script
 
 FAKE = os.path.join(ROOT, "tests", "fake_finetuning.py")
 GRID = ("--learning_rates=5e-5,3e-5", "--batch_sizes=16", "--epochs=2,3", "--num_seeds=2")
 
 
-def _search(tmp_path, *extra, fail="", expect_ok=True):
+def _search(tmp_path, *extra, fail="", stop="", expect_ok=True):
   env_calls = tmp_path / "calls.txt"
   os.environ["FAKE_CALLS"], os.environ["FAKE_FAIL_LRS"] = str(env_calls), fail
+  os.environ["FAKE_STOP_LRS"] = stop
   try:
     return run_script("finetune_search.py", f"--script={FAKE}",
                       f"--output_dir={tmp_path / 'search'}", *GRID, *extra, "--",
                       "--do_eval", "--task_name=SST-2", f"--export_dir={tmp_path / 'x'}",
                       expect_ok=expect_ok)
   finally:
-    del os.environ["FAKE_CALLS"], os.environ["FAKE_FAIL_LRS"]
+    del os.environ["FAKE_CALLS"], os.environ["FAKE_FAIL_LRS"], os.environ["FAKE_STOP_LRS"]
 
 
 def _calls(tmp_path):
@@ -65,6 +67,23 @@ def test_a_failed_run_is_reported_the_rest_go_on_and_a_restart_runs_only_what_is
   assert command[2:] == ["--do_eval", "--task_name=SST-2", f"--export_dir={run_dir}/export",
                          f"--output_dir={run_dir}", "--learning_rate=5e-05",
                          "--train_batch_size=16", "--num_train_epochs=3", "--seed=2"]
+
+
+def test_a_stopped_run_keeps_no_record_and_runs_again(tmp_path):
+  """A run that ends as a stopped script does (exit 143, after its checkpoint) is cut off,
+  not failed: no search_run.json, not counted as failed, run again next time."""
+  proc = _search(tmp_path, stop="3e-05")
+  search = tmp_path / "search"
+  assert "lr3e-05_bs16_ep2_seed1: stopped after" in proc.stderr
+  assert "8 runs, 0 failed, 4 not finished (lr3e-05_bs16_ep2_seed1, " in proc.stderr
+  assert "Runs not finished (not in the table; they resume when the search is started " \
+      "again): lr3e-05_bs16_ep2_seed1, " in (search / "table.md").read_text()
+  assert not (search / "runs" / "lr3e-05_bs16_ep2_seed1" / RECORD).exists()
+  runs = {r["run"]: r["status"] for r in csv.DictReader(open(search / "runs.csv"))}
+  assert sorted(runs.values()) == ["done"] * 4 + ["not run"] * 4
+  _search(tmp_path)
+  assert sorted(os.path.basename(p) for p in _calls(tmp_path)[8:]) == [
+      f"lr3e-05_bs16_ep{e}_seed{s}" for e in (2, 3) for s in (1, 2)]
 
 
 def test_the_table_matches_the_runs_and_the_choice_reads_dev_only(tmp_path):
