@@ -152,8 +152,9 @@ def preemption_handler(strategy, checkpoint_manager):
   return None
 
 
-def describe(strategy):
-  """One line on the strategy, for the log (and a warning where bfloat16 is emulated)."""
+def describe(strategy, training=True):
+  """One line on the strategy, for the log (and a warning where bfloat16 is emulated);
+  `training`: whether the run trains (the precision line then speaks of gradients)."""
   name = type(strategy).__name__
   text = f"{name} with {strategy.num_replicas_in_sync} replica(s)"
   logging.info("Distribution: %s", text)
@@ -164,7 +165,7 @@ def describe(strategy):
     units = "TPU" if tpu else "GPU"
   else:  # the CPU's units, where TensorFlow hands its bfloat16 products to oneDNN (it uses them)
     units = cpu_units(read_cpuinfo()) if onednn_bfloat16() is not False else None
-  logging.info("Precision: %s", precision_line(dtype, units))
+  logging.info("Precision: %s", precision_line(dtype, units, training))
   if not tpu:
     warn_about_bfloat16(dtype)
   return text
@@ -202,12 +203,16 @@ def cpu_units(cpuinfo):
   return None
 
 
-def precision_line(compute_dtype, units):
-  """The log's line on precision: what runs in 16 bits, what stays float32, and on what."""
+def precision_line(compute_dtype, units, training=True):
+  """The log's line on precision: what runs in 16 bits, what stays float32, and on what
+  (`training`: a run that trains, with gradients and optimizer state)."""
   if compute_dtype == "float32":
     return "float32 throughout."
   where = f", on the CPU's {units} units" if units in ("AMX", "AVX-512 BF16") else \
       f", on the {units}" if units else ""
+  if not training:
+    return (f"{compute_dtype} matrix products{where}; the weights, residual stream, "
+            "LayerNorm and losses stay float32.")
   return (f"{compute_dtype} matrix products, forward and backward{where}; the weights, "
           "optimizer state, residual stream, LayerNorm and losses stay float32.")
 

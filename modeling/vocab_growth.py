@@ -110,8 +110,9 @@ def grow(weights, growth):
   appended = growth.vocab_size - base_rows
   logging.info(
       "New vocabulary rows (%d appended to the checkpoint's %d, %d [unusedN] rows now words): "
-      "%d initialised as the mean of their base pieces' embeddings and output biases, %d at "
+      "%d initialised as the mean of their base pieces' embeddings%s, %d at "
       "random%s.", appended, base_rows, len(rows) - appended, len(from_pieces),
+      " and output biases" if grown_bias is not None else "",
       len(rows) - len(from_pieces),
       "" if growth.mode == "random" else " (no pieces in the base vocab)")
   out = dict(weights)

@@ -180,6 +180,9 @@ def test_precision_line_names_what_stays_float32_and_the_units():
   assert distribution.cpu_units("flags : avx2") is None and distribution.cpu_units(None) is None
   assert ", on the TPU;" in distribution.precision_line("bfloat16", "TPU")
   assert "forward and backward;" in distribution.precision_line("bfloat16", None)
+  assert distribution.precision_line("bfloat16", "AVX-512 BF16", training=False) == (
+      "bfloat16 matrix products, on the CPU's AVX-512 BF16 units; the weights, residual "
+      "stream, LayerNorm and losses stay float32.")
 
 
 @pytest.mark.parametrize("onednn", [True, False])
