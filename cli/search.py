@@ -232,8 +232,9 @@ class Search:
     try:
       futures = {pool.submit(self._one, run, number): run for run, number in todo}
       for future in concurrent.futures.as_completed(futures):
-        if future.result() is not None:
-          records[futures[future]] = future.result()
+        record = future.result()
+        if record is not None:  # None: stopped half-way (STOPPED)
+          records[futures[future]] = record
     except BaseException:
       for future in futures:
         future.cancel()
