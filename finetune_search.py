@@ -9,7 +9,8 @@ paper's 5e-5,3e-5,2e-5 x 16,32 x 2,3,4, one seed), each in --output_dir/runs/<ru
 with the flags after `--` passed through. Started again, it skips the finished runs.
 Writes table.md and table.csv (per configuration: mean ± std over seeds, min, max,
 best), runs.csv, metric_vs_learning_rate.png, selected.json and best/ (the chosen
-run's model). Selection reads dev figures only. See docs/protocol.md.
+run's model). Selection reads dev figures only. --keep_checkpoints=chosen then deletes
+the other runs' checkpoints. See docs/protocol.md.
 """
 
 import json
@@ -36,6 +37,10 @@ flags.DEFINE_enum("select", "best_run", ["best_run", "best_mean"],
                   "best_mean: the best run of the configuration with the best mean.")
 flags.DEFINE_string("metric", None, "The eval_results.txt key to select on. Default: the "
                     "task's headline metric (modeling/selection.py).")
+flags.DEFINE_enum("keep_checkpoints", "all", ["all", "chosen"],
+                  "chosen: once best/ is written, delete every other run's checkpoints "
+                  "(their results, logs and exports stay); a later search can then choose "
+                  "only the same run.")
 FLAGS = flags.FLAGS
 
 
@@ -84,6 +89,11 @@ def main(argv):
   search.copy_model(runner.directory(search.Run(chosen["learning_rate"], chosen["batch_size"],
                                                 chosen["epochs"], chosen["seed"])),
                     out("best"), search.uses_best(passthrough))
+  if FLAGS.keep_checkpoints == "chosen":
+    for row in rows:
+      if row["run"] != chosen["run"] and row["status"] == "done":
+        search.drop_checkpoints(runner.directory(search.Run(
+            row["learning_rate"], row["batch_size"], row["epochs"], row["seed"])))
   logging.info("Selected %s: dev %s %.4f. %d runs, %d failed%s, %d not finished%s. Table: %s",
                chosen["run"], metric, chosen["dev"][metric], len(rows), len(failed),
                f" ({', '.join(failed)})" if failed else "", len(unfinished),

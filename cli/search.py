@@ -267,6 +267,10 @@ def copy_model(run_dir, target, use_best):
   config, vocab, results and export into `target`, replacing it whole."""
   from modeling import periodic_eval  # reads no TensorFlow until a checkpoint is listed
   source = os.path.join(run_dir, periodic_eval.BEST_DIR) if use_best else run_dir
+  if not files.exists(os.path.join(source, "checkpoint")):
+    raise ValueError(f"The chosen run's {source} holds no checkpoint (deleted by "
+                     "--keep_checkpoints=chosen of an earlier choice?): remove its "
+                     f"{RECORD} to train it again.")
   with files.atomic_dir(target, last=("checkpoint",)) as tmp:
     files.makedirs(tmp)
     state = files.read_bytes(os.path.join(source, "checkpoint")).decode("utf-8")
@@ -286,3 +290,13 @@ def copy_model(run_dir, target, use_best):
         files.copy(os.path.join(export, name), os.path.join(tmp, "export", name))
     with files.atomic_output(os.path.join(tmp, "checkpoint")) as f:
       f.write(f'model_checkpoint_path: "{os.path.basename(prefix)}"\n')
+
+
+def drop_checkpoints(run_dir):
+  """Deletes a finished run's checkpoints (its own and its best/'s: the weights with the
+  optimizer's moments), keeping its results, log, record and export."""
+  from modeling import periodic_eval
+  for folder in (run_dir, os.path.join(run_dir, periodic_eval.BEST_DIR)):
+    for path in files.glob(os.path.join(folder, "ckpt-*")) + files.glob(
+        os.path.join(folder, "checkpoint")):
+      files.remove(path)

@@ -86,6 +86,29 @@ def test_a_stopped_run_keeps_no_record_and_runs_again(tmp_path):
       f"lr3e-05_bs16_ep{e}_seed{s}" for e in (2, 3) for s in (1, 2)]
 
 
+def test_keep_checkpoints_chosen_deletes_only_the_other_runs_checkpoints(tmp_path):
+  """--keep_checkpoints=chosen: best/ written, then every other finished run loses its
+  checkpoint files and keeps the rest; a restart still skips them and copies the same run."""
+  _search(tmp_path, "--keep_checkpoints=chosen")
+  search = tmp_path / "search"
+  chosen = json.loads((search / "selected.json").read_text())["run"]
+  for run in (search / "runs").iterdir():
+    names = {p.name for p in run.iterdir()}
+    kept = {"eval_results.txt", "test_results.txt", "log.txt", RECORD, "export"}
+    assert kept <= names, run
+    if run.name == chosen:
+      assert {"checkpoint", "ckpt-7.index", "ckpt-3.index"} <= names
+    else:
+      assert not any(n == "checkpoint" or n.startswith("ckpt-") for n in names), run
+  assert (search / "best" / "ckpt-7.index").read_text().endswith(chosen)
+  _search(tmp_path, "--keep_checkpoints=chosen")
+  assert len(_calls(tmp_path)) == 8  # nothing run again
+  assert (search / "best" / "ckpt-7.index").read_text().endswith(chosen)
+  proc = _search(tmp_path, "--seeds=2", expect_ok=False)  # the best of seed 2: deleted
+  assert last_error_line(proc).startswith("error: The chosen run's ")
+  assert "deleted by --keep_checkpoints=chosen" in last_error_line(proc)
+
+
 def test_the_table_matches_the_runs_and_the_choice_reads_dev_only(tmp_path):
   _search(tmp_path, "--num_seeds=3")
   search = tmp_path / "search"
