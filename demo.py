@@ -175,10 +175,10 @@ def _vocab_and_data(work, quick, timings):
 
 def _pretrain(work, vocab, records, quick, timings):
   """Step 4: the small BERT, pretrained from scratch on the records."""
-  from data import text_decoding
+  from data import tokenization
   config = os.path.join(work, "small_bert_config.json")
   from modeling.config import BertConfig
-  size = len(text_decoding.read_text(vocab).splitlines())
+  size = len(tokenization.vocab_tokens(vocab))
   BertConfig(vocab_size=size, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=512, type_vocab_size=2).to_json_file(config)
   steps = 8 if quick else FLAGS.pretrain_steps

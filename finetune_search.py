@@ -46,6 +46,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   app.check_given(script=FLAGS.script, output_dir=FLAGS.output_dir)
+  app.log_flags()
   passthrough = argv[1:]
   search.check_passthrough(passthrough)
   search.check_scored(passthrough)
@@ -76,8 +77,7 @@ def main(argv):
                      ("runs.csv", search_results.runs_csv(rows))):
     with files.atomic_output(out(name)) as f:
       f.write(text)
-  if not search_results.plot(entries, metric, out("metric_vs_learning_rate.png")):
-    logging.info("matplotlib is not installed: no metric_vs_learning_rate.png.")
+  search_results.plot(entries, metric, out("metric_vs_learning_rate.png"))
   chosen = search_results.select(rows, metric, higher, FLAGS.select)
   if chosen is None:
     keys = sorted({k for r in rows if r["status"] == "done" for k in r["dev"]})

@@ -78,7 +78,8 @@ def extend_vocab(counts, held_out, log):
 
 def main(_):
   app.check_given(input_file=FLAGS.input_file, vocab_file=FLAGS.vocab_file)
-  from data import files, path_checks, text_decoding, wordpiece_vocab
+  app.log_flags()
+  from data import files, path_checks, text_decoding, tokenization, wordpiece_vocab
   from data.progress import Progress
   paths = path_checks.expand_file_patterns(FLAGS.input_file, "--input_file")
   path_checks.check_output_file(FLAGS.vocab_file, "--vocab_file", paths)
@@ -86,7 +87,7 @@ def main(_):
     path_checks.check_input_files(base_vocab_file=FLAGS.base_vocab_file,
                                   held_out_file=FLAGS.held_out_file)
     from data import vocab_extension
-    base = vocab_extension.read_tokens(FLAGS.base_vocab_file)
+    base = tokenization.vocab_tokens(FLAGS.base_vocab_file)
     slots = sum(map(vocab_extension.is_unused, base))
     if FLAGS.extension == "unused" and FLAGS.num_new_tokens > slots:
       raise ValueError(f"--num_new_tokens={FLAGS.num_new_tokens}: --base_vocab_file="

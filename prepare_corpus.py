@@ -25,6 +25,7 @@ FLAGS = flags.FLAGS
 
 def main(_):
   app.check_given(input_file=FLAGS.input_file, output_file=FLAGS.output_file)
+  app.log_flags()
   import re
   from data import corpus, files, path_checks
   if FLAGS.document_separator:

@@ -8,7 +8,7 @@ import sys
 
 from absl import flags
 
-from modeling import selection  # pure Python: no TensorFlow
+from modeling import selection, vocab_growth  # no TensorFlow
 
 ACTIONS = ("do_train", "do_eval", "do_predict")
 
@@ -103,7 +103,7 @@ def define_runtime_flags():
   flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.",
                        lower_bound=1)
   flags.DEFINE_integer("seed", None, "Seeds weights, dropout and data order; unset: random.")
-  flags.DEFINE_enum("new_token_embeddings", "mean_of_pieces", ["mean_of_pieces", "random"],
+  flags.DEFINE_enum("new_token_embeddings", "mean_of_pieces", vocab_growth.MODES,
                     "Rows of --vocab_file that --init_checkpoint lacks (a larger vocab, or "
                     "[unusedN] slots now words): the mean of the base model's embeddings of "
                     "the word's pieces (and of their output biases), or random values.")

@@ -27,7 +27,8 @@ def identity(what, max_seq_length, init_checkpoint, output_dir, length_and_start
     return dict(what)
   found = {**what, "max_seq_length": max_seq_length}
   if init_checkpoint:
-    init, out = (p if "://" in p else os.path.abspath(p) for p in (init_checkpoint, output_dir))
+    init, out = (p if files.is_remote(p) else os.path.abspath(files.local_path(p))
+                 for p in (init_checkpoint, output_dir))
     if init.rstrip("/") != out.rstrip("/") and not init.startswith(out.rstrip("/") + "/"):
       found["init_checkpoint"] = init
   return found

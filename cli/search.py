@@ -83,18 +83,29 @@ def check_passthrough(args):
                        "--output_dir instead.")
 
 
+def _bool_flag(args, name):
+  """The value absl gives boolean flag `name` from `args` (the last mention wins; False
+  when absent): --name, --noname, --name=true|t|1|false|f|0 in any case."""
+  value = False
+  for arg in args:
+    flag = _flag_name(arg)
+    if flag == "no" + name:
+      value = False
+    elif flag == name:
+      value = "=" not in arg or arg.split("=", 1)[1].lower() in ("true", "t", "1")
+  return value
+
+
 def check_scored(args):
   """ValueError unless the runs are scored on dev (--do_eval; run_squad: --do_predict)."""
-  if not any(_flag_name(a) in ("do_eval", "do_predict") and not a.endswith("=false")
-             for a in args):
+  if not (_bool_flag(args, "do_eval") or _bool_flag(args, "do_predict")):
     raise ValueError("The runs write no dev scores to select on: pass --do_eval after `--` "
                      "(run_squad.py: --do_predict with a --predict_file that has answers).")
 
 
 def uses_best(args):
   """Whether the runs pass --use_best_checkpoint (their scores are best/'s)."""
-  return any(_flag_name(a) == "use_best_checkpoint" and not a.endswith("=false")
-             for a in args)
+  return _bool_flag(args, "use_best_checkpoint")
 
 
 def default_metric(script, args):

@@ -26,7 +26,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from data import files
+from data import files, tfrecords
 
 # A record's bytes besides its data: 8 of length, 4 of the length's CRC, 4 of the data's CRC.
 FRAMING = 16
@@ -83,7 +83,7 @@ def _ends_with_record(tail):
   lengths = np.ascontiguousarray(words).view("<u8")[:, 0]
   reach = len(data) - FRAMING - np.arange(len(lengths), dtype=np.uint64)
   for o in np.flatnonzero(lengths == reach):
-    if _masked_crc32c(tail[o:o + 8]) == int.from_bytes(tail[o + 8:o + 12], "little"):
+    if tfrecords.masked_crc32c(tail[o:o + 8]) == int.from_bytes(tail[o + 8:o + 12], "little"):
       return True
   return False
 
@@ -175,24 +175,3 @@ def op_detail(error):
       line.startswith(("Graph execution error", "Detected at node", "  ")))]
   return re.sub(r"\{\{.*?\}\}\s*|\s*\[\[.*|\s*\[Op:.*", "", (lines or [""])[0]).strip()
 
-
-def _crc32c_table():
-  table = []
-  for i in range(256):
-    crc = i
-    for _ in range(8):
-      crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-    table.append(crc)
-  return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def _masked_crc32c(data):
-  """The TFRecord format's masked CRC-32C of bytes `data` (for a few bytes: pure Python)."""
-  crc = 0xFFFFFFFF
-  for b in data:
-    crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-  crc ^= 0xFFFFFFFF
-  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF

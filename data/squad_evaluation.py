@@ -191,7 +191,7 @@ def score(dataset, predictions, answers, null_odds, version_2_with_negative,
   if tune_threshold:
     threshold = tune_null_threshold(dataset, answers, null_odds)
     predictions = squad_predictions.apply_null_threshold(answers, null_odds, threshold)
-    tuned = evaluate_v2(dataset, predictions, null_odds)
+    tuned = evaluate_v2(dataset, predictions)  # as written: no second cut on the odds
     scores.update({"null_score_diff_threshold": threshold, "tuned_exact": tuned["exact"],
                    "tuned_f1": tuned["f1"]})
   return scores, predictions

@@ -71,7 +71,8 @@ def word_piece_ids(tokenizer, words, origins):
 def window_arrays(tokenizer, flat, labels, max_seq_length, doc_stride, training, pad_to=1):
   """Model inputs of every window, and which word each max-context first piece predicts.
 
-  Returns a dict of int32 [N, max_seq_length] arrays: input_ids, input_mask,
+  Returns (arrays, the number of real windows): arrays is a dict of int32
+  [N, max_seq_length] arrays: input_ids, input_mask,
   segment_ids, label_ids, word_positions (the word index at first pieces
   predicted from this window, else -1), and float32 label_weights (1 at first
   pieces: all of them when training, the max-context ones otherwise). N is

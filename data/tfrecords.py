@@ -164,6 +164,11 @@ def _masked_crc32c(data, table):
   return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)
 
 
+def masked_crc32c(data):
+  """The TFRecord format's masked CRC-32C of `data` (bytes)."""
+  return int(_masked_crc32c(np.frombuffer(data, np.uint8), _CRC_TABLE)) & 0xFFFFFFFF
+
+
 @numba.njit(cache=True)
 def _frame(buf, offsets, table):
   """TFRecord framing of each record: (framed buffer, framed offsets [N + 1])."""

@@ -186,12 +186,8 @@ def _python_regexes():
   return compile_class("drop"), compile_class("space"), compile_class("mn"), words
 
 
-def load_vocab(vocab_file):
-  """Reads a vocab.txt (one token a line) into an ordered token -> id dict.
-
-  Lines are stripped; the id is the line number; a repeated token keeps its
-  last line number, as in the original.
-  """
+def vocab_tokens(vocab_file):
+  """A vocab.txt's entries in id order: its lines, stripped (the id is the line number)."""
   try:
     with files.open_file(vocab_file, "rb") as f:
       data = f.read()
@@ -202,11 +198,21 @@ def load_vocab(vocab_file):
     text = text_decoding.decode_utf8(data, vocab_file)
   except ValueError as e:
     raise ValueError(f"Vocab file {e}") from None
-  vocab = collections.OrderedDict()
-  for index, line in enumerate(text_decoding.text_lines(text)):
-    vocab[line.strip()] = index
-  if not vocab:
+  tokens = [line.strip() for line in text_decoding.text_lines(text)]
+  if not tokens:
     raise ValueError(f"Vocab file {vocab_file} is empty.")
+  return tokens
+
+
+def load_vocab(vocab_file):
+  """Reads a vocab.txt (one token a line) into an ordered token -> id dict.
+
+  Lines are stripped; the id is the line number; a repeated token keeps its
+  last line number, as in the original.
+  """
+  vocab = collections.OrderedDict()
+  for index, token in enumerate(vocab_tokens(vocab_file)):
+    vocab[token] = index
   return vocab
 
 

@@ -17,9 +17,6 @@ import unicodedata
 
 from data import files, tokenization, wordpiece_vocab
 
-EXTENSIONS = ("unused", "append")
-
-
 def is_unused(token):
   """True for the placeholder tokens [unusedN] of Google's vocabularies."""
   return token.startswith("[unused") and token.endswith("]")
@@ -33,12 +30,6 @@ def is_uncased(tokens):
   marks = any(unicodedata.category(c) == "Mn" for t in words for c in t)  # uncased strips them
   return (not marks and any(t != t.upper() for t in words)
           and all(t == t.lower() for t in words))
-
-
-def read_tokens(vocab_file):
-  """The vocab's entries in id order (one per line, stripped, as load_vocab reads them)."""
-  with files.open_file(vocab_file, "r") as f:
-    return [line.strip() for line in f.read().splitlines()]
 
 
 def domain_words(counts, base_tokens, num_new_tokens, min_count=2):
@@ -96,7 +87,7 @@ def extend_vocab_file(counts, base_vocab_file, vocab_file, num_new_tokens, exten
     counts, held_out_counts: {word: occurrences} of the domain's text and of the
       text to measure pieces per word on (default: counts).
   """
-  base = read_tokens(base_vocab_file)
+  base = tokenization.vocab_tokens(base_vocab_file)
   words = domain_words(counts, base, num_new_tokens, min_count)
   tokens = extend(base, [w for w, _, _ in words], extension)
   held_out = counts if held_out_counts is None else held_out_counts

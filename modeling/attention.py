@@ -2,7 +2,7 @@
 for inference.
 
 Shape letters: B batch, S key positions, Q query positions, H hidden size, N heads,
-D = H / N head size, R rows of the dense layers (layers.TokenRows: B * S, or the T real
+D = H / N head size, R rows of the dense layers (encoder.TokenRows: B * S, or the T real
 tokens of a packed batch).
 """
 
@@ -127,7 +127,7 @@ class SelfAttention(keras.layers.Layer):
     """Rows x [R, H] (float32 or the compute dtype) and bias [B, 1, 1 or Q, S] in the
     compute dtype -> rows [R, H] in the compute dtype.
 
-    rows: the layers.TokenRows that puts x's rows in [B, S] place.
+    rows: the encoder.TokenRows that puts x's rows in [B, S] place.
     queries: [B, Q, H], the rows whose outputs are wanted (default: x itself, Q = S);
       keys and values always come from all of x. The output is then [B * Q, H].
     blocked: at inference, attend in cache-sized blocks (blocked_attention).

@@ -3,8 +3,8 @@
 import tensorflow as tf
 from keras import ops
 
-from modeling import heads, layers
-from modeling.encoder import BertEncoder
+from modeling import heads, layers, lstm
+from modeling.encoder import BertEncoder, last_real_positions
 
 
 class BertClassifier(heads.TaskModel):
@@ -52,7 +52,7 @@ class BertClassifier(heads.TaskModel):
                               blocked_attention=blocked_attention)["sequence_output"]
       x = heads.bilstm_over(self.bilstm, sequence, features, training)  # [B, S, 2u]
       mask = features.get("input_mask", ops.ones_like(features["input_ids"]))
-      last = layers.last_real_positions(mask)  # [B]
+      last = last_real_positions(mask)  # [B]
       units = heads.bilstm_units(self.config)
       pooled = ops.concatenate([tf.gather(x[..., :units], last, batch_dims=1),
                                 x[:, 0, units:]], axis=-1)  # [B, 2u]
@@ -61,7 +61,7 @@ class BertClassifier(heads.TaskModel):
   def head_variable_map(self):
     names = heads.logits_names("", self.classifier)  # the original's root-level names
     if self.bilstm is not None:
-      names.update(layers.bidirectional_lstm_variables(heads.BILSTM_PREFIX, self.bilstm))
+      names.update(lstm.named_variables(heads.BILSTM_PREFIX, self.bilstm))
     return names
 
   @classmethod

@@ -344,7 +344,7 @@ def write_warm_up_requests(requests, path):
   """`requests` ([{input name: value}]) as TensorFlow Serving's warm-up file at `path`: a
   TFRecord file of PredictionLog records, each a Predict request of serving_default."""
   from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
-  tf.io.gfile.makedirs(os.path.dirname(path))
+  files.makedirs(os.path.dirname(path))
   with tf.io.TFRecordWriter(path) as writer:
     for inputs in requests:
       request = predict_pb2.PredictRequest(

@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from modeling import layers
+from modeling import layers, lstm
 from modeling.encoder import BertEncoder
 
 
@@ -201,15 +201,15 @@ def bilstm_units(config):
 
 def bilstm(config):
   """The --bilstm_head layer of `config`'s size, named for checkpoints."""
-  return layers.bidirectional_lstm(bilstm_units(config), BILSTM_PREFIX)
+  return lstm.BidirectionalLSTM(bilstm_units(config), name=BILSTM_PREFIX)
 
 
 def bilstm_over(bilstm, sequence_output, features, training):
   """The BiLSTM over float32 [B, S, H] sequence output -> float32 [B, S, 2 * units],
-  padding skipped (see layers.bidirectional_lstm) and zero."""
+  padding skipped (see lstm.BidirectionalLSTM) and zero."""
   mask = features.get("input_mask")
   mask = ops.ones(ops.shape(sequence_output)[:2], "bool") if mask is None else \
       ops.cast(mask, "bool")
-  x = bilstm(ops.cast(sequence_output, "float32"), mask=layers.lstm_mask(mask),
+  x = bilstm(ops.cast(sequence_output, "float32"), mask=lstm.step_mask(mask),
              training=training)
   return x * ops.cast(mask, "float32")[..., None]

@@ -1,8 +1,7 @@
 """The encoder's building blocks: activations, initializer, LayerNorm, dropout and dense
-layers as the original sets them up, the embeddings, the bidirectional LSTM helpers,
-and the rows the dense layers run on (all positions, or a batch's real tokens alone).
-Attention is in modeling/attention.py, the transformer block and encoder in
-modeling/encoder.py.
+layers as the original sets them up, and the embeddings. Attention is in
+modeling/attention.py; the transformer block, the encoder and the rows its dense layers
+run on (TokenRows) in modeling/encoder.py.
 
 Shape letters: B batch, S sequence length, H hidden size, R rows (B * S or T real tokens).
 
@@ -19,7 +18,6 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from modeling import lstm
 from modeling.config import LAYER_NORM_EPSILON
 
 
@@ -343,135 +341,3 @@ class BertEmbeddings(keras.layers.Layer):
             "type_vocab_size": self.type_vocab_size,
             "initializer_range": self.initializer_range,
             "dropout_rate": self.dropout_rate}
-
-
-def bidirectional_lstm(units, name):
-  """A bidirectional LSTM computing in float32: [B, S, D] and a bool mask [B, S] ->
-  float32 [B, S, 2 * units], the forward and backward outputs side by side.
-
-  Masked (padded) steps are skipped: each direction's state passes over them
-  unchanged, so real positions get what the unpadded sequence gives them.
-  Keras' LSTM variables and gate order (see modeling/lstm.py).
-  """
-  return lstm.BidirectionalLSTM(units, name=name)
-
-
-def lstm_mask(input_mask):
-  """int/bool [B, S] mask -> bool [B, S] for bidirectional_lstm: the mask, with position 0
-  counted as real in rows that have no real token.
-
-  cuDNN's LSTM kernel (used by Keras on a GPU outside XLA) fails on a sequence
-  of length 0, and prediction files are padded with all-padding rows; their
-  outputs are discarded (and zeroed by the callers), and the other rows are
-  untouched.
-  """
-  mask = ops.cast(input_mask, "bool")
-  empty = ops.logical_not(ops.any(mask, axis=1, keepdims=True))  # [B, 1]
-  first = ops.arange(ops.shape(mask)[1])[None, :] == 0  # [1, S]
-  return ops.logical_or(mask, ops.logical_and(empty, first))
-
-
-def bidirectional_lstm_variables(prefix, bilstm):
-  """{`prefix`/fw|bw/kernel|recurrent_kernel|bias: variable} of a bidirectional_lstm."""
-  return {f"{prefix}/{direction}/{var}": variable
-          for direction, named in bilstm.weights_by_direction.items()
-          for var, variable in named.items()}
-
-
-class TokenRows:
-  """A batch's token positions as the rows [R, ...] the dense layers run on.
-
-  Every dense layer, LayerNorm, dropout and residual sum of the encoder works row by
-  row, so the encoder carries its activations as 2-D rows between layers ([R, H]: 2-D
-  products are what TensorFlow's oneDNN rewriter fuses with their bias and GELU), and
-  puts them in [B, S, ...] place only where attention needs the batch layout.
-
-  packed=False: every position is a row, R = B * S (pack and pad are reshapes).
-  packed=True: only the real tokens are rows, R = T, batch after batch in position
-  order (pack gathers them, pad scatters them back with zeros at padding). Padded
-  rows never reach a real one (attention masks them as keys), so real positions get
-  what computing the padding gives them, up to float rounding; on short sentences in
-  long batches that skips most of the work. Shapes then depend on the mask's values,
-  which XLA and TPUs cannot compile. A packed batch without padding is padded
-  back by a reshape (a branch at run time): scattering every row would only copy
-  them. `lengths` gives each row's last real position + 1, where
-  attention in blocks stops (None unpacked: the whole row).
-  """
-
-  def __init__(self, input_mask, packed):
-    self.packed = packed
-    self.shape = tf.shape(input_mask, out_type=tf.int64)  # [B, S]
-    if packed:
-      real = tf.not_equal(input_mask, 0)
-      self.positions = tf.where(real)  # int64 [T, 2]: (row, position)
-      self._full = tf.reduce_all(real)  # no padding: rows are all positions
-      self.lengths = tf.reduce_max(  # int32 [B]: past a row's last real position, only padding
-          tf.where(real, tf.range(1, tf.shape(input_mask)[1] + 1)[None, :], 0), axis=1)
-      # Each position's row in the packed layout, in the [B * S] layout.
-      self._real = tf.reshape(real, [-1])
-      self._index = tf.cumsum(tf.cast(self._real, tf.int32), exclusive=True)
-    else:
-      self.lengths = None
-    self._padded_shapes = {}  # trailing sizes -> [B, S, ...], made once per call
-    self.pairs = tf.reduce_prod(self.shape) * self.shape[1]  # B * S * S: a head's scores
-
-  def pack(self, padded):
-    """[B, S, ...] -> the rows [R, ...]."""
-    if self.packed:
-      # Always a gather: with a reshape branch for full batches, Grappler's constant folding
-      # gave every row count B * S in the training loop (ltr pretraining, TF 2.20).
-      return tf.gather_nd(padded, self.positions)
-    return self._reshaped(padded)
-
-  def _reshaped(self, padded):
-    trailing = padded.shape[2:]
-    if trailing.is_fully_defined():  # no shape arithmetic in the graph
-      return tf.reshape(padded, [-1] + trailing.as_list())
-    return tf.reshape(padded, tf.concat([[-1], tf.shape(padded)[2:]], 0))
-
-  def padded_shape(self, trailing):
-    """int64 [B, S, *trailing], made once per call for each static `trailing`."""
-    trailing = tuple(trailing)
-    if trailing not in self._padded_shapes:
-      self._padded_shapes[trailing] = tf.concat(
-          [self.shape, tf.constant(trailing, tf.int64)], 0)
-    return self._padded_shapes[trailing]
-
-  def pad(self, rows):
-    """The rows [R, ...] -> [B, S, ...] (zeros at padding when packed)."""
-    trailing = tuple(rows.shape[1:])
-    if None in trailing:
-      shape = tf.concat([self.shape, tf.shape(rows, out_type=tf.int64)[1:]], 0)
-    else:
-      shape = self.padded_shape(trailing)
-    if self.packed:
-      padded = tf.cond(self._full, lambda: tf.reshape(rows, shape),
-                       lambda: tf.scatter_nd(self.positions, rows, shape))
-      padded.set_shape(tf.TensorShape([None, None]).concatenate(rows.shape[1:]))
-      return padded
-    return tf.reshape(rows, shape)
-
-  def position_ids(self):
-    """int [R]: each row's position in its sequence."""
-    if self.packed:
-      return self.positions[:, 1]
-    return tf.tile(tf.range(self.shape[1]), [self.shape[0]])
-
-  def gather(self, rows, positions):
-    """rows [R, H] at int [B, Q] positions -> [B, Q, H] (zeros at padding when packed)."""
-    flat = tf.cast(tf.range(self.shape[0])[:, None] * self.shape[1], tf.int32) \
-        + tf.cast(positions, tf.int32)  # [B, Q]: in the [B * S] layout
-    if not self.packed:
-      return tf.gather(rows, flat)
-    # A padded position reads the zero row appended at index T (rows may be empty).
-    index = tf.where(tf.gather(self._real, flat), tf.gather(self._index, flat),
-                     tf.shape(rows)[0])
-    zero = tf.zeros(tf.concat([[1], tf.shape(rows)[1:]], 0), rows.dtype)
-    return tf.gather(tf.concat([rows, zero], 0), index)
-
-
-def last_real_positions(input_mask):
-  """int [B, S] mask -> int32 [B]: each row's last real position (0 for an all-padding row)."""
-  mask = ops.cast(input_mask, "int32")
-  positions = ops.arange(ops.shape(mask)[1], dtype="int32")
-  return ops.max(mask * positions[None, :], axis=1)

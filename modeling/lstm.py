@@ -10,6 +10,7 @@ o) are Keras' LSTM's, so weights move between the two unchanged.
 
 import keras
 import tensorflow as tf
+from keras import ops
 from tensorflow.python.ops import control_flow_util
 
 DIRECTIONS = ("fw", "bw")
@@ -200,3 +201,25 @@ def _recurrence(inputs, recurrent, running, units):
     return hs, grad
 
   return run(inputs, recurrent)
+
+
+def step_mask(input_mask):
+  """int/bool [B, S] mask -> bool [B, S] for a BidirectionalLSTM: the mask, with position 0
+  counted as real in rows that have no real token.
+
+  cuDNN's LSTM kernel (used by Keras on a GPU outside XLA) fails on a sequence
+  of length 0, and prediction files are padded with all-padding rows; their
+  outputs are discarded (and zeroed by the callers), and the other rows are
+  untouched.
+  """
+  real = ops.cast(input_mask, "bool")
+  empty = ops.logical_not(ops.any(real, axis=1, keepdims=True))  # [B, 1]
+  first = ops.arange(ops.shape(real)[1])[None, :] == 0  # [1, S]
+  return ops.logical_or(real, ops.logical_and(empty, first))
+
+
+def named_variables(prefix, bilstm):
+  """{`prefix`/fw|bw/kernel|recurrent_kernel|bias: variable} of a BidirectionalLSTM."""
+  return {f"{prefix}/{direction}/{var}": variable
+          for direction, named in bilstm.weights_by_direction.items()
+          for var, variable in named.items()}

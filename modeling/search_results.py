@@ -154,11 +154,8 @@ def selection_json(row, entries, metric, higher, mode, seeds):
 
 def plot(entries, metric, path):
   """metric_vs_learning_rate.png: mean ± std against the learning rate, a line per batch
-  size and epochs. Returns False (nothing written) without matplotlib."""
-  try:
-    import matplotlib
-  except ImportError:
-    return False
+  size and epochs."""
+  import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -185,4 +182,3 @@ def plot(entries, metric, path):
   fig.savefig(png, format="png", dpi=100)
   plt.close(fig)
   files.write_bytes(path, png.getvalue())
-  return True

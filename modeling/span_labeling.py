@@ -3,7 +3,7 @@
 import tensorflow as tf
 from keras import ops
 
-from modeling import heads, layers
+from modeling import heads, lstm
 from modeling.encoder import BertEncoder
 
 
@@ -51,7 +51,7 @@ class BertSpanLabeler(heads.TaskModel):
   def head_variable_map(self):
     names = heads.logits_names("cls/squad/", self.span)
     if self.bilstm is not None:
-      names.update(layers.bidirectional_lstm_variables(heads.BILSTM_PREFIX, self.bilstm))
+      names.update(lstm.named_variables(heads.BILSTM_PREFIX, self.bilstm))
     return names
 
   @classmethod

@@ -9,7 +9,7 @@ layer. Head variables are named under `cls/ner/`.
 import tensorflow as tf
 from keras import ops
 
-from modeling import heads, layers
+from modeling import heads, layers, lstm
 from modeling.encoder import BertEncoder
 from modeling.heads import TaskModel
 
@@ -112,7 +112,7 @@ class BertFeatureTagger(TaskModel):
     self.lstm_units = lstm_units
     self.indices = layer_indices(self.feature_layers, self.config.num_hidden_layers)
     self.encoder.trainable = False
-    self.lstms = [layers.bidirectional_lstm(lstm_units, f"lstm_{i}") for i in range(2)]
+    self.lstms = [lstm.BidirectionalLSTM(lstm_units, name=f"lstm_{i}") for i in range(2)]
     self.dropout = layers.float32_dropout(0.1)
     self.tagger = heads.OutputLogits(num_labels, self.config.initializer_range, name="ner",
                                      dtype=self.dtype_policy)
@@ -125,8 +125,8 @@ class BertFeatureTagger(TaskModel):
       # Zeros: the softmax starts from equal weights.
       self.layer_weights = self.add_weight(name="layer_weights", shape=(len(self.indices),),
                                            initializer="zeros", dtype="float32")
-    for lstm in self.lstms:
-      lstm.build((None, None, width))
+    for bilstm in self.lstms:
+      bilstm.build((None, None, width))
       width = 2 * self.lstm_units
     self.tagger.build((None, None, width))
     self.built = True
@@ -155,8 +155,8 @@ class BertFeatureTagger(TaskModel):
       layers_apart = tf.reshape(x, tf.concat([tf.shape(x)[:2], [k, hidden]], 0))  # [B, W, k, H]
       x = tf.einsum("bwkh,k->bwh", layers_apart, tf.nn.softmax(self.layer_weights))
     mask = tf.cast(mask, tf.bool)
-    for lstm in self.lstms:
-      x = lstm(x, mask=mask, training=training)  # [B, W, 2*units], zeros at padding
+    for bilstm in self.lstms:
+      x = bilstm(x, mask=mask, training=training)  # [B, W, 2*units], zeros at padding
     return {"logits": self.tagger(self.dropout(x, training=training), training=training)}
 
   def call(self, features, training=False, pack_tokens=None, blocked_attention=False):
@@ -187,8 +187,8 @@ class BertFeatureTagger(TaskModel):
              "cls/ner/output_bias": self.tagger.output_bias}
     if self.feature_combine == "weighted":
       names["cls/ner/layer_weights"] = self.layer_weights
-    for i, lstm in enumerate(self.lstms):
-      names.update(layers.bidirectional_lstm_variables(f"cls/ner/lstm_{i}", lstm))
+    for i, bilstm in enumerate(self.lstms):
+      names.update(lstm.named_variables(f"cls/ner/lstm_{i}", bilstm))
     return names
 
   @classmethod

@@ -284,8 +284,7 @@ class Trainer:
 
   # --- The host loop -----------------------------------------------------------
 
-  def train(self, dataset_fn, init_checkpoint=None, on_finish=None, load_fn=None,
-            evaluator=None):
+  def train(self, dataset_fn, init_checkpoint=None, load_fn=None, evaluator=None):
     """Trains to num_train_steps (or until `evaluator` stops it); returns the final step.
 
     dataset_fn(input_context) -> per-replica batched tf.data.Dataset (repeating).
@@ -349,8 +348,6 @@ class Trainer:
       if previous is not None:
         signal.signal(signal.SIGTERM, previous)
       log.writer.flush()
-    if on_finish is not None and self.chief:
-      on_finish()
     return step
 
   def _steps_until_boundary(self, step, seconds_per_step=None, eval_every=None):

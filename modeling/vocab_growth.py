@@ -19,15 +19,11 @@ import dataclasses
 import numpy as np
 from absl import logging
 
-from data import tokenization
+from data import tokenization, vocab_extension
 
 EMBEDDINGS = "bert/embeddings/word_embeddings"
 OUTPUT_BIAS = "cls/predictions/output_bias"
 MODES = ("mean_of_pieces", "random")
-
-
-def _is_unused(token):
-  return token.startswith("[unused") and token.endswith("]")
 
 
 def base_pieces(token, wordpiece):
@@ -48,7 +44,7 @@ def new_rows(base_tokens, tokens, checkpoint_rows):
   for row, token in enumerate(tokens):
     if row >= checkpoint_rows:
       rows.append((row, token))
-    elif row < len(base_tokens) and _is_unused(base_tokens[row]) and token != base_tokens[row]:
+    elif row < len(base_tokens) and vocab_extension.is_unused(base_tokens[row]) and token != base_tokens[row]:
       rows.append((row, token))
   return rows
 
@@ -124,13 +120,7 @@ def grow(weights, growth):
 
 def read_tokens(vocab_file):
   """A vocab's entries in id order; [] without a file."""
-  if not vocab_file:
-    return []
-  vocab = tokenization.load_vocab(vocab_file)
-  tokens = [""] * (max(vocab.values()) + 1)
-  for token, index in vocab.items():
-    tokens[index] = token
-  return tokens
+  return tokenization.vocab_tokens(vocab_file) if vocab_file else []
 
 
 def growth_for(init_checkpoint, vocab_file, config, mode="mean_of_pieces", seed=None):

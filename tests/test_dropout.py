@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import attention, layers
+from modeling.encoder import TokenRows
 
 RATE = 0.1
 P = 6554 / 65536  # the rate applied: round(0.1 * 65536) / 65536
@@ -80,7 +81,7 @@ def test_attention_dropout_is_unbiased():
   layer = attention.SelfAttention(8, 2, attention_dropout_rate=RATE, name="attention")
   layer.build((None, 8))
   mask = tf.constant([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
-  rows = layers.TokenRows(mask, packed=False)
+  rows = TokenRows(mask, packed=False)
   x = tf.random.stateless_normal([10, 8], seed=[10, 11])
   bias = attention.attention_bias_from_mask(mask)
   want = layer(x, bias, rows=rows).numpy()

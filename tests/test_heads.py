@@ -213,9 +213,9 @@ def test_mixed_precision_heads_return_float32_close_to_float32():
 
 
 def test_lstm_mask_makes_rows_without_a_real_token_one_token_long():
-  from modeling import layers
+  from modeling import lstm
   mask = np.array([[1, 1, 0], [0, 0, 0], [1, 0, 0]])
-  np.testing.assert_array_equal(layers.lstm_mask(mask),  # booleans
+  np.testing.assert_array_equal(lstm.step_mask(mask),  # booleans
                                 [[True, True, False], [True, False, False], [True, False, False]])
 
 

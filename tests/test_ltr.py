@@ -11,10 +11,10 @@ import tensorflow as tf
 
 from helpers import (assert_close, block_ops, randomize, random_features, read_eval_results,
                      rounding_tolerance)
-from modeling import (attention, checkpoints, classification, heads, language_model, layers,
+from modeling import (attention, checkpoints, classification, heads, language_model,
                       pretraining, span_labeling, tagging)
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.encoder import BertEncoder, last_real_positions
 
 TINY = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=32, max_position_embeddings=32, type_vocab_size=2,
@@ -85,8 +85,8 @@ def test_causal_bias_combines_the_padding_mask():
   allowed = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0]])
   assert bias.shape == (1, 1, 4, 4)
   np.testing.assert_array_equal(bias[0, 0], (1 - allowed) * -10000.0)  # exact: 0/1 times -10000
-  np.testing.assert_array_equal(layers.last_real_positions(np.array([[1, 1, 1, 0], [0, 0, 0, 0],
-                                                                     [1, 1, 1, 1]])), [2, 0, 3])
+  np.testing.assert_array_equal(last_real_positions(np.array([[1, 1, 1, 0], [0, 0, 0, 0],
+                                                            [1, 1, 1, 1]])), [2, 0, 3])
 
 
 @pytest.mark.parametrize("make", [_tiny_causal, _minilm_causal], ids=["tiny", "minilm"])

@@ -449,12 +449,12 @@ def test_bilstm_equals_keras_lstm_on_the_same_weights():
   """modeling/lstm.py against keras.layers.Bidirectional(LSTM) with the same variables:
   outputs and gradients (inputs and every variable) on a right-padded batch, within 1e-5."""
   import keras
-  from modeling import layers
+  from modeling import lstm
   rng = np.random.default_rng(0)
   x = tf.constant(rng.normal(size=(4, 7, 6)).astype("float32"))
   mask = tf.constant(np.arange(7)[None] < np.array([7, 3, 1, 5])[:, None])
   upstream = tf.constant(rng.normal(size=(4, 7, 10)).astype("float32"))
-  ours = layers.bidirectional_lstm(5, "ours")
+  ours = lstm.BidirectionalLSTM(5, name="ours")
   ours.build((None, None, 6))
   ref = keras.layers.Bidirectional(keras.layers.LSTM(5, return_sequences=True))
   ref.build((None, None, 6))
@@ -462,7 +462,7 @@ def test_bilstm_equals_keras_lstm_on_the_same_weights():
     for name in ("kernel", "recurrent_kernel", "bias"):
       value = getattr(layer.cell, name)
       value.assign(rng.normal(0, 0.5, value.shape).astype("float32"))
-      layers.bidirectional_lstm_variables("p", ours)[f"p/{direction}/{name}"].assign(value)
+      lstm.named_variables("p", ours)[f"p/{direction}/{name}"].assign(value)
 
   def run(layer):
     with tf.GradientTape() as tape:

@@ -168,3 +168,26 @@ def test_best_run_and_best_mean_choose_differently_on_an_unstable_configuration(
   assert search_results.select(rows, "eval_f1", False, "best_run")["run"] == "5e-05_2"
   entries = search_results.table(rows, "eval_f1")
   assert [e["runs"] for e in entries] == [2, 2, 0] and entries[2]["mean"] is None
+
+
+@pytest.mark.parametrize("args", [
+    ["--use_best_checkpoint"], ["--use_best_checkpoint=False"], ["--use_best_checkpoint=0"],
+    ["--use_best_checkpoint=f"], ["--use_best_checkpoint=TRUE"], ["--use_best_checkpoint=1"],
+    ["--nouse_best_checkpoint"], ["--use_best_checkpoint", "--nouse_best_checkpoint"],
+    ["--use_best_checkpoint=false", "--use_best_checkpoint=t"], ["--do_eval"], []])
+def test_pass_through_booleans_read_as_absl_reads_them(args):
+  """uses_best and check_scored agree with absl's own parsing of the same arguments."""
+  from absl import flags
+  from cli import search
+  own = flags.FlagValues()
+  flags.DEFINE_boolean("use_best_checkpoint", False, "", flag_values=own)
+  flags.DEFINE_boolean("do_eval", False, "", flag_values=own)
+  own(["prog"] + args)
+  assert search.uses_best(args) == own.use_best_checkpoint
+  scored = [a.replace("use_best_checkpoint", "do_eval") for a in args]
+  own(["prog"] + scored)
+  if own.do_eval:
+    search.check_scored(scored)
+  else:
+    with pytest.raises(ValueError, match="no dev scores"):
+      search.check_scored(scored)

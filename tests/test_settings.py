@@ -132,3 +132,16 @@ def test_a_run_that_does_not_train_takes_the_recorded_flags_it_is_not_given(tmp_
       "max_seq_length": 64, "version_2_with_negative": True, "feature_layers": ["-1", "-2"]}
   (out / "run.json").write_text("{")  # unreadable: check() says so, nothing is taken
   assert run_identity.flags_to_take(str(out), parsers) == {}
+
+
+def test_a_start_inside_output_dir_is_the_same_run_however_the_paths_are_written(tmp_path):
+  """--init_checkpoint inside --output_dir is not an outside start, given as a plain path,
+  a relative one or a file:// URL; a checkpoint elsewhere is recorded."""
+  from cli import run_identity
+  out = tmp_path / "out"
+  for init, out_flag in ((f"file://{out}/model.ckpt-10", str(out)),
+                         (f"{out}/model.ckpt-10", f"file://{out}"),
+                         (f"file://{out}", f"file://{out}/")):
+    assert "init_checkpoint" not in run_identity.identity({}, 128, init, out_flag)
+  elsewhere = run_identity.identity({}, 128, f"file://{tmp_path}/base/bert_model.ckpt", str(out))
+  assert elsewhere["init_checkpoint"] == f"{tmp_path}/base/bert_model.ckpt"

@@ -206,6 +206,21 @@ def test_null_threshold_search_uses_the_best_non_null_answers():
   assert squad_evaluation.evaluate_v2(data, predict(threshold))["f1"] == 100.0
 
 
+def test_tuned_scores_are_those_of_the_tuned_predictions_as_written():
+  """A tuned threshold above 1.0 (evaluate-v2.0.py's default --na-prob-thresh): the tuned
+  predictions are scored as written, with no second cut on the odds."""
+  data = [{"paragraphs": [{"context": "x", "qas": [
+      {"id": "a", "answers": [{"text": "cat"}]}, {"id": "b", "answers": [{"text": "dog"}]},
+      {"id": "c", "answers": [], "is_impossible": True}]}]}]
+  answers = {"a": "cat", "b": "dog", "c": "fish"}
+  odds = {"a": 2.0, "b": 3.0, "c": 5.0}
+  # Sorted odds 2 (+1), 3 (+1), 5 (a wrong answer to c: -1): best at threshold 3.
+  predictions = squad_predictions.apply_null_threshold(answers, odds, 0.0)
+  scores, tuned = squad_evaluation.score(data, predictions, answers, odds, True, True)
+  assert scores["null_score_diff_threshold"] == 3.0 and tuned == {"a": "cat", "b": "dog", "c": ""}
+  assert scores["tuned_exact"] == scores["tuned_f1"] == 100.0
+
+
 def _zebra_data(rng, n):
   fillers = ["the", "cat", "sat", "on", "mat", "in", "park", "hello", "world"]
   qas_contexts = []

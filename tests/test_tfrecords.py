@@ -46,3 +46,21 @@ def test_record_writers_leave_nothing_when_a_file_cannot_be_opened_or_finished(t
   with tfrecords.RecordWriters([str(tmp_path / "a.tfrecord")]) as writers:
     writers.write_batch(*records)
   assert [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / "a.tfrecord"))] == [b"abc", b"def"]
+
+
+def test_masked_crc_is_the_one_tensorflow_writes(tmp_path):
+  """masked_crc32c of a record's length and of its data: the two CRCs TFRecordWriter frames
+  it with (little-endian uint32 after each)."""
+  path = str(tmp_path / "r.tfrecord")
+  payloads = [b"", b"x", bytes(range(256)) * 3]
+  with tf.io.TFRecordWriter(path) as writer:
+    for payload in payloads:
+      writer.write(payload)
+  raw, pos = open(path, "rb").read(), 0
+  for payload in payloads:
+    header, n = raw[pos:pos + 8], len(payload)
+    assert tfrecords.masked_crc32c(header) == int.from_bytes(raw[pos + 8:pos + 12], "little")
+    data_crc = raw[pos + 12 + n:pos + 16 + n]
+    assert tfrecords.masked_crc32c(payload) == int.from_bytes(data_crc, "little")
+    pos += 16 + n
+  assert pos == len(raw)

@@ -60,6 +60,18 @@ def test_extended_vocab_file_and_its_report(tmp_path):
       len(BASE) + 2
 
 
+def test_an_entry_holding_a_unicode_line_separator_keeps_every_id(tmp_path):
+  """A vocab line may hold U+2028 or U+0085 (str.splitlines would break there): the
+  extension reads the lines as load_vocab does, so every base id stays what it was."""
+  odd = ["[PAD]", "[UNK]", "x\u2028y", "[unused0]", "a\x85b", "[unused1]"] + BASE[8:]
+  base = write_vocab(tmp_path / "base.txt", odd)
+  out = str(tmp_path / "vocab.txt")
+  vocab_extension.extend_vocab_file(collections.Counter(DOMAIN.split()), base, out, 2, "unused")
+  before, after = tokenization.load_vocab(base), tokenization.load_vocab(out)
+  assert len(after) == len(before) == len(set(odd)) and after["cardiomyopathy"] == 3
+  assert all(after[t] == i for t, i in before.items() if not t.startswith("[unused"))
+
+
 def test_the_script_stops_on_bad_input_and_says_when_words_run_short(
     tmp_path):
   from scripts import last_error_line, run_script

@@ -13,9 +13,6 @@ the other's (an experiment only: the product keeps them tied).
 
 import dataclasses
 
-MODES = ("mean_of_pieces", "random")
-
-
 def read_batches(path, limit):
   """The first `limit` pretraining records of `path`, parsed, in batches of 64."""
   import tensorflow as tf
@@ -50,13 +47,14 @@ def split_losses(checkpoint, config_file, vocab_file, records, max_records, seed
                                                               len(base_tokens))])
   grown = {mode: vocab_growth.grow(ckpt.weights, vocab_growth.VocabGrowth(
       base_tokens, tokens, config.vocab_size, mode, config.initializer_range, seed))
-      for mode in MODES}
+      for mode in vocab_growth.MODES}
   batches = read_batches(records, max_records)
   model = pretraining.BertPretrainer(BertEncoder(config), next_sentence=False)
   model.build()
   head = model.masked_lm
   rows = []
-  for inputs, outputs in [(m, m) for m in MODES] + [(a, b) for a in MODES for b in MODES
+  modes = vocab_growth.MODES
+  for inputs, outputs in [(m, m) for m in modes] + [(a, b) for a in modes for b in modes
                                                     if a != b]:
     checkpoints.load_checkpoint(model, ckpt.path,
                                 ckpt=dataclasses.replace(ckpt, weights=grown[inputs]))

@@ -63,12 +63,12 @@ def bilstm_flops(units, width, seconds, batch=32):
   (no gradient to the first layer's input)."""
   import numpy as np
   import tensorflow as tf
-  from modeling import layers
+  from modeling import lstm
   rng = np.random.default_rng(0)
   lengths = rng.integers(15, 41, batch)
   mask = tf.constant(np.arange(lengths.max())[None] < lengths[:, None])
   x = tf.constant(rng.normal(size=(batch, lengths.max(), width)).astype("float32"))
-  lstms = [layers.bidirectional_lstm(units, f"lstm_{i}") for i in range(2)]
+  lstms = [lstm.BidirectionalLSTM(units, name=f"lstm_{i}") for i in range(2)]
   lstms[0].build((None, None, width))
   lstms[1].build((None, None, 2 * units))
   variables = lstms[0].trainable_variables + lstms[1].trainable_variables
