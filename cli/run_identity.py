@@ -16,9 +16,10 @@ from data import files
 TRAINED_WITH = "run.json"  # what the model in --output_dir was trained with
 
 
-def identity(what, max_seq_length, init_checkpoint, output_dir, length_and_start=True):
+def identity(what, max_seq_length, init_checkpoint, output_dir, length_and_start=True,
+             do_lower_case=None):
   """The run's identity: `what` (the script's dict) with, when `length_and_start`, the
-  length and the starting checkpoint.
+  length, the casing of the text (unless None) and the starting checkpoint.
 
   The starting checkpoint counts only when given from outside output_dir
   (predicting with --init_checkpoint=<output_dir> is the same run).
@@ -26,6 +27,8 @@ def identity(what, max_seq_length, init_checkpoint, output_dir, length_and_start
   if not length_and_start:
     return dict(what)
   found = {**what, "max_seq_length": max_seq_length}
+  if do_lower_case is not None:  # a cased model reads text that lower-casing would change
+    found["do_lower_case"] = do_lower_case
   if init_checkpoint:
     init, out = (p if files.is_remote(p) else os.path.abspath(files.local_path(p))
                  for p in (init_checkpoint, output_dir))

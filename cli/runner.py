@@ -71,7 +71,7 @@ class Runner:
     path_checks.check_output_dir(s.export_dir, "--export_dir", "the SavedModel")
     what, defined = adapter.define(files.config)  # 4
     identity = run_identity.identity(what, s.max_seq_length, s.init_checkpoint, s.output_dir,
-                                     adapter.length_and_start_define_run)
+                                     adapter.length_and_start_define_run, s.do_lower_case)
     run_identity.check(s.output_dir, identity, s)
 
     strategy = strategy_from_flags(s)  # 5

@@ -43,6 +43,9 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
   Raises:
     ValueError naming the file and line of the first bad row.
   """
+  if fmt != "tsv" and (header or fields):
+    raise ValueError(f"{path} is read as {fmt}: --header and --fields are for TSV input "
+                     "(--input_format=tsv).")
   if fmt == "lines" and len(inputs) != 1:
     raise ValueError(f"{path}: plain lines give one input, but the export takes "
                      f"{', '.join(inputs)}: use TSV (--fields) or JSON Lines.")

@@ -724,6 +724,8 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
      r"no column named key \(columns: id, text_a\); name every column in order with --fields, "
      r"the export's inputs \(text_a\) among them\.$"),
     ("x\n", "tsv", {}, r"name the TSV columns with --fields or --header"),
+    ("text_a\nx\n", "lines", {"header": True}, r"r\.tsv is read as lines: --header and --fields"),
+    ('{"text_a": "x"}\n', "jsonl", {"fields": ["text_a"]}, r"is read as jsonl: --header and"),
 ])
 def test_bad_rows_name_the_file_and_line(tmp_path, content, fmt, extra, message):
   from data import text_rows
