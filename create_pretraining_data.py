@@ -84,7 +84,7 @@ def _validate():
                        vocab_file=FLAGS.vocab_file)
   if FLAGS.max_seq_length < 5:
     raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} is too small: [CLS], two "
-                     "[SEP]s and a token of each sentence need at least 5.")
+                     "[SEP]s and at least two tokens of text need 5.")
   if FLAGS.max_predictions_per_seq < 0:
     raise ValueError("--max_predictions_per_seq must not be negative.")
   for name in ("masked_lm_prob", "short_seq_prob"):

@@ -58,7 +58,6 @@ from modeling import cluster  # noqa: E402  (no TensorFlow)
 
 _CLUSTER = []  # the parsed TF_CONFIG of a multi-worker run, once its strategy is made
 _CLEAN_UP = []  # callables run when the run ends, whatever the outcome
-_MADE_DIRS = []  # output directories this run made: removed if it fails before filling them
 
 
 def one_line(error):
@@ -93,10 +92,10 @@ def run(main):
     finally:
       while _CLEAN_UP:
         _CLEAN_UP.pop()()
-      while _MADE_DIRS:
-        path = _MADE_DIRS.pop()
+      from data import files, path_checks
+      while path_checks.MADE_DIRS:  # output directories the run made and left empty
+        path = path_checks.MADE_DIRS.pop()
         if failed:
-          from data import files
           files.remove_empty_dir(path)
     if cluster_failed:
       # Without the interpreter's teardown: TensorFlow's, with its runtime in an error
@@ -131,9 +130,7 @@ def make_output_dir(path, flag="--output_dir"):
   """Creates output directory `path` if needed (ValueError naming `flag` if it cannot be
   written). If this run made it and then fails before writing into it, run() removes it."""
   from data import files, path_checks
-  if not files.exists(path):
-    _MADE_DIRS.append(path)
-  elif not files.isdir(path):
+  if files.exists(path) and not files.isdir(path):
     raise ValueError(f"{flag}={path} is a file; name a directory.")
   path_checks.ensure_writable_dir(path, flag)
 
@@ -151,14 +148,18 @@ def log_flags(settings=None):
   --learning_rate as the default it resolves to)."""
   used = ({f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
           if settings is not None else {})
-  values = []
-  for module in (sys.argv[0], "cli.flags"):
-    values += flags.FLAGS.get_flags_for_module(module)
+  logging.info("Flags: %s", script_flags(used))
+
+
+def script_flags(values=None):
+  """The running script's flags (those it defines and the shared ones) as one string of
+  --name=value, `values` ({name: value}) replacing the parsed ones."""
   shown = []
-  for flag in values:
-    value = used.get(flag.name, flag.value)
-    shown.append(f"--{flag.name}={list(value) if isinstance(value, tuple) else value}")
-  logging.info("Flags: %s", " ".join(shown))
+  for module in (sys.argv[0], "cli.flags"):
+    for flag in flags.FLAGS.get_flags_for_module(module):
+      value = (values or {}).get(flag.name, flag.value)
+      shown.append(f"--{flag.name}={list(value) if isinstance(value, tuple) else value}")
+  return " ".join(shown)
 
 
 def check_given(**named_values):

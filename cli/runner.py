@@ -177,6 +177,7 @@ def strategy_from_flags(values):
   if name == "multi_worker":
     app.joined_cluster(cluster.parse_tf_config(tf_config))
     signals.take_back_sigterm()
+    distribution.check_same_flags(strategy, app.script_flags())
   distribution.describe(strategy, values.do_train)
   return strategy
 

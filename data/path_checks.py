@@ -74,15 +74,24 @@ def check_output_file(path, flag, inputs=()):
   ensure_writable_dir(files.parent_dir(path), f"{flag}={path}:")
 
 
+# Local directories ensure_writable_dir created, outermost first: the entry point
+# (cli/app.py) removes those still empty when the run fails, deepest first.
+MADE_DIRS = []
+
+
 def ensure_writable_dir(path, flag):
-  """Creates directory `path` if needed; ValueError naming `flag` if impossible."""
+  """Creates directory `path` if needed (noting in MADE_DIRS what it creates); ValueError
+  naming `flag` if impossible."""
+  missing = []
   if not files.is_remote(path):  # a file where the directory or a parent would go (a bucket has none)
     existing = target = os.path.abspath(files.local_path(path))
     while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+      missing.append(existing)
       existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
       raise ValueError(f"{flag} {path} is a file, not a directory." if existing == target else
                        f"{flag} {path} cannot be made: {existing} is a file.")
+  MADE_DIRS.extend(reversed(missing))
   try:
     files.makedirs(path)
     probe = os.path.join(path, f".write-probe-{uuid.uuid4().hex[:8]}")

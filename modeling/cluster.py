@@ -60,6 +60,16 @@ def parse_tf_config(text):
                      f"{json.dumps(config)}")
   cluster = _check_cluster(config.get("cluster"))
   task_type, task_index = _check_task(config.get("task"), cluster)
+  # TensorFlow accepts these, but the scripts would make such a task a cluster of its own
+  # that trains and writes the shared outputs beside the real chief.
+  if task_type not in CONNECTED_JOBS:
+    raise ValueError(f'TF_CONFIG: this task is "{task_type}", but --strategy=multi_worker runs '
+                     "chief and worker tasks only (no side evaluator: evaluate with --do_eval "
+                     "on --output_dir once training ends)")
+  if "ps" in cluster:
+    raise ValueError('TF_CONFIG: the cluster has a "ps" job; --strategy=multi_worker '
+                     "(MultiWorkerMirroredStrategy) has no parameter servers: list chief and "
+                     "worker tasks only")
   return TfConfig(cluster, task_type, task_index)
 
 
@@ -141,8 +151,7 @@ def wait_for_cluster(config, timeout, flag="--worker_timeout_seconds", report_ev
 
   Meanwhile listens on this task's own port (so that the others see it), logs
   what it waits for at the start and every `report_every` seconds, and can be
-  interrupted by signals. Tasks outside the connected jobs (ps, evaluator) do
-  not wait.
+  interrupted by signals. A task alone does not wait.
 
   Args:
     config: a TfConfig.
@@ -158,7 +167,7 @@ def wait_for_cluster(config, timeout, flag="--worker_timeout_seconds", report_ev
   """
   me = (config.task_type, config.task_index)
   others = [t for t in connected_tasks(config) if (t.job, t.index) != me]
-  if config.task_type not in CONNECTED_JOBS or not others:
+  if not others:
     return 0.0
   own = config.cluster[config.task_type][config.task_index]
   listener = _listen(own, f"{config.task_type} {config.task_index}")

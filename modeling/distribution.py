@@ -5,6 +5,7 @@ Strategies are TensorFlow's own: the default (one device), MirroredStrategy
 described by the TF_CONFIG environment variable) and TPUStrategy.
 """
 
+import hashlib
 import os
 import platform
 
@@ -144,11 +145,30 @@ class WorkerOutputs:
       pass
 
 
-def preemption_handler(strategy, checkpoint_manager):
-  """TF's coordinated preemption handling where it applies (multi-worker, TPU), else None."""
-  if isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
+def check_same_flags(strategy, text):
+  """ValueError unless every worker of a multi-worker `strategy` passes the same `text` (its
+  flags): workers started with different flags would train one model on mixed settings."""
+  digest = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:7], "little")
+  every = strategy.gather(strategy.run(lambda: tf.constant([digest], tf.int64)), axis=0)
+  if len(set(every.numpy().tolist())) > 1:
+    raise ValueError("the workers of TF_CONFIG's cluster were started with different flags "
+                     "(compare the 'Flags:' line each logs): start the same command on every "
+                     "worker, only TF_CONFIG's task differing.")
+
+
+def preemption_handler(strategy, checkpoint_manager, exit_fn):
+  """TF's coordinated preemption handling where it applies (multi-worker, TPU), else None.
+
+  Under MultiWorkerMirroredStrategy `exit_fn` runs once the checkpoint is saved (TF's
+  default there exits with code 42); a TPU keeps TF's own exit, which waits for its
+  workers to go down first."""
+  if isinstance(strategy, tf.distribute.TPUStrategy):
     return tf.distribute.experimental.PreemptionCheckpointHandler(
         strategy.cluster_resolver, checkpoint_manager)
+  if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, checkpoint_manager,
+        termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=exit_fn))
   return None
 
 

@@ -14,7 +14,8 @@ from data.progress import format_duration
 
 
 class CsvLog:
-  """A CSV log, a row per call, kept across resumed runs: train_log.csv, eval_log.csv.
+  """A CSV log, a row per call, kept across resumed runs: train_log.csv, eval_log.csv; a
+  row replaces those of its step and later ones (written before a resume went back).
 
   Its columns are `step` and every value met so far, in the order first met (NER
   reports a type's figures once it predicts that type); a row leaves out what it
@@ -34,6 +35,8 @@ class CsvLog:
       if files.exists(self.path):
         text = files.read_bytes(self.path).decode("utf-8")
         self.rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    # A resumed run logs again the steps after its checkpoint: the lost part's rows go.
+    self.rows = [row for row in self.rows if int(row["step"]) < step]
     self.rows.append({"step": step, **{k: f"{v:.6g}" for k, v in values.items()}})
     columns = list(dict.fromkeys(k for row in self.rows for k in row))
     out = io.StringIO(newline="")
@@ -100,7 +103,7 @@ def plot_curves(csv_path, png_path, curves):
   import matplotlib.pyplot as plt
   rows = {}
   for row in csv.DictReader(io.StringIO(files.read_bytes(csv_path).decode("utf-8"), newline="")):
-    rows[int(row["step"])] = row  # a resumed run may repeat steps: keep the last
+    rows[int(row["step"])] = row
   steps = sorted(rows)
   fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6))
   for ax, (column, title) in zip(axes if len(curves) > 1 else [axes], curves):

@@ -137,7 +137,8 @@ class TrainState:
 
   def positioned_input(self, dataset_fn, init_checkpoint=None, load_fn=None):
     """Restores the state for training (restore()); returns the training iterator,
-    positioned where a resumed run stopped, and restore()'s description.
+    positioned where a resumed run stopped, restore()'s description, and whether the
+    iterator's state belongs in the checkpoints.
 
     dataset_fn(input_context) -> per-replica batched tf.data.Dataset; load_fn(dataset)
     -> dataset, applied after positioning (see Trainer.train). Under the default
@@ -145,21 +146,25 @@ class TrainState:
     checkpoint. Distributed iterators (every other strategy, even with one replica)
     cannot be checkpointed, so there the input skips the batches the restored steps
     consumed (reproducing the order when the shuffle is seeded), and load_fn comes
-    after the skip.
+    after the skip; so does a run under the default strategy resuming a checkpoint
+    that holds no input position (one written under another strategy), whose own
+    checkpoints then hold none either (a skipped pipeline's state would not fit the
+    unskipped one a later resume builds).
     """
     load = load_fn or (lambda dataset: dataset)
     dataset = self.strategy.distribute_datasets_from_function(
         lambda context: load(dataset_fn(context)))
-    if isinstance(dataset, tf.data.Dataset):  # no iterator made yet: none reads in vain
-      iterator = iter(dataset)
-      return iterator, self.restore(init_checkpoint, iterator)
+    latest = tf.train.latest_checkpoint(self.config.output_dir)
+    if isinstance(dataset, tf.data.Dataset) and (not latest or _holds_input_position(latest)):
+      iterator = iter(dataset)  # no iterator made before: none reads in vain
+      return iterator, self.restore(init_checkpoint, iterator), True
     description = self.restore(init_checkpoint)
     done = int(self.step.numpy())
 
     def positioned(context):
       per_step = context.num_replicas_in_sync // context.num_input_pipelines
       return load(dataset_fn(context).skip(done * per_step))
-    return iter(self.strategy.distribute_datasets_from_function(positioned)), description
+    return iter(self.strategy.distribute_datasets_from_function(positioned)), description, False
 
   def weights_checkpoint(self):
     """A tf.train.Checkpoint of the model's variables and the step alone (no optimizer
@@ -175,3 +180,11 @@ class TrainState:
     except (tf.errors.OpError, IndexError, AssertionError) as e:
       reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
       raise ValueError(f"{prefix}: the best checkpoint cannot be read ({reason}).") from None
+
+
+def _holds_input_position(path):
+  """Whether the checkpoint at `path` holds a tf.data iterator's state."""
+  try:
+    return any(name.startswith("iterator/") for name, _ in tf.train.list_variables(path))
+  except (tf.errors.OpError, ValueError):
+    return True  # unreadable: restore() names the file

@@ -295,14 +295,14 @@ class Trainer:
     calls at its steps; a checkpoint is saved right after each of its evaluations.
     """
     config = self.config
-    iterator, description = self.state.positioned_input(dataset_fn, init_checkpoint, load_fn)
+    iterator, description, save_position = self.state.positioned_input(
+        dataset_fn, init_checkpoint, load_fn)
     logging.info("Model %s.", description)
-    checkpoint = self.state.checkpoint(
-        iterator if isinstance(iterator, tf.data.Iterator) else None)
+    checkpoint = self.state.checkpoint(iterator if save_position else None)
     manager = self.state.manager(checkpoint)
     # Set back at the end: TensorFlow's preemption handler installs its own (multi-worker).
     previous = signal.getsignal(signal.SIGTERM)
-    preemption = distribution.preemption_handler(self.strategy, manager)
+    preemption = distribution.preemption_handler(self.strategy, manager, self._exit_on_sigterm)
     step, seconds_per_step = self.global_step, None
     log = reports.StepLog(config.output_dir, config.num_train_steps, config.global_batch_size,
                           step, self.chief)
@@ -320,8 +320,10 @@ class Trainer:
         if log.pending_steps or n > 1:  # the first call includes tracing: not a rate
           seconds_per_step = (time.time() - call_start) / n
         if int(first_bad) >= 0 and not config.loss_scaling:
+          precise = self.state.model.compute_dtype == "float32"
           raise ValueError(f"The loss became NaN or infinite at step {int(first_bad)}; "
-                           "stopping. Try a lower --learning_rate or --dtype=float32.")
+                           "stopping. Try a lower --learning_rate"
+                           f"{'' if precise else ' or --dtype=float32'}.")
         log.add(totals, n)
         last = step == config.num_train_steps
         save = step % config.save_checkpoints_steps == 0 or last
@@ -338,12 +340,11 @@ class Trainer:
           manager.save(checkpoint_number=step)
           if evaluating:  # the checkpoint an evaluation adds is its cost, not the steps'
             log.mark_time += time.time() - started
-        if preemption is not None:
-          preemption.save_checkpoint_if_preempted()
+        if preemption is not None:  # named by the step, as every checkpoint
+          preemption.save_checkpoint_if_preempted(checkpoint_number=self.global_step)
         elif self._stop_requested:
           manager.save(checkpoint_number=step)
-          logging.info("SIGTERM: saved a checkpoint at step %d; exiting.", step)
-          raise SystemExit(143)
+          self._exit_on_sigterm()
     finally:
       if previous is not None:
         signal.signal(signal.SIGTERM, previous)
@@ -367,6 +368,11 @@ class Trainer:
   def _on_sigterm(self, signum, frame):
     logging.warning("SIGTERM received: the run will save a checkpoint and stop.")
     self._stop_requested = True
+
+  def _exit_on_sigterm(self):
+    """Once the checkpoint of a SIGTERM is saved: exit with 128 + 15, as killed by it."""
+    logging.info("SIGTERM: saved a checkpoint at step %d; exiting.", self.global_step)
+    raise SystemExit(143)
 
   # --- Evaluation and prediction (modeling/prediction.py) ----------------------
 

@@ -72,7 +72,7 @@ def test_generator_reports_and_writes(small, tmp_path):
                                   "utf-16", "utf-16-no-bom"])
 def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
   vocab, corpus = small
-  out = tmp_path / "out.tfrecord"
+  out = tmp_path / "new" / "dir" / "out.tfrecord"  # folders the failed run leaves unmade
   args = {"input_file": corpus, "output_file": str(out), "vocab_file": vocab}
   extra = []
   if case == "empty":
@@ -85,8 +85,8 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
     expected = f"error: Vocab file {tmp_path}/v2.txt lacks required token(s) [MASK]."
   elif case == "length":
     extra = ["--max_seq_length=4"]
-    expected = ("error: --max_seq_length=4 is too small: [CLS], two [SEP]s and a token of "
-                "each sentence need at least 5.")
+    expected = ("error: --max_seq_length=4 is too small: [CLS], two [SEP]s and at least two "
+                "tokens of text need 5.")
   elif case == "output":
     (tmp_path / "file").write_text("x")
     args["output_file"] = str(tmp_path / "file" / "out.tfrecord")
@@ -112,7 +112,7 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
                       expect_ok=False)
     assert proc.returncode != 0
     assert last_error_line(proc).startswith(expected), last_error_line(proc)
-    assert not out.exists() and not _leftovers(tmp_path)
+    assert not out.exists() and not (tmp_path / "new").exists() and not _leftovers(tmp_path)
 
 
 def test_small_corpus_vocab_equals_the_full_threshold_search():

@@ -159,3 +159,18 @@ def test_eval_log_keeps_every_metric_met_across_restarts(tmp_path):
   with open(path) as f:
     assert list(csv.reader(f)) == [["step", "eval_f1", "eval_LOC_f1", "eval_PER_f1"],
                                    ["3", "0.25", "0.5", ""], ["6", "0.5", "", "0.125"]]
+
+
+def test_a_resumed_run_replaces_the_rows_logged_after_its_checkpoint(tmp_path):
+  """Killed at step 7 after a checkpoint at 4, a run logs 6 again: the lost part's rows (6,
+  and 7's) give way to the resumed run's, so each step is in the log once."""
+  path = str(tmp_path / "train_log.csv")
+  first = reports.CsvLog(path)
+  for step in (2, 4, 6, 7):
+    first.append(step, {"loss": float(step)})
+  again = reports.CsvLog(path)
+  for step in (6, 8):
+    again.append(step, {"loss": step + 0.5})
+  with open(path) as f:
+    assert list(csv.reader(f)) == [["step", "loss"], ["2", "2"], ["4", "4"], ["6", "6.5"],
+                                   ["8", "8.5"]]

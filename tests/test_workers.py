@@ -99,9 +99,10 @@ class _Processes:
   def __init__(self, tmp_path):
     self.tmp_path, self.procs = tmp_path, []
 
-  def start(self, script, args, tag, ports=None):
-    """One process, or with `ports` one worker per port under TF_CONFIG."""
-    tasks = [None] if ports is None else range(len(ports))
+  def start(self, script, args, tag, ports=None, tasks=None):
+    """One process, or with `ports` one worker per port under TF_CONFIG (those of `tasks`,
+    indices; default all)."""
+    tasks = [None] if ports is None else range(len(ports)) if tasks is None else tasks
     procs = []
     for i in tasks:
       env = {**os.environ, **ENV, "PYTHONPATH": ROOT}
@@ -394,6 +395,70 @@ def test_pretraining_two_workers_resume_after_a_kill_and_match_one_worker(tmp_pa
   _assert_same_weights(multi, single)
 
 
+STEP = "optimizer/by_name/global_step/.ATTRIBUTES/VARIABLE_VALUE"  # in our checkpoints
+
+
+@pytest.mark.slow
+@linux_only
+def test_sigterm_on_one_worker_saves_one_checkpoint_by_step_and_resumes_on_one(tmp_path,
+                                                                              processes):
+  """SIGTERM to one worker: every worker saves at one step, in a checkpoint named by it
+  (the earlier ones untouched), logs it and exits 143; one process resumes it."""
+  vocab, records = _identical_records(tmp_path, 64)
+  config = _tiny_config(len(open(vocab).read().split()))
+  config.to_json_file(str(tmp_path / "bert_config.json"))
+  out = tmp_path / "out"
+  args = [f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--input_file={records}",
+          "--do_train", "--max_seq_length=32", "--max_predictions_per_seq=5",
+          "--train_batch_size=8", "--num_train_steps=100000", "--num_warmup_steps=5",
+          "--save_checkpoints_steps=5", "--iterations_per_loop=1", "--log_steps=5",
+          "--seed=7", f"--vocab_file={vocab}", f"--output_dir={out}"]
+  workers = processes.start("run_pretraining.py", args, "term", _free_ports(2))
+  deadline = time.time() + TIMEOUT
+  while not tf.train.latest_checkpoint(str(out)):
+    assert all(p.poll() is None for p in workers) and time.time() < deadline, \
+        workers[0].log.read_text()[-3000:]
+    time.sleep(0.02)
+  workers[1].send_signal(signal.SIGTERM)
+  for p in workers:
+    p.wait(timeout=TIMEOUT)
+  logs = [p.log.read_text() for p in workers]
+  assert [p.returncode for p in workers] == [143, 143], logs[0][-2000:] + logs[1][-2000:]
+  saved = tf.train.latest_checkpoint(str(out))
+  step = int(saved.rsplit("-", 1)[1])
+  for log in logs:
+    assert f"SIGTERM: saved a checkpoint at step {step}; exiting." in log
+  for path in tf.train.get_checkpoint_state(str(out)).all_model_checkpoint_paths:
+    assert tf.train.load_variable(path, STEP) == int(path.rsplit("-", 1)[1])
+  resumed = run_script("run_pretraining.py", *[a.replace("100000", str(step + 2)) for a in args])
+  assert f"resumed from {out / f'ckpt-{step}'} at step {step}" in resumed.stderr
+  assert tf.train.load_variable(tf.train.latest_checkpoint(str(out)), STEP) == step + 2
+
+
+@pytest.mark.slow
+@linux_only
+def test_workers_started_with_different_flags_stop_before_training(tmp_path, processes):
+  vocab, records = _identical_records(tmp_path, 16)
+  _tiny_config(len(open(vocab).read().split())).to_json_file(str(tmp_path / "bert_config.json"))
+  args = [f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--input_file={records}",
+          "--do_train", "--max_seq_length=32", "--max_predictions_per_seq=5",
+          "--train_batch_size=8", "--num_train_steps=4", f"--vocab_file={vocab}",
+          f"--output_dir={tmp_path / 'out'}"]
+  ports = _free_ports(2)
+  workers = (processes.start("run_pretraining.py", args, "same", ports, [0])
+             + processes.start("run_pretraining.py", args + ["--learning_rate=1e-3"], "other",
+                               ports, [1]))
+  for p in workers:
+    p.wait(timeout=TIMEOUT)
+  for p in workers:
+    lines = p.log.read_text().strip().splitlines()
+    assert p.returncode == 1 and lines[-1] == (
+        "error: the workers of TF_CONFIG's cluster were started with different flags (compare "
+        "the 'Flags:' line each logs): start the same command on every worker, only "
+        "TF_CONFIG's task differing."), lines[-3:]
+  assert not tf.train.latest_checkpoint(str(tmp_path / "out"))
+
+
 # --- TF_CONFIG, and a cluster that does not come together ---------------------
 
 EXAMPLE = cluster.EXAMPLE
@@ -437,6 +502,14 @@ EXAMPLE = cluster.EXAMPLE
      '{"type": "worker", "index": 0.5}'),
     ('{"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 2}}',
      'TF_CONFIG: task index 2 is out of range: cluster "worker" lists 2 task(s), indices 0 to 1'),
+    ('{"cluster": {"worker": ["h:1"], "evaluator": ["h:2"]}, '
+     '"task": {"type": "evaluator", "index": 0}}',
+     'TF_CONFIG: this task is "evaluator", but --strategy=multi_worker runs chief and worker '
+     "tasks only (no side evaluator: evaluate with --do_eval on --output_dir once training "
+     "ends)"),
+    ('{"cluster": {"worker": ["h:1"], "ps": ["h:2"]}, "task": {"type": "worker", "index": 0}}',
+     'TF_CONFIG: the cluster has a "ps" job; --strategy=multi_worker (MultiWorkerMirroredStrategy)'
+     " has no parameter servers: list chief and worker tasks only"),
 ])
 def test_tf_config_errors_name_tf_config_and_the_fault(text, message):
   with pytest.raises(ValueError) as e:
@@ -449,13 +522,11 @@ def test_tf_config_accepts_what_tensorflow_accepts():
   assert parse({"cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"]},
                 "task": {"type": "worker", "index": 1}}) == (
       {"chief": ["c:1"], "worker": ["w:1", "w:2"]}, "worker", 1)
-  # TensorFlow takes int() of the index, and lets an evaluator stand outside the cluster.
+  # TensorFlow takes int() of the index; an evaluator listed beside the workers is left out.
   assert parse({"cluster": {"worker": ["w:1", "w:2"]},
                 "task": {"type": "worker", "index": "1"}}).task_index == 1
-  assert parse({"cluster": {"worker": ["w:1"]}, "task": {"type": "evaluator", "index": 0}},
-               ).task_type == "evaluator"
-  config = parse({"cluster": {"worker": ["[::1]:5", "host.example.com:6"], "ps": ["p:2"]},
-                  "task": {"type": "ps", "index": 0}, "rpc_layer": "grpc"})
+  config = parse({"cluster": {"worker": ["[::1]:5", "host.example.com:6"], "evaluator": ["e:2"]},
+                  "task": {"type": "worker", "index": 0}, "rpc_layer": "grpc"})
   assert cluster.connected_tasks(config) == [("worker", 0, "[::1]:5"),
                                              ("worker", 1, "host.example.com:6")]
 
@@ -522,7 +593,7 @@ def test_wait_for_cluster_returns_once_every_task_listens(caplog):
   assert 1.5 <= waited[0] < 10 and 1.5 <= waited[1] < 10 and waited[2] < 5
 
 
-def test_wait_for_cluster_port_taken_and_tasks_that_do_not_wait():
+def test_wait_for_cluster_port_taken_and_a_task_that_does_not_wait():
   own, other = _free_ports(2)
   config = cluster.parse_tf_config(json.dumps(_tf_config([own, other], 0)))
   with socket.create_server(("127.0.0.1", own)):
@@ -532,12 +603,9 @@ def test_wait_for_cluster_port_taken_and_tasks_that_do_not_wait():
       f"TF_CONFIG: this task (worker 0) is to listen on 127.0.0.1:{own}, but port {own} is "
       "taken on this machine (Address already in use): another program, or another task "
       "given the same index?")
-  # One worker alone, and an evaluator (outside the connected jobs), do not wait.
+  # One worker alone does not wait.
   assert cluster.wait_for_cluster(cluster.parse_tf_config(json.dumps(_tf_config([own], 0))),
                                   1) == 0
-  evaluator = {"cluster": {"worker": [f"127.0.0.1:{other}"]},
-               "task": {"type": "evaluator", "index": 0}}
-  assert cluster.wait_for_cluster(cluster.parse_tf_config(json.dumps(evaluator)), 1) == 0
 
 
 def _waiting_worker(tmp_path, tag, *flags, ports=None):
