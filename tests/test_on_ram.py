@@ -148,7 +148,7 @@ def test_csv_log_appends_on_ram_as_on_disk(tmp_path):
     reports.plot_curves(path, path + ".png", [("loss", "loss")])
     assert files.read_bytes(path + ".png").startswith(b"\x89PNG")
   assert outputs[0] == outputs[1] == (b"step,loss,masked_lm_accuracy\r\n10,2.5,0.125\r\n"
-                                      b"20,1.25,0.25\r\n20,1,0.5\r\n")
+                                      b"20,1,0.5\r\n")  # the resumed run's row replaces 20
 
 
 def test_search_run_logs_and_records_on_ram_as_on_disk(tmp_path):
