@@ -103,7 +103,7 @@ def _validate():
 def main(_):
   masking_mix = _validate()
   app.log_flags()
-  from data import path_checks
+  from data import files, path_checks
   from data.pretraining import instances, sharded
   from data import tokenization
 
@@ -118,6 +118,11 @@ def main(_):
     sharded.input_groups(input_files, len(output_files))  # enough input files: checked now
   for path in output_files:  # found now, not when the finished file is renamed into place
     path_checks.check_output_file(path, "--output_file", input_files)
+  for path in output_files:
+    left = files.remove_leftovers(path)
+    if left:
+      logging.info("Removed %.1f MB of %s left by an earlier run that did not finish.",
+                   left / 1e6, path)
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   tokenizer.require_tokens(["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
   config = instances.GenerationConfig(

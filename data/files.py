@@ -30,6 +30,7 @@ import errno
 import glob as _pyglob
 import io
 import os
+import re
 import shutil
 import uuid
 
@@ -279,6 +280,21 @@ def temporary_name(path):
   """A sibling name for `path` under which to write before renaming."""
   head, tail = os.path.split(path)
   return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}")
+
+
+def remove_leftovers(path):
+  """Removes the temporary files of `path` (temporary_name's) that an earlier process
+  killed before renaming them left beside it; returns their total size in bytes.
+  Only for an output no other process is writing."""
+  head, tail = os.path.split(path)
+  pattern = re.compile(re.escape(f".{tail}.tmp-") + "[0-9a-f]{8}")
+  removed = 0
+  for name in listdir(head or ".") if isdir(head or ".") else []:
+    if pattern.fullmatch(name):
+      left = os.path.join(head, name)
+      removed += size(left)
+      remove(left)
+  return removed
 
 
 @contextlib.contextmanager

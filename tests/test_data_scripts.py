@@ -56,9 +56,14 @@ def test_generator_reports_and_writes(small, tmp_path):
   with open(corpus, "ab") as f:
     f.write(b"caf\xc3 cat sat\xff\xfe on mat.\n")
   out = tmp_path / "out.tfrecord"
+  (tmp_path / ".out.tfrecord.tmp-0123abcd").write_bytes(b"x" * 2_000_000)  # a killed run's
+  (tmp_path / ".other.tfrecord.tmp-0123abcd").write_bytes(b"y")  # another output's: kept
   proc = run_script("create_pretraining_data.py", f"--input_file={corpus}",
                     f"--output_file={out}", f"--vocab_file={vocab}", "--max_seq_length=32",
                     "--max_predictions_per_seq=5", "--dupe_factor=2")
+  assert f"Removed 2.0 MB of {out} left by an earlier run that did not finish." in proc.stderr
+  assert _leftovers(tmp_path) == [".other.tfrecord.tmp-0123abcd"]
+  (tmp_path / ".other.tfrecord.tmp-0123abcd").unlink()
   assert "dropped 3 undecodable bytes (first at" in proc.stderr
   lines = open(corpus, encoding="utf-8", errors="ignore").read().splitlines()
   assert f"corpus.txt:{len(lines)})" in proc.stderr
