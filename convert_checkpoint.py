@@ -104,8 +104,30 @@ def main(_):
   labels = _labels_beside(ckpt.path, getattr(model, "num_labels", None))
   path = conversion.write_checkpoint(model, FLAGS.output_dir, FLAGS.output_format, config,
                                      vocab_file, labels)
+  _keep_casing(FLAGS.input_checkpoint, FLAGS.output_dir)
   logging.info("Converted %s (%s, %s) to %s (%s).", ckpt.path, ckpt.format,
                type(model).__name__, path, FLAGS.output_format)
+
+
+def _keep_casing(input_checkpoint, output_dir):
+  """Writes output_dir/tokenizer_config.json with the input's casing where something records
+  it: transformers lower-cases a model without one, and the scripts check
+  --do_lower_case against it."""
+  import json
+  from data import files, tokenization
+  lower, source = tokenization.recorded_casing(input_checkpoint)
+  target = os.path.join(output_dir, "tokenizer_config.json")
+  if lower is None:
+    logging.warning("Nothing beside %s says whether its text is lower-cased: no "
+                    "tokenizer_config.json written (transformers then lower-cases).",
+                    input_checkpoint)
+    return
+  if os.path.basename(source) == "tokenizer_config.json":
+    if os.path.abspath(source) != os.path.abspath(target):
+      files.write_bytes(target, files.read_bytes(source))
+  else:
+    files.write_bytes(target, (json.dumps({"do_lower_case": lower}) + "\n").encode("utf-8"))
+  logging.info("Casing do_lower_case=%s (from %s) kept in %s.", lower, source, target)
 
 
 if __name__ == "__main__":

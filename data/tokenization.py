@@ -360,6 +360,40 @@ def validate_case_matches_tokenizer_config(do_lower_case, init_checkpoint):
         f"{str(recorded).lower()}. Pass --do_lower_case={recorded}.")
 
 
+def _release_casing(checkpoint):
+  """(lowercased, release name) when `checkpoint` names one of Google's releases (see
+  validate_case_matches_checkpoint), else None."""
+  if not checkpoint:
+    return None
+  pattern = r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt"
+  m = (re.match(pattern, checkpoint)
+       or re.match(pattern, checkpoint.rstrip("/") + "/bert_model.ckpt"))
+  release = m and _RELEASE_NAME.fullmatch(m.group(1))
+  if not release:
+    return None
+  return release.group(1) in _LOWERCASED_KINDS, m.group(1)
+
+
+def recorded_casing(checkpoint):
+  """(do_lower_case, what records it) for a checkpoint path or directory: a Hugging Face
+  tokenizer_config.json beside it, a fine-tuning run's run.json, or a Google release's
+  name; (None, None) when nothing does."""
+  directory = checkpoint if files.isdir(checkpoint) else os.path.dirname(checkpoint)
+  for name in ("tokenizer_config.json", "run.json"):
+    path = os.path.join(directory, name)
+    if not files.exists(path):
+      continue
+    try:
+      with files.open_file(path, "r") as f:
+        recorded = json.load(f).get("do_lower_case")
+    except (OSError, ValueError, AttributeError):
+      continue
+    if isinstance(recorded, bool):
+      return recorded, path
+  release = _release_casing(checkpoint)
+  return (release[0], f"the release name {release[1]}") if release else (None, None)
+
+
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
   """Raises ValueError when do_lower_case contradicts a released checkpoint's casing.
 
@@ -369,18 +403,10 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
   are lowercased, cased_ and multi_cased_ ones are not, with or without wwm_ (whole
   word masking) in front, whatever the size (_L-N_H-N_A-N). Any other path passes.
   """
-  if not init_checkpoint:
-    return
-  pattern = r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt"
-  m = (re.match(pattern, init_checkpoint)
-       or re.match(pattern, init_checkpoint.rstrip("/") + "/bert_model.ckpt"))
-  if m is None:
-    return
-  model_name = m.group(1)
-  release = _RELEASE_NAME.fullmatch(model_name)
+  release = _release_casing(init_checkpoint)
   if release is None:
     return
-  lowercased = release.group(1) in _LOWERCASED_KINDS
+  lowercased, model_name = release
   if lowercased and not do_lower_case:
     actual, case_name, opposite = "False", "lowercased", "True"
   elif not lowercased and do_lower_case:

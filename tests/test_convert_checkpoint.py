@@ -34,7 +34,12 @@ def test_minilm_through_all_formats(minilm_dir, tmp_path):
   # position index buffer the released file carries (save_pretrained no longer writes it).
   run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'tf1'}",
              f"--output_dir={tmp_path / 'hf'}", "--output_format=hf")
-  assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors", "vocab.txt"]
+  assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors",
+                                                 "tokenizer_config.json", "vocab.txt"]
+  # The casing travels with the weights: the release's tokenizer_config.json, as it is.
+  for out in ("tf1", "hf"):
+    assert ((tmp_path / out / "tokenizer_config.json").read_bytes()
+            == open(os.path.join(minilm_dir, "tokenizer_config.json"), "rb").read())
   original = _tensors(os.path.join(minilm_dir, "model.safetensors"))
   written = _tensors(str(tmp_path / "hf" / "model.safetensors"))
   assert sorted(written) == sorted(set(original) - {"embeddings.position_ids"})
@@ -48,6 +53,16 @@ def test_minilm_through_all_formats(minilm_dir, tmp_path):
   assert {k: got[k] for k in want if k in got} == {
       k: want[k] for k in want if k not in ("_name_or_path", "gradient_checkpointing",
                                              "transformers_version", "use_cache")}
+  # A Google release's name says its casing where no file does.
+  cased = tmp_path / "cased_L-6_H-384_A-12"
+  cased.mkdir()
+  for name in os.listdir(tmp_path / "tf1"):
+    if name != "tokenizer_config.json":
+      os.link(tmp_path / "tf1" / name, cased / name)
+  run_script("convert_checkpoint.py", f"--input_checkpoint={cased}",
+             f"--output_dir={tmp_path / 'cased_hf'}", "--output_format=hf")
+  assert json.loads((tmp_path / "cased_hf" / "tokenizer_config.json").read_text()) == {
+      "do_lower_case": False}
   run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'tf1'}",
              f"--output_dir={tmp_path / 'tf2'}", "--output_format=tf2")
   original = checkpoints.read_checkpoint(minilm_dir).weights
