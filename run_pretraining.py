@@ -120,8 +120,9 @@ class Pretraining(TaskAdapter):
     s = self.settings
     return language_model.objective_config(s.objective, config, s.bert_config_file)
 
-  def define(self, config):  # a checkpoint of the other objective is refused
-    return {"objective": self.settings.objective}, None
+  def define(self, config):  # a checkpoint of another objective, or head, is refused
+    s = self.settings  # a weight of 0 leaves the next-sentence head out of the model
+    return {"objective": s.objective, "next_sentence_weight": s.next_sentence_weight}, None
 
   def read(self, defined, files, worker):
     """Every records file's layout and first ids, before training (after the strategy:

@@ -111,10 +111,11 @@ def _f1_v1(gold, prediction):
   return 2 * precision * recall / (precision + recall)
 
 
-def _best_threshold(predictions, scores, null_odds, has_answer):
-  """(best score in percent, its threshold) over thresholds on the null odds."""
+def _best_threshold(predictions, scores, null_odds, has_answer, start=0.0):
+  """(best score in percent, its threshold) over thresholds on the null odds; `start` when
+  none beats answering "no answer" everywhere (the official scorer reports 0.0)."""
   current = best = sum(1 for k in has_answer if not has_answer[k])
-  threshold = 0.0
+  threshold = start
   for qid in sorted(null_odds, key=lambda k: null_odds[k]):
     if qid not in scores:
       continue
@@ -128,9 +129,9 @@ def _best_threshold(predictions, scores, null_odds, has_answer):
   return 100.0 * best / len(scores), threshold
 
 
-def evaluate_v2(dataset, predictions, null_odds=None, null_odds_threshold=1.0):
-  """evaluate-v2.0.py's results: exact, f1, total, HasAns_*, NoAns_* and, with null
-  odds, best_exact(_thresh) and best_f1(_thresh)."""
+def _raw_scores(dataset, predictions):
+  """({qid: has an answer}, {qid: exact}, {qid: f1}) of the predicted questions, each the
+  best over the gold answers (no answer: the gold is "")."""
   has_answer = {qa["id"]: bool(qa["answers"]) for qa in _questions(dataset)}
   exact_raw, f1_raw = {}, {}
   for qa in _questions(dataset):
@@ -140,6 +141,13 @@ def evaluate_v2(dataset, predictions, null_odds=None, null_odds_threshold=1.0):
     prediction = predictions[qa["id"]]
     exact_raw[qa["id"]] = max(exact(g, prediction) for g in golds)
     f1_raw[qa["id"]] = max(f1(g, prediction) for g in golds)
+  return has_answer, exact_raw, f1_raw
+
+
+def evaluate_v2(dataset, predictions, null_odds=None, null_odds_threshold=1.0):
+  """evaluate-v2.0.py's results: exact, f1, total, HasAns_*, NoAns_* and, with null
+  odds, best_exact(_thresh) and best_f1(_thresh)."""
+  has_answer, exact_raw, f1_raw = _raw_scores(dataset, predictions)
   odds = null_odds if null_odds is not None else {k: 0.0 for k in predictions}
 
   def thresholded(scores):
@@ -171,7 +179,10 @@ def tune_null_threshold(dataset, answers, null_odds):
   with threshold +inf), as evaluate-v2.0.py's search expects, so the result may lie on either
   side of any threshold used so far.
   """
-  return evaluate_v2(dataset, answers, null_odds)["best_f1_thresh"]
+  has_answer, _, f1s = _raw_scores(dataset, answers)
+  # Where "no answer" everywhere is best, a threshold below every question's odds gives it.
+  below = min(null_odds.values(), default=1.0) - 1.0
+  return _best_threshold(answers, f1s, null_odds, has_answer, start=below)[1]
 
 
 def score(dataset, predictions, answers, null_odds, version_2_with_negative,

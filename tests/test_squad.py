@@ -448,3 +448,20 @@ def test_run_squad_stops_on_a_bad_predict_file(tmp_path, content):
   assert proc.returncode == 1 and "Traceback" not in proc.stderr
   assert last_error_line(proc).startswith(f"error: {predict}")
   assert not (out / "predictions.json").exists()
+
+
+def test_tuning_where_no_answer_everywhere_is_best_answers_nothing():
+  """The official search keeps 0.0 when answering "no answer" everywhere is never beaten;
+  the tuned threshold lies below every question's odds instead, so the tuned predictions
+  score that best F1."""
+  data = [{"paragraphs": [{"context": "x", "qas": [
+      {"id": "a", "answers": [{"text": "cat"}]},
+      {"id": "b", "answers": [], "is_impossible": True},
+      {"id": "c", "answers": [], "is_impossible": True}]}]}]
+  answers = {"a": "dog", "b": "fish", "c": "bird"}  # every span wrong
+  odds = {"a": -2.0, "b": -1.0, "c": 3.0}
+  assert squad_evaluation.evaluate_v2(data, answers, odds)["best_f1_thresh"] == 0.0  # official
+  predictions = squad_predictions.apply_null_threshold(answers, odds, 0.0)
+  scores, tuned = squad_evaluation.score(data, predictions, answers, odds, True, True)
+  assert scores["null_score_diff_threshold"] < -2.0 and tuned == {"a": "", "b": "", "c": ""}
+  assert scores["tuned_f1"] == scores["best_f1"] == 100.0 * 2 / 3

@@ -271,6 +271,25 @@ def test_sigterm_saves_a_checkpoint_and_exits(setup, tmp_path):
   assert tf.train.latest_checkpoint(str(tmp_path / "t"))
 
 
+def test_a_run_without_next_sentence_is_evaluated_and_resumed_as_trained(setup, tmp_path):
+  """--next_sentence_weight=0 leaves the head out: an evaluation without the flag takes it
+  from run.json (no next-sentence scores), a resumed training without it is refused."""
+  out = tmp_path / "run"
+  args = [a for a in _pretrain_args(setup, out, "--next_sentence_weight=0")
+          if a != "--num_train_steps=30"]
+  run_script("run_pretraining.py", *args, "--num_train_steps=5")
+  proc = run_script("run_pretraining.py", *[a for a in args if a not in (
+      "--do_train", "--next_sentence_weight=0")], "--do_eval", "--max_eval_steps=2")
+  assert f"--next_sentence_weight=0.0, as {out}/run.json records" in proc.stderr
+  assert "next_sentence_loss" not in read_eval_results(out / "eval_results.txt")
+  proc = run_script("run_pretraining.py", *[a for a in args if a != "--next_sentence_weight=0"],
+                    "--num_train_steps=10", expect_ok=False)
+  assert last_error_line(proc) == (
+      f"error: --output_dir={out} holds a model trained with next_sentence_weight 0.0, not "
+      "1.0; it would be reused. Pass --next_sentence_weight=0.0 to use it, or a new "
+      "--output_dir to start afresh.")
+
+
 @pytest.mark.slow
 def test_outputs_eval_results_export_and_plot(setup, tmp_path):
   out = tmp_path / "run"
@@ -281,7 +300,8 @@ def test_outputs_eval_results_export_and_plot(setup, tmp_path):
                            "next_sentence_accuracy", "next_sentence_loss"]
   assert (out / "eval_results.txt").read_text().splitlines()[0] == "global_step = 30"
   assert json.loads((out / "run.json").read_text()) == {
-      "objective": "mlm", "objectives": ["masked_lm", "next_sentence"]}
+      "objective": "mlm", "next_sentence_weight": 1.0,
+      "objectives": ["masked_lm", "next_sentence"]}
   assert (out / "training_curves.png").stat().st_size > 1000
   assert "sequences/s" in proc.stderr and "ETA" in proc.stderr
   assert list((out / "train").glob("events.out.tfevents.*"))
