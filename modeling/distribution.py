@@ -183,11 +183,17 @@ def describe(strategy, training=True):
   gpu = bool(tf.config.list_logical_devices("GPU"))
   if tpu or gpu:
     units = "TPU" if tpu else "GPU"
-  else:  # the CPU's units, where TensorFlow hands its bfloat16 products to oneDNN (it uses them)
+  elif dtype == "bfloat16":  # the CPU's units, where TensorFlow hands them to oneDNN
     units = cpu_units(read_cpuinfo()) if onednn_bfloat16() is not False else None
+  else:  # float16 has no units of its own on the CPUs these scripts name
+    units = None
   logging.info("Precision: %s", precision_line(dtype, units, training))
   if not tpu:
     warn_about_bfloat16(dtype)
+  if dtype == "float16" and not (tpu or gpu):
+    logging.warning("--dtype=float16 on a CPU: most CPUs have no float16 matrix units (AVX512-"
+                    "FP16 and AMX-FP16 apart), so its products are emulated and slower than "
+                    "float32; it is meant for GPUs, bfloat16 for CPUs with AMX or AVX-512 BF16.")
   return text
 
 
@@ -233,8 +239,10 @@ def precision_line(compute_dtype, units, training=True):
   if not training:
     return (f"{compute_dtype} matrix products{where}; the weights, residual stream, "
             "LayerNorm and losses stay float32.")
+  scaling = ("; dynamic loss scaling skips a step whose gradients overflow"
+             if compute_dtype == "float16" else "")
   return (f"{compute_dtype} matrix products, forward and backward{where}; the weights, "
-          "optimizer state, residual stream, LayerNorm and losses stay float32.")
+          f"optimizer state, residual stream, LayerNorm and losses stay float32{scaling}.")
 
 
 def read_cpuinfo():

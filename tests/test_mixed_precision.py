@@ -180,6 +180,10 @@ def test_precision_line_names_what_stays_float32_and_the_units():
   assert distribution.cpu_units("flags : avx2") is None and distribution.cpu_units(None) is None
   assert ", on the TPU;" in distribution.precision_line("bfloat16", "TPU")
   assert "forward and backward;" in distribution.precision_line("bfloat16", None)
+  assert distribution.precision_line("float16", None) == (
+      "float16 matrix products, forward and backward; the weights, optimizer state, residual "
+      "stream, LayerNorm and losses stay float32; dynamic loss scaling skips a step whose "
+      "gradients overflow.")
   assert distribution.precision_line("bfloat16", "AVX-512 BF16", training=False) == (
       "bfloat16 matrix products, on the CPU's AVX-512 BF16 units; the weights, residual "
       "stream, LayerNorm and losses stay float32.")
@@ -206,6 +210,15 @@ def test_the_log_names_the_units_only_where_onednn_runs_the_products(onednn, mon
   text = "\n".join(logged)
   assert ("on the CPU's AVX-512 BF16 units" in text) == onednn
   assert ("round every one toward zero" in text) != onednn
+  logged.clear()
+  distribution.set_precision("float16")  # no bfloat16 units for it, and a warning instead
+  try:
+    distribution.describe(tf.distribute.get_strategy())
+  finally:
+    distribution.set_precision("float32")
+  text = "\n".join(logged)
+  assert "units" not in text.split("Precision: ")[1].split("\n")[0]
+  assert "--dtype=float16 on a CPU" in text and "dynamic loss scaling" in text
 
 
 @pytest.mark.bfloat16
