@@ -71,6 +71,11 @@ def main(argv):
   unfinished = [r["run"] for r in rows if r["status"] not in ("done", "failed")]
   entries = search_results.table(rows, metric, higher)
   out = lambda name: os.path.join(FLAGS.output_dir, name)  # noqa: E731
+  chosen = search_results.select(rows, metric, higher, FLAGS.select)
+  if chosen is not None:  # checked before anything is rewritten: all outputs agree or none
+    chosen_dir = runner.directory(search.Run(chosen["learning_rate"], chosen["batch_size"],
+                                             chosen["epochs"], chosen["seed"]))
+    search.model_source(chosen_dir, search.uses_best(passthrough))
   for name, text in (("table.md", search_results.table_markdown(entries, metric, higher, failed,
                                                                 unfinished)),
                      ("table.csv", search_results.table_csv(entries)),
@@ -78,7 +83,6 @@ def main(argv):
     with files.atomic_output(out(name)) as f:
       f.write(text)
   search_results.plot(entries, metric, out("metric_vs_learning_rate.png"))
-  chosen = search_results.select(rows, metric, higher, FLAGS.select)
   if chosen is None:
     keys = sorted({k for r in rows if r["status"] == "done" for k in r["dev"]})
     raise ValueError(f"No finished run reports dev {metric} (their eval_results.txt hold: "
@@ -86,9 +90,7 @@ def main(argv):
                      f"under {out('runs')}.")
   with files.atomic_output(out("selected.json")) as f:
     f.write(search_results.selection_json(chosen, entries, metric, higher, FLAGS.select, seeds))
-  search.copy_model(runner.directory(search.Run(chosen["learning_rate"], chosen["batch_size"],
-                                                chosen["epochs"], chosen["seed"])),
-                    out("best"), search.uses_best(passthrough))
+  search.copy_model(chosen_dir, out("best"), search.uses_best(passthrough))
   if FLAGS.keep_checkpoints == "chosen":
     for row in rows:
       if row["run"] != chosen["run"] and row["status"] == "done":

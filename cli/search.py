@@ -224,6 +224,23 @@ class Search:
       json.dump(record, f, indent=1)
     return record
 
+  def _check_same_command(self, run, record):
+    """ValueError when a finished run was trained with other flags than this search
+    passes: its results would be taken for the new ones'."""
+    if "command" not in record:
+      return
+    # The flags given after `--`; those the search sets (the directory's spelling too) apart.
+    passed = lambda args: [a for a in args if _flag_name(a) not in OWN + ("export_dir",)]
+    before = passed(record["command"][2:])
+    now = passed(run_args(run, self.args, self.directory(run)))
+    if before != now:
+      gone = [a for a in before if a not in now]
+      new = [a for a in now if a not in before]
+      raise ValueError(
+          f"{self.directory(run)} was trained with other flags ({' '.join(gone) or 'none'} "
+          f"there; {' '.join(new) or 'none'} now): pass the same flags after `--`, or a new "
+          "--output_dir for a new search.")
+
   def run_all(self):
     """Runs what is not done yet; returns {Run: record}. A stop (SIGINT, SIGTERM) is
     passed on to the running children, which save a checkpoint and end."""
@@ -231,6 +248,7 @@ class Search:
     for number, run in enumerate(self.runs, 1):
       record = read_record(self.directory(run))
       if record and record.get("status") == "done":
+        self._check_same_command(run, record)
         records[run] = record
       else:
         if record:
@@ -273,15 +291,23 @@ class Search:
     return rows
 
 
-def copy_model(run_dir, target, use_best):
-  """Copies the model of a run (its best/ with use_best, else its latest checkpoint), its
-  config, vocab, results and export into `target`, replacing it whole."""
+def model_source(run_dir, use_best):
+  """Where a run's model is (its best/ with use_best, else the run's directory); ValueError
+  when it holds no checkpoint."""
   from modeling import periodic_eval  # reads no TensorFlow until a checkpoint is listed
   source = os.path.join(run_dir, periodic_eval.BEST_DIR) if use_best else run_dir
   if not files.exists(os.path.join(source, "checkpoint")):
     raise ValueError(f"The chosen run's {source} holds no checkpoint (deleted by "
                      "--keep_checkpoints=chosen of an earlier choice?): remove its "
                      f"{RECORD} to train it again.")
+  return source
+
+
+def copy_model(run_dir, target, use_best):
+  """Copies the model of a run (model_source), its config, vocab, results and export into
+  `target`, replacing it whole."""
+  from modeling import periodic_eval
+  source = model_source(run_dir, use_best)
   with files.atomic_dir(target, last=("checkpoint",)) as tmp:
     files.makedirs(tmp)
     state = files.read_bytes(os.path.join(source, "checkpoint")).decode("utf-8")

@@ -16,7 +16,7 @@ FAKE = os.path.join(ROOT, "tests", "fake_finetuning.py")
 GRID = ("--learning_rates=5e-5,3e-5", "--batch_sizes=16", "--epochs=2,3", "--num_seeds=2")
 
 
-def _search(tmp_path, *extra, fail="", stop="", expect_ok=True):
+def _search(tmp_path, *extra, fail="", stop="", expect_ok=True, passthrough=()):
   env_calls = tmp_path / "calls.txt"
   os.environ["FAKE_CALLS"], os.environ["FAKE_FAIL_LRS"] = str(env_calls), fail
   os.environ["FAKE_STOP_LRS"] = stop
@@ -24,7 +24,7 @@ def _search(tmp_path, *extra, fail="", stop="", expect_ok=True):
     return run_script("finetune_search.py", f"--script={FAKE}",
                       f"--output_dir={tmp_path / 'search'}", *GRID, *extra, "--",
                       "--do_eval", "--task_name=SST-2", f"--export_dir={tmp_path / 'x'}",
-                      expect_ok=expect_ok)
+                      *passthrough, expect_ok=expect_ok)
   finally:
     del os.environ["FAKE_CALLS"], os.environ["FAKE_FAIL_LRS"], os.environ["FAKE_STOP_LRS"]
 
@@ -60,6 +60,13 @@ def test_a_failed_run_is_reported_the_rest_go_on_and_a_restart_runs_only_what_is
   os.remove(search / "runs" / "lr5e-05_bs16_ep3_seed2" / "search_run.json")
   _search(tmp_path)
   assert [os.path.basename(p) for p in _calls(tmp_path)[12:]] == ["lr5e-05_bs16_ep3_seed2"]
+  # Other flags after `--` would take the finished runs' results for theirs: refused.
+  proc = _search(tmp_path, passthrough=("--max_seq_length=64",), expect_ok=False)
+  assert last_error_line(proc) == (
+      f"error: {search}/runs/lr5e-05_bs16_ep2_seed1 was trained with other flags (none there; "
+      "--max_seq_length=64 now): pass the same flags after `--`, or a new --output_dir for a "
+      "new search.")
+  assert len(_calls(tmp_path)) == 13
   # Each run got its own flags and directory, the pass-through ones, and its own export.
   command = json.loads((search / "runs" / "lr5e-05_bs16_ep3_seed2" / "search_run.json")
                        .read_text())["command"]
@@ -104,9 +111,13 @@ def test_keep_checkpoints_chosen_deletes_only_the_other_runs_checkpoints(tmp_pat
   _search(tmp_path, "--keep_checkpoints=chosen")
   assert len(_calls(tmp_path)) == 8  # nothing run again
   assert (search / "best" / "ckpt-7.index").read_text().endswith(chosen)
+  before = {name: (search / name).read_bytes() for name in ("selected.json", "table.md")}
   proc = _search(tmp_path, "--seeds=2", expect_ok=False)  # the best of seed 2: deleted
   assert last_error_line(proc).startswith("error: The chosen run's ")
   assert "deleted by --keep_checkpoints=chosen" in last_error_line(proc)
+  # Refused before anything is rewritten: the tables, the choice and best/ still agree.
+  assert {name: (search / name).read_bytes() for name in before} == before
+  assert (search / "best" / "ckpt-7.index").read_text().endswith(chosen)
 
 
 def test_the_table_matches_the_runs_and_the_choice_reads_dev_only(tmp_path):
