@@ -106,9 +106,10 @@ def main(_):
       os.path.join(work, "raw"), max_documents=60 if quick else None,
       max_modules=10 if quick else None)
   corpus = os.path.join(work, "corpus.txt")
-  err = _step(1, "Corpus", "Raw text (here Python's own documentation: the pydoc topics and the "
-              "standard library's docstrings) becomes one sentence per line, a blank line "
-              "between documents.", "prepare_corpus.py",
+  source = ("your --corpus_file" if FLAGS.corpus_file else "Python's own documentation: the "
+            "pydoc topics and the standard library's docstrings")
+  err = _step(1, "Corpus", f"Raw text (here {source}) becomes one sentence per line, a blank "
+              "line between documents.", "prepare_corpus.py",
               [f"--input_file={inputs}", f"--output_file={corpus}"], timings)
   print("    " + err.strip().splitlines()[-1])
 
@@ -125,7 +126,10 @@ def main(_):
               "takes raw text; it runs alongside steps 2 and 3.",
               "run_classifier.py",
               [f"--task_name={task}", f"--data_dir={task_dir}", f"--init_checkpoint={minilm}",
-               f"--output_dir={classifier}", "--do_train", "--do_eval", "--max_seq_length=64",
+               # The short sentences of the embedded task fit in 64; yours get the
+               # original's 128.
+               f"--output_dir={classifier}", "--do_train", "--do_eval",
+               f"--max_seq_length={128 if FLAGS.glue_dir else 64}",
                # --quick: 9 steps at a higher rate, enough to classify the sentence reliably.
                "--train_batch_size=32", f"--learning_rate={1e-4 if quick else 5e-5:g}",
                "--num_train_epochs=3", "--eval_batch_size=32", "--seed=1",
@@ -217,7 +221,8 @@ def _serve(export, timings):
     label = out["label"].numpy()[0].decode()
     meaning = {"1": "positive", "0": "negative"}.get(label, label) if not FLAGS.glue_dir else label
     rounded = [round(float(p), 3) for p in probabilities]
-    print(f"    -> {meaning} (label {label}), probabilities {rounded}")
+    named = f" (label {label})" if meaning != label else ""
+    print(f"    -> {meaning}{named}, probabilities {rounded}")
   else:
     print(f"    -> score {float(out['score'].numpy()[0]):.3f}")
   timings.append((6, "Serving", time.time() - t))

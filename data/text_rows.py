@@ -46,6 +46,9 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
   if fmt != "tsv" and (header or fields):
     raise ValueError(f"{path} is read as {fmt}: --header and --fields are for TSV input "
                      "(--input_format=tsv).")
+  if fmt == "lines" and id_field:
+    raise ValueError(f"{path} is read as plain lines, which have no --id_field column: each "
+                     "row's id is its line number (TSV or JSON Lines carry ids).")
   if fmt == "lines" and len(inputs) != 1:
     raise ValueError(f"{path}: plain lines give one input, but the export takes "
                      f"{', '.join(inputs)}: use TSV (--fields) or JSON Lines.")
@@ -132,8 +135,10 @@ def _no_constant(name):
 
 
 def _tsv_cell(value):
-  """A value as one TSV cell: lists joined by spaces; tab, line breaks, backslash escaped."""
-  text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+  """A value as one TSV cell: lists joined by spaces, booleans as JSON writes them (true,
+  false); tab, line breaks, backslash escaped."""
+  word = lambda v: json.dumps(v) if isinstance(v, bool) else str(v)  # noqa: E731
+  text = " ".join(map(word, value)) if isinstance(value, list) else word(value)
   return (text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
           .replace("\r", "\\r"))
 

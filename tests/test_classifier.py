@@ -285,3 +285,8 @@ def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
   first = (out / "eval_results.txt").read_text()
   run_script("run_classifier.py", *given, "--max_seq_length=24")
   assert (out / "eval_results.txt").read_text() == first
+  # --export_dir alone exports the trained model (here in bfloat16), touching no results.
+  run_script("run_classifier.py", *[a for a in given if a != "--do_eval"], "--dtype=bfloat16",
+             f"--export_dir={tmp_path / 'half'}")
+  assert (tmp_path / "half" / "saved_model.pb").exists()
+  assert (out / "eval_results.txt").read_text() == first

@@ -726,6 +726,7 @@ def test_every_export_runs_under_predict_and_saved_model_cli(span_model, trained
     ("x\n", "tsv", {}, r"name the TSV columns with --fields or --header"),
     ("text_a\nx\n", "lines", {"header": True}, r"r\.tsv is read as lines: --header and --fields"),
     ('{"text_a": "x"}\n', "jsonl", {"fields": ["text_a"]}, r"is read as jsonl: --header and"),
+    ("x\n", "lines", {"id_field": "id"}, r"is read as plain lines, which have no --id_field"),
 ])
 def test_bad_rows_name_the_file_and_line(tmp_path, content, fmt, extra, message):
   from data import text_rows
@@ -758,6 +759,9 @@ def test_rows_from_lines_tsv_and_json_lines(tmp_path):
   # the header's columns.
   text_rows.write_rows(str(out), ["a\tb\nc"], [{"text": "x\\y\r\nz", "score": 1.5}])
   assert out.read_text() == "id\ttext\tscore\na\\tb\\nc\tx\\\\y\\r\\nz\t1.5\n"
+  # Booleans (v2.0's no_answer) as JSON Lines writes them.
+  text_rows.write_rows(str(out), [1], [{"no_answer": True, "flags": [False, True]}])
+  assert out.read_text() == "id\tno_answer\tflags\n1\ttrue\tfalse true\n"
   # JSON has no infinity: a question without a valid span scores null.
   out = tmp_path / "o.jsonl"
   text_rows.write_rows(str(out), [1], [{"text": "", "score": float("-inf"),
