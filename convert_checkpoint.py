@@ -118,6 +118,8 @@ def _keep_casing(input_checkpoint, output_dir):
   lower, source = tokenization.recorded_casing(input_checkpoint)
   target = os.path.join(output_dir, "tokenizer_config.json")
   if lower is None:
+    if files.exists(target):  # an earlier conversion's would speak for another model
+      files.remove(target)
     logging.warning("Nothing beside %s says whether its text is lower-cased: no "
                     "tokenizer_config.json written (transformers then lower-cases).",
                     input_checkpoint)

@@ -110,7 +110,7 @@ class Tagging(TaskAdapter):
                                             s.document_context, labels)
     logging.info("Labels: %s", " ".join(labels))
     features = None
-    if s.feature_based:  # each file's features in turn, in a local scratch file
+    if s.feature_based and (s.do_train or held_out):  # each file's in turn, in a scratch file
       features = word_features.ScratchFeatures(app.scratch_dir("run_ner_"),
                                                task.feature_width(), held_out, train)
     return Data(train, labels, task, train_arrays, held_out, features)

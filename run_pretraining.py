@@ -86,6 +86,7 @@ class Pretraining(TaskAdapter):
   eval_results.txt out."""
 
   actions = ("do_train", "do_eval")
+  exports = False
   tokens = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
   vocab_required = False  # a vocab, given or found, is only copied (and masks anew)
   # The paper's second phase resumes the same run on records of 512 tokens.

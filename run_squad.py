@@ -173,8 +173,25 @@ class SpanPrediction(TaskAdapter):
         s.null_score_diff_threshold if predicted is None else predicted)
 
 
+def _tuned_threshold():
+  """{"null_score_diff_threshold": the tuned one} for a v2.0 run that only exports, where
+  --output_dir's eval_results.txt records the threshold --tune_null_threshold chose and the
+  flag is not given (logged); else {}."""
+  if not (FLAGS.version_2_with_negative and FLAGS.export_dir and FLAGS.output_dir) or \
+      FLAGS.do_train or FLAGS.do_predict or FLAGS["null_score_diff_threshold"].present:
+    return {}
+  import os
+  from modeling import search_results
+  path = os.path.join(FLAGS.output_dir, "eval_results.txt")
+  tuned = search_results.read_results(path).get("null_score_diff_threshold")
+  if tuned is None:
+    return {}
+  logging.info("--null_score_diff_threshold=%s, as %s records the tuned one.", tuned, path)
+  return {"null_score_diff_threshold": tuned}
+
+
 def main(_):
-  Runner(Settings.from_flags(FLAGS), SpanPrediction).run()
+  Runner(Settings.from_flags(FLAGS, **_tuned_threshold()), SpanPrediction).run()
 
 
 if __name__ == "__main__":

@@ -113,7 +113,8 @@ class Runner:
     s, adapter_class = self.settings, self.adapter_class
     app.check_given(**adapter_class.required_flags(s))
     if not any(getattr(s, action) for action in adapter_class.actions) and not s.export_dir:
-      names = [f"--{action}" for action in adapter_class.actions] + ["--export_dir"]
+      names = [f"--{action}" for action in adapter_class.actions] + (
+          ["--export_dir"] if adapter_class.exports else [])
       raise ValueError(f"At least one of {', '.join(names[:-1])} and {names[-1]} must be set.")
     adapter = adapter_class(s)
     periodic_eval.check_options(s.eval_every_steps, s.eval_every_epochs, s.best_metric,

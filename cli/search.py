@@ -96,6 +96,21 @@ def _bool_flag(args, name):
   return value
 
 
+def _passed_flags(args):
+  """{flag: value} of the flags given after `--`, as absl reads them (the last mention wins;
+  booleans as true or false, --noname too); those the search sets itself left out."""
+  values = {}
+  for arg in args:
+    name, value = _flag_name(arg), (arg.split("=", 1)[1] if "=" in arg else "true")
+    if "=" not in arg and name.startswith("no"):
+      name, value = name[2:], "false"
+    if value.lower() in ("true", "t", "1", "false", "f", "0"):
+      value = "true" if value.lower() in ("true", "t", "1") else "false"
+    if name not in OWN + ("export_dir",):
+      values[name] = value
+  return values
+
+
 def check_scored(args):
   """ValueError unless the runs are scored on dev (--do_eval; run_squad: --do_predict)."""
   if not (_bool_flag(args, "do_eval") or _bool_flag(args, "do_predict")):
@@ -229,17 +244,15 @@ class Search:
     passes: its results would be taken for the new ones'."""
     if "command" not in record:
       return
-    # The flags given after `--`; those the search sets (the directory's spelling too) apart.
-    passed = lambda args: [a for a in args if _flag_name(a) not in OWN + ("export_dir",)]
-    before = passed(record["command"][2:])
-    now = passed(run_args(run, self.args, self.directory(run)))
+    before = _passed_flags(record["command"][2:])
+    now = _passed_flags(run_args(run, self.args, self.directory(run)))
     if before != now:
-      gone = [a for a in before if a not in now]
-      new = [a for a in now if a not in before]
+      shown = lambda values, other: " ".join(  # noqa: E731
+          f"--{k}={v}" for k, v in sorted(values.items()) if other.get(k) != v) or "none"
       raise ValueError(
-          f"{self.directory(run)} was trained with other flags ({' '.join(gone) or 'none'} "
-          f"there; {' '.join(new) or 'none'} now): pass the same flags after `--`, or a new "
-          "--output_dir for a new search.")
+          f"{self.directory(run)} was trained with other flags ({shown(before, now)} there; "
+          f"{shown(now, before)} now): pass the same flags after `--`, or a new --output_dir "
+          "for a new search.")
 
   def run_all(self):
     """Runs what is not done yet; returns {Run: record}. A stop (SIGINT, SIGTERM) is

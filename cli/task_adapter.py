@@ -129,6 +129,7 @@ class TaskAdapter:
   """
 
   actions = ACTIONS  # the script's --do_* flags
+  exports = True  # whether it has --export_dir (which alone is an action too)
   tokens = ("[UNK]", "[CLS]", "[SEP]")  # the vocab must hold these
   vocab_required = True
   # Whether --max_seq_length and the starting checkpoint belong to the run's identity.

@@ -202,3 +202,13 @@ def test_pass_through_booleans_read_as_absl_reads_them(args):
   else:
     with pytest.raises(ValueError, match="no dev scores"):
       search.check_scored(scored)
+
+
+def test_a_restart_compares_the_flags_not_their_spelling():
+  """Order, the spelling of a boolean and the search's own flags do not make other flags."""
+  from cli import search
+  assert search._passed_flags(["--do_eval", "--task_name=SST-2", "--output_dir=a", "--seed=1"]) \
+      == search._passed_flags(["--task_name=SST-2", "--do_eval=True", "--output_dir=./a"])
+  assert search._passed_flags(["--do_eval", "--nodo_eval"]) == {"do_eval": "false"}
+  assert search._passed_flags(["--max_seq_length=64"]) != search._passed_flags(
+      ["--max_seq_length=128"])

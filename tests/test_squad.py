@@ -340,6 +340,20 @@ def test_v2_threshold_tuning_recovers_from_a_bad_threshold(tmp_path):
   preds = json.loads((out / "predictions.json").read_text())  # written with the tuned threshold
   assert sum(preds[f"q{i}"] == "zebra" for i in range(0, 60, 2)) >= 27
   assert sum(preds[f"q{i}"] == "" for i in range(1, 60, 2)) >= 27
+  # Exported alone afterwards, the model answers with the tuned threshold (eval_results.txt's).
+  proc = run_script("run_squad.py", f"--vocab_file={tmp_path / 'vocab.txt'}",
+                    f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--output_dir={out}",
+                    "--max_seq_length=32", "--doc_stride=16", "--max_query_length=8",
+                    "--version_2_with_negative", f"--export_dir={tmp_path / 'export'}")
+  assert f"--null_score_diff_threshold={scores['null_score_diff_threshold']}, as " in proc.stderr
+  import tensorflow as tf
+  from data import fast_tokenization
+  serve = fast_tokenization.load_serving(str(tmp_path / "export"))
+  pairs = [(qa, p["context"]) for p in json.loads((tmp_path / "dev.json").read_text())[
+      "data"][0]["paragraphs"] for qa in p["qas"]]
+  served = serve(question=tf.constant([qa["question"] for qa, _ in pairs]),
+                 context=tf.constant([context for _, context in pairs]))["text"].numpy()
+  assert [t.decode() for t in served] == [preds[qa["id"]] for qa, _ in pairs]
 
 
 def test_bad_squad_files_name_the_file_and_question(tmp_path):
