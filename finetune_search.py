@@ -59,6 +59,8 @@ def main(argv):
     raise ValueError(f"--learning_rates, --batch_sizes, --epochs: {e}") from None
   seeds = search.seeds_from(FLAGS.seeds, FLAGS.num_seeds)
   metric = FLAGS.metric or search.default_metric(script, passthrough)
+  selection.check_metric_name(script, metric, "--metric", search.default_metric(script,
+                                                                                passthrough))
   higher = selection.higher_is_better(metric)
   app.make_output_dir(FLAGS.output_dir)
   runs = search.grid(**values, seeds=seeds)

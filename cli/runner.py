@@ -51,7 +51,7 @@ from cli import app, model_files, run_identity, signals
 from cli.task_adapter import Run, TrainSteps, Worker
 from data import path_checks
 from modeling import (checkpoints, cluster, distribution, export, optimization, periodic_eval,
-                      training, vocab_growth)
+                      selection, training, vocab_growth)
 
 
 class Runner:
@@ -117,6 +117,8 @@ class Runner:
           ["--export_dir"] if adapter_class.exports else [])
       raise ValueError(f"At least one of {', '.join(names[:-1])} and {names[-1]} must be set.")
     adapter = adapter_class(s)
+    selection.check_metric_name(adapter.script, s.best_metric, "--best_metric",
+                                adapter.headline_metric())
     periodic_eval.check_options(s.eval_every_steps, s.eval_every_epochs, s.best_metric,
                                 s.early_stopping_patience, s.use_best_checkpoint, s.do_train,
                                 getattr(s, adapter.dev_action), adapter.dev_action,

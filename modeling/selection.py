@@ -37,6 +37,20 @@ def script_metric(script, task_name=None):
   return headline_metric(task_name or SCRIPT_TASKS.get(os.path.basename(script or "")))
 
 
+# Scripts whose dev results are keyed eval_* (and `loss`, their mean training loss).
+EVAL_PREFIXED = ("run_classifier.py", "run_ner.py", "run_swag.py")
+
+
+def check_metric_name(script, metric, flag, headline):
+  """ValueError naming `flag` when `metric` cannot be one of `script`'s dev results (those
+  of EVAL_PREFIXED are all eval_*), before any run spends its steps on it; `headline`:
+  the script's default, given as an example."""
+  if (metric and os.path.basename(script or "") in EVAL_PREFIXED
+      and not metric.startswith("eval_") and metric != "loss"):
+    raise ValueError(f"{flag}={metric} is not among the dev results of "
+                     f"{os.path.basename(script)}, all named eval_* (e.g. {headline}).")
+
+
 def higher_is_better(metric):
   """Losses and perplexities go down; every other metric (accuracy, F1, correlations,
   exact match) goes up."""

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from modeling import selection
+from scripts import last_error_line, run_script
 
 
 def test_headline_metrics_are_the_papers():
@@ -91,3 +92,26 @@ def test_a_missing_metric_or_another_metric_names_the_flag():
                      r"best checkpoint was chosen by eval_f1"):
     selection.Tracker("eval_accuracy", state={"metric": "eval_f1"})
   assert math.isnan(selection.metric_value({"x": float("nan")}, "x"))
+
+
+def test_a_metric_no_eval_results_can_hold_is_refused_before_any_run():
+  """run_classifier, run_ner and run_swag key their dev results eval_* (and loss): another
+  name can never be found, so it is refused at once, naming the flag."""
+  with pytest.raises(ValueError) as e:
+    selection.check_metric_name("/x/run_classifier.py", "f1", "--best_metric", "eval_f1")
+  assert str(e.value) == ("--best_metric=f1 is not among the dev results of run_classifier.py, "
+                          "all named eval_* (e.g. eval_f1).")
+  for script, metric in (("run_ner.py", "eval_LOC_f1"), ("run_swag.py", "loss"),
+                         ("run_squad.py", "f1"), ("run_classifier.py", None),
+                         ("run_pretraining.py", "masked_lm_accuracy")):
+    selection.check_metric_name(script, metric, "--metric", "eval_accuracy")
+
+
+def test_run_classifier_refuses_such_a_metric_before_writing(tmp_path):
+  proc = run_script("run_classifier.py", "--task_name=CoLA", f"--data_dir={tmp_path}",
+                    f"--output_dir={tmp_path / 'out'}", "--do_train", "--do_eval",
+                    "--eval_every_steps=10", "--best_metric=f1", expect_ok=False)
+  assert last_error_line(proc) == ("error: --best_metric=f1 is not among the dev results of "
+                                   "run_classifier.py, all named eval_* (e.g. "
+                                   "eval_matthews_corrcoef).")
+  assert not (tmp_path / "out").exists()
