@@ -343,21 +343,30 @@ def validate_case_matches_tokenizer_config(do_lower_case, init_checkpoint):
   or the one holding the file it names); without that file or entry, nothing is checked."""
   if not init_checkpoint:
     return
-  directory = (init_checkpoint if files.isdir(init_checkpoint)
-               else os.path.dirname(init_checkpoint))
-  path = os.path.join(directory, "tokenizer_config.json")
-  if not files.exists(path):
-    return
-  try:
-    with files.open_file(path, "r") as f:
-      recorded = json.load(f).get("do_lower_case")
-  except (OSError, ValueError, AttributeError):
-    return  # not a tokenizer's settings we can read: the vocab decides, as elsewhere
-  if isinstance(recorded, bool) and recorded != bool(do_lower_case):
+  recorded = _casing_in(os.path.join(_checkpoint_dir(init_checkpoint), "tokenizer_config.json"))
+  if recorded is not None and recorded != bool(do_lower_case):
     raise ValueError(
         f"--do_lower_case={bool(do_lower_case)} does not match --init_checkpoint="
         f"{init_checkpoint}: its tokenizer_config.json says do_lower_case "
         f"{str(recorded).lower()}. Pass --do_lower_case={recorded}.")
+
+
+def _checkpoint_dir(checkpoint):
+  """The directory a checkpoint path names, or holds the file it names."""
+  return checkpoint if files.isdir(checkpoint) else os.path.dirname(checkpoint)
+
+
+def _casing_in(path):
+  """The boolean `do_lower_case` that JSON file `path` records; None without the file, the
+  entry, or with a file that cannot be read as JSON (the vocab then decides, as elsewhere)."""
+  if not files.exists(path):
+    return None
+  try:
+    with files.open_file(path, "r") as f:
+      recorded = json.load(f).get("do_lower_case")
+  except (OSError, ValueError, AttributeError):
+    return None
+  return recorded if isinstance(recorded, bool) else None
 
 
 def _release_casing(checkpoint):
@@ -378,17 +387,10 @@ def recorded_casing(checkpoint):
   """(do_lower_case, what records it) for a checkpoint path or directory: a Hugging Face
   tokenizer_config.json beside it, a fine-tuning run's run.json, or a Google release's
   name; (None, None) when nothing does."""
-  directory = checkpoint if files.isdir(checkpoint) else os.path.dirname(checkpoint)
   for name in ("tokenizer_config.json", "run.json"):
-    path = os.path.join(directory, name)
-    if not files.exists(path):
-      continue
-    try:
-      with files.open_file(path, "r") as f:
-        recorded = json.load(f).get("do_lower_case")
-    except (OSError, ValueError, AttributeError):
-      continue
-    if isinstance(recorded, bool):
+    path = os.path.join(_checkpoint_dir(checkpoint), name)
+    recorded = _casing_in(path)
+    if recorded is not None:
       return recorded, path
   release = _release_casing(checkpoint)
   return (release[0], f"the release name {release[1]}") if release else (None, None)
