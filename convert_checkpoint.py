@@ -125,7 +125,9 @@ def _keep_casing(input_checkpoint, output_dir):
                     input_checkpoint)
     return
   if os.path.basename(source) == "tokenizer_config.json":
-    if os.path.abspath(source) != os.path.abspath(target):
+    same = (source == target if files.is_remote(source) else
+            os.path.abspath(files.local_path(source)) == os.path.abspath(files.local_path(target)))
+    if not same:  # converted in place: the file is already there
       files.write_bytes(target, files.read_bytes(source))
   else:
     files.write_bytes(target, (json.dumps({"do_lower_case": lower}) + "\n").encode("utf-8"))
