@@ -76,7 +76,7 @@ def main(_):
                                       FLAGS.init_checkpoint)
   layer_indexes = _layer_indexes(FLAGS.layers, config.num_hidden_layers)
   tokenizer = model_files.load_tokenizer(vocab_file, FLAGS.do_lower_case, config)
-  line = next((i + 1 for i, (_, b) in enumerate(pairs) if b is not None), None)
+  line = next((i + 1 for i, (_, b) in enumerate(pairs) if b), None)
   if line is not None and FLAGS.max_seq_length < 3:
     raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for the pair on "
                      f"line {line} of {FLAGS.input_file} ([CLS] a [SEP] b [SEP] needs 3 or "

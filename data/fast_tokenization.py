@@ -326,11 +326,13 @@ def truncated_lengths(length_a, length_b, max_seq_length):
   The original pops from the end of the longer side (b on a tie) until
   [CLS] a [SEP] b [SEP] fits: the shorter side is untouched when the longer
   can absorb the whole cut, otherwise both end at half the budget (a gets the
-  odd token). With no b (length_b None) a is cut to max_seq_length - 2.
+  odd token). With no b (length_b None), or in rows whose b is empty, a is cut to
+  max_seq_length - 2.
   """
   length_a = tf.cast(length_a, tf.int64)
+  single = tf.minimum(length_a, tf.constant(max_seq_length - 2, tf.int64))
   if length_b is None:
-    return tf.minimum(length_a, tf.constant(max_seq_length - 2, tf.int64)), None
+    return single, None
   length_b = tf.cast(length_b, tf.int64)
   budget = tf.constant(max_seq_length - 3, tf.int64)
   half = budget // 2
@@ -338,8 +340,8 @@ def truncated_lengths(length_a, length_b, max_seq_length):
   fits = length_a + length_b <= budget
   a_shorter = length_a < length_b
   both_halved = shorter > half
-  new_a = tf.where(fits, length_a, tf.where(
-      both_halved, budget - half, tf.where(a_shorter, length_a, budget - length_b)))
+  new_a = tf.where(length_b == 0, single, tf.where(fits, length_a, tf.where(
+      both_halved, budget - half, tf.where(a_shorter, length_a, budget - length_b))))
   new_b = tf.where(fits, length_b, tf.where(
       both_halved, half, tf.where(a_shorter, budget - length_a, length_b)))
   return new_a, new_b
@@ -348,12 +350,14 @@ def truncated_lengths(length_a, length_b, max_seq_length):
 def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
   """[CLS] a [SEP] (b [SEP]) model inputs from ragged ids [B, (T)], truncated as the original.
 
-  Returns int32 [B, L] input_ids, input_mask and segment_ids (packed_features).
+  Returns int32 [B, L] input_ids, input_mask and segment_ids (packed_features). A row
+  whose b is empty, or emptied by the truncation, packs as [CLS] a [SEP], as in
+  features.pack_pair.
   """
   length_a, length_b = truncated_lengths(
       ids_a.row_lengths(), None if ids_b is None else ids_b.row_lengths(), max_seq_length)
   segments = [(ids_a, length_a)] + ([] if ids_b is None else [(ids_b, length_b)])
-  return packed_features(segments, cls_id, sep_id, max_seq_length)
+  return packed_features(segments, cls_id, sep_id, max_seq_length, optional_last=True)
 
 
 # The exports pad a batch so that its positions (rows x length) are a multiple of this, the
@@ -373,11 +377,12 @@ def padded_length(longest, rows, max_seq_length):
   return tf.minimum(-(-longest // step) * step, max_seq_length)
 
 
-def packed_features(segments, cls_id, sep_id, max_seq_length):
+def packed_features(segments, cls_id, sep_id, max_seq_length, optional_last=False):
   """Model inputs [CLS] s1 [SEP] (s2 [SEP]) of one or two segments.
 
   segments: [(ids, count)]: ragged int ids [B, (T)] and int [B], how many of each row's first
     ids to take.
+  optional_last: rows whose last segment (after the first) takes no ids leave out its [SEP].
   Returns int32 input_ids, input_mask and segment_ids [B, L]: L is padded_length of the
   longest row, at most max_seq_length (a longer row is cut there);
   padding is masked, so the model's outputs at real positions are those of a max_seq_length
@@ -386,16 +391,19 @@ def packed_features(segments, cls_id, sep_id, max_seq_length):
   (docs/serving.md).
   """
   counts = [tf.cast(count, tf.int64) for _, count in segments]
+  spans = [count + 1 for count in counts]  # [B] each segment's positions, its [SEP] included
+  if optional_last and len(counts) > 1:
+    spans[-1] = counts[-1] + tf.sign(counts[-1])
   starts = [tf.ones_like(counts[0])]  # [B] where each segment begins: after [CLS], then [SEP]
-  for count in counts[:-1]:
-    starts.append(starts[-1] + count + 1)
-  total = starts[-1] + counts[-1] + 1  # [B] real positions of each row
+  for span in spans[:-1]:
+    starts.append(starts[-1] + span)
+  total = starts[-1] + spans[-1]  # [B] real positions of each row
   longest = tf.reduce_max(tf.concat([total, [1]], 0))
   width = padded_length(longest, tf.size(total), max_seq_length)
   position = tf.range(width)[None, :]  # [1, L]
   input_ids = tf.where(tf.equal(position, 0), tf.constant(cls_id, tf.int64), 0)  # [B or 1, L]
   segment_ids = tf.zeros_like(position)
-  for i, ((ids, _), start, count) in enumerate(zip(segments, starts, counts)):
+  for i, ((ids, _), start, count, span) in enumerate(zip(segments, starts, counts, spans)):
     k = position - start[:, None]  # [B, L]: the position within this segment
     inside = (k >= 0) & (k < count[:, None])
     # Positions outside the segment read the 0 appended after its ids.
@@ -403,9 +411,9 @@ def packed_features(segments, cls_id, sep_id, max_seq_length):
     index = tf.where(inside, tf.cast(ids.row_starts(), tf.int64)[:, None] + k,
                      tf.size(ids.flat_values, tf.int64))
     input_ids += tf.gather(values, index) + tf.where(
-        tf.equal(k, count[:, None]), tf.constant(sep_id, tf.int64), 0)
+        tf.equal(k, count[:, None]) & (k < span[:, None]), tf.constant(sep_id, tf.int64), 0)
     if i:
-      segment_ids += tf.cast((k >= 0) & (k <= count[:, None]), tf.int64)
+      segment_ids += tf.cast((k >= 0) & (k < span[:, None]), tf.int64)
   input_mask = position < total[:, None]
   return {"input_ids": tf.cast(input_ids, tf.int32),
           "input_mask": tf.cast(input_mask, tf.int32),

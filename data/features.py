@@ -30,23 +30,24 @@ def pack_pair(tokenizer, text_a, text_b, max_seq_length):
 
   A pair is truncated by popping from the end of the longer side (b on a tie),
   a single text by cutting its end, so the result has at most max_seq_length
-  tokens.
+  tokens. As in the original, a b that is empty, or has no pieces before or after
+  the truncation, packs as a single text (no second [SEP]).
   """
-  needed = 2 if text_b is None else 3
+  needed = 3 if text_b else 2
   if max_seq_length < needed:
     raise ValueError(f"A maximum of {max_seq_length} tokens leaves no room for "
-                     f"{'a pair' if text_b is not None else 'a text'}: [CLS] and [SEP]s "
+                     f"{'a pair' if text_b else 'a text'}: [CLS] and [SEP]s "
                      f"alone take {needed}.")
   ids_a = tokenizer.tokenize_to_ids(text_a)
-  ids_b = tokenizer.tokenize_to_ids(text_b) if text_b is not None else None
-  if ids_b is not None:
+  ids_b = tokenizer.tokenize_to_ids(text_b) if text_b else None
+  if ids_b:
     truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
   else:
     ids_a = ids_a[:max_seq_length - 2]
   cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
   input_ids = [cls_id] + ids_a + [sep_id]
   segment_ids = [0] * len(input_ids)
-  if ids_b is not None:
+  if ids_b:
     input_ids += ids_b + [sep_id]
     segment_ids += [1] * (len(ids_b) + 1)
   return PairFeatures(tokenizer.convert_ids_to_tokens(input_ids), input_ids, segment_ids)

@@ -187,9 +187,38 @@ def test_graph_truncation_equals_the_original():
   for _ in range(2000):
     la, lb, L = rng.randint(0, 40), rng.randint(0, 40), rng.randint(4, 50)
     a, b = list(range(la)), list(range(lb))
-    features.truncate_seq_pair(a, b, L - 3)
+    if b:
+      features.truncate_seq_pair(a, b, L - 3)
+    else:  # an empty b: the original packs a alone
+      a = a[:L - 2]
     got = fast_tokenization.truncated_lengths(tf.constant([la]), tf.constant([lb]), L)
     assert (int(got[0][0]), int(got[1][0])) == (len(a), len(b)), (la, lb, L)
+
+
+def test_an_empty_second_text_packs_as_one_text(tmp_path):
+  """The original keeps text_b only when it has pieces (`if tokens_b`), before and after the
+  truncation: an empty or all-dropped b, or one the truncation empties, leaves [CLS] a [SEP]
+  with a cut at max_seq_length - 2 and every segment id 0, in Python and in the exports'
+  graph."""
+  vocab = write_vocab(tmp_path / "v.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"])
+  python = tokenization.FullTokenizer(vocab)
+  fast = fast_tokenization.FastTokenizer(vocab)
+  cases = [("a b a b a b", "", 6, [2, 4, 5, 4, 5, 3]),
+           ("a b a b a b", " \u200b ", 6, [2, 4, 5, 4, 5, 3]),
+           ("a", "b", 4, [2, 4, 3]),  # a budget of 1 token: the tie pops b away
+           ("a b", "a", 8, [2, 4, 5, 3, 4, 3])]
+  for a, b, L, want in cases:
+    packed = features.pack_pair(python, a, b, L)
+    assert packed.input_ids == want, (a, b, L)
+    segments = [0] * (want.index(3) + 1)
+    assert packed.segment_ids == segments + [1] * (len(want) - len(segments)), (a, b, L)
+    graph = fast_tokenization.pack_inputs(fast.tokenize(tf.constant([a])),
+                                          fast.tokenize(tf.constant([b])), L, 2, 3)
+    width = len(want)
+    assert graph["input_ids"].numpy()[0, :width].tolist() == want, (a, b, L)
+    assert graph["input_mask"].numpy()[0].tolist() == [1] * width + [0] * (
+        graph["input_mask"].shape[1] - width)
+    assert graph["segment_ids"].numpy()[0, :width].tolist() == packed.segment_ids
 
 
 def test_graph_packing_equals_python_packing(tmp_path):
