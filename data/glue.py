@@ -155,6 +155,8 @@ def examples(task, data_dir, split):
   path = split_file(data_dir, layout)
   needed = max(c for c in (layout.a, layout.b, layout.label, layout.index,
                            layout.keep[0] if layout.keep else None) if c is not None and c >= 0)
+  if layout.label is not None and layout.label < 0:  # a last-column label follows the texts
+    needed += 1
   out = []
   for number, fields in read_tsv(path):
     if layout.header and number == 1:
@@ -165,13 +167,15 @@ def examples(task, data_dir, split):
     if not fields or fields == [""]:
       continue
     where = f"{path}:{number}"
+    if layout.keep and len(fields) > layout.keep[0] and fields[layout.keep[0]] != layout.keep[1]:
+      continue  # another language's row: the original skips it unread
     if len(fields) <= needed:
-      absent = ", ".join(f"{what} (column {column + 1})" for what, column in _columns(layout)
-                         if column >= len(fields))
+      absent = [f"{what} (column {column + 1})" for what, column in _columns(layout)
+                if column >= len(fields)]
+      if layout.label is not None and layout.label < 0:
+        absent.append("label (the last column, after the texts)")
       raise ValueError(f"{where}: expected at least {needed + 1} tab-separated columns, "
-                       f"found {len(fields)}: no {absent}.")
-    if layout.keep and fields[layout.keep[0]] != layout.keep[1]:
-      continue
+                       f"found {len(fields)}: no {', '.join(absent)}.")
     label = None
     if layout.label is not None:
       label = _label(task, fields[layout.label], where)
@@ -193,6 +197,13 @@ def held_out(task, task_name, data_dir, evaluate, predict):
     if wanted and not present:
       raise ValueError(f"--task_name={task_name} has no {splits[0]} set.")
     for split in present:
+      layout = task.splits[split]
+      if split != splits[0] and not any(files.exists(os.path.join(data_dir, name))
+                                        for name in layout.files):
+        # The original reads MNLI's matched files alone: the mismatched ones are optional.
+        logging.info("--data_dir=%s has no %s: its %s set is left out.", data_dir,
+                     " or ".join(layout.files), split)
+        continue
       out[split] = examples(task, data_dir, split)
       if not out[split]:
         raise ValueError(f"{split_file(data_dir, task.splits[split])} holds no examples.")
@@ -230,7 +241,8 @@ def _label(task, value, where):
       raise ValueError(f"{where}: the score {value!r} is not a finite number.")
     return score
   if value not in task.labels:
-    raise ValueError(f"{where}: label {value!r} is not one of {', '.join(task.labels)}.")
+    empty = " (a tab at the end of the line?)" if not value.strip() else ""
+    raise ValueError(f"{where}: label {value!r}{empty} is not one of {', '.join(task.labels)}.")
   return value
 
 

@@ -26,7 +26,8 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _gelu(x):
-  """The exact GELU, x * Phi(x) = x * 0.5 * (1 + erf(x / sqrt(2))), the original's form.
+  """The exact GELU, x * Phi(x) = x * 0.5 * (1 + erf(x / sqrt(2))): the form of the code
+  released with Google's checkpoints (the original's later code uses gelu_tanh's).
 
   Written as one expression in x's dtype, the form TensorFlow's graph rewriter
   (grappler's remapper, with oneDNN) folds into the matrix product before it, bias

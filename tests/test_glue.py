@@ -78,6 +78,25 @@ def test_mnli_matched_and_mismatched(tmp_path):
   assert glue.examples(task, str(tmp_path), "dev_mismatched")[0].label == "contradiction"
   assert glue.examples(task, str(tmp_path), "test_mismatched")[0].index == "9"
   assert task.submissions == {"test": "MNLI-m", "test_mismatched": "MNLI-mm"}
+  assert set(glue.held_out(task, "mnli", str(tmp_path), True, True)) == {
+      "dev", "dev_mismatched", "test", "test_mismatched"}
+  # The original reads the matched files alone: without the mismatched ones, MNLI-m runs.
+  (tmp_path / "dev_mismatched.tsv").unlink()
+  (tmp_path / "test_mismatched.tsv").unlink()
+  assert set(glue.held_out(task, "mnli", str(tmp_path), True, True)) == {"dev", "test"}
+  (tmp_path / "dev_matched.tsv").unlink()
+  with pytest.raises(ValueError, match="has no dev_matched.tsv"):
+    glue.held_out(task, "mnli", str(tmp_path), True, False)
+  # A row that stops after the texts has no last-column label: said so, not its hypothesis
+  # taken for one.
+  _write(tmp_path, "train.tsv", ["\t".join(cols + ["label1", "gold_label"]), row(0, None)])
+  with pytest.raises(ValueError, match=r"train.tsv:2: expected at least 11 tab-separated "
+                     r"columns, found 10: no label \(the last column"):
+    glue.examples(task, str(tmp_path), "train")
+  _write(tmp_path, "train.tsv", ["\t".join(cols + ["label1", "gold_label"]),
+                                 row(0, "neutral\t")])
+  with pytest.raises(ValueError, match=r"train.tsv:2: label '' \(a tab at the end"):
+    glue.examples(task, str(tmp_path), "train")
 
 
 def test_xnli_language_and_label_fix(tmp_path):
@@ -86,6 +105,7 @@ def test_xnli_language_and_label_fix(tmp_path):
   dev_cols = ["language", "gold_label", "a", "b", "c", "d", "sentence1", "sentence2"]
   _write(tmp_path, "xnli.dev.tsv", ["\t".join(dev_cols),
                                     "de\tentailment\t\t\t\t\tX.\tY.",
+                                    "ar\tneutral",  # another language's row, read unchecked
                                     "zh\tneutral\t\t\t\t\tZ.\tW."])
   task = glue.get_task("XNLI", xnli_language="de")
   assert glue.examples(task, str(tmp_path), "train")[0].label == "contradiction"
