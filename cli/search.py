@@ -197,21 +197,23 @@ class Search:
       os.close(handle)
     else:
       local = files.local_path(log_path)
-    with open(local, "ab") as log:
-      child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               preexec_fn=_end_with_parent if sys.platform == "linux" else None)
-      with self.lock:
-        self.children.add(child)
-      code = child.wait()
-      with self.lock:
-        self.children.discard(child)
-    if remote:
-      with open(local, "rb") as f:
-        new = f.read()
-      os.remove(local)
-      old = files.read_bytes(log_path) if files.exists(log_path) else b""
-      with files.atomic_output(log_path, "wb") as f:
-        f.write(old + new)
+    try:
+      with open(local, "ab") as log:
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                 preexec_fn=_end_with_parent if sys.platform == "linux" else None)
+        with self.lock:
+          self.children.add(child)
+        code = child.wait()
+        with self.lock:
+          self.children.discard(child)
+    finally:  # a stopped search too keeps what the child logged, and no local copy
+      if remote:
+        with open(local, "rb") as f:
+          new = f.read()
+        os.remove(local)
+        old = files.read_bytes(log_path) if files.exists(log_path) else b""
+        with files.atomic_output(log_path, "wb") as f:
+          f.write(old + new)
     seconds = time.time() - start
     if code in STOPPED:  # no record: the next search runs it again, from its checkpoints
       logging.warning("[%d/%d] %s: stopped after %s (exit %d); it resumes next time.", number,
@@ -321,7 +323,8 @@ def copy_model(run_dir, target, use_best):
   `target`, replacing it whole."""
   from modeling import periodic_eval
   source = model_source(run_dir, use_best)
-  with files.atomic_dir(target, last=("checkpoint",)) as tmp:
+  # On a bucket the files move one by one: each usable part's marker after its files.
+  with files.atomic_dir(target, last=("export/saved_model.pb", "checkpoint")) as tmp:
     files.makedirs(tmp)
     state = files.read_bytes(os.path.join(source, "checkpoint")).decode("utf-8")
     prefix = state.split('model_checkpoint_path: "', 1)[1].split('"', 1)[0]

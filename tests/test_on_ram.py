@@ -104,6 +104,35 @@ def test_glob_skips_hidden_names_as_python_glob_does(tmp_path, where):
     path_checks.expand_file_patterns(f"{d}/*.json", "--input_file")
 
 
+def test_a_search_publishes_best_with_the_export_and_checkpoint_markers_last(tmp_path,
+                                                                              monkeypatch):
+  """finetune_search's best/ on a bucket moves file by file: the SavedModel's
+  saved_model.pb and the checkpoint's `checkpoint` arrive after every file they need, and
+  an old best/ loses them first."""
+  from cli import search
+  d = _ram(tmp_path, "search")
+  run, best = os.path.join(d, "run"), os.path.join(d, "best")
+  for name, data in (("checkpoint", b'model_checkpoint_path: "ckpt-2"\n'),
+                     ("ckpt-2.index", b"i"), ("ckpt-2.data-00000-of-00001", b"d"),
+                     ("bert_config.json", b"{}"), ("export/saved_model.pb", b"pb"),
+                     ("export/variables/variables.index", b"vi"),
+                     ("export/variables/variables.data-00000-of-00001", b"vd")):
+    files.makedirs(os.path.dirname(os.path.join(run, name)))
+    files.write_bytes(os.path.join(run, name), data)
+  search.copy_model(run, best, use_best=False)
+  removed, renamed = [], []
+  remove, rename = files.remove, files.rename
+  monkeypatch.setattr(files, "remove", lambda p: (removed.append(p), remove(p)))
+  monkeypatch.setattr(files, "rename", lambda a, b: (renamed.append(b), rename(a, b)))
+  search.copy_model(run, best, use_best=False)  # replaces the first copy
+  names = [os.path.relpath(p, best) for p in renamed if p.startswith(best + "/")]
+  assert set(names[-2:]) == {"checkpoint", "export/saved_model.pb"}, names
+  assert len(names) == 7 and files.read_bytes(os.path.join(best, "checkpoint")) == (
+      b'model_checkpoint_path: "ckpt-2"\n')
+  assert {os.path.relpath(p, best) for p in removed[:2]} == {
+      "checkpoint", "export/saved_model.pb"}, removed
+
+
 @pytest.mark.parametrize("where", ["local", "ram"])
 def test_atomic_dir_replaces_a_directory_whole(tmp_path, where, monkeypatch):
   d = str(tmp_path) if where == "local" else _ram(tmp_path, "dirs")
