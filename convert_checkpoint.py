@@ -102,36 +102,30 @@ def main(_):
                        f"{config.vocab_size}; pass the checkpoint's own --vocab_file.")
   ckpt, model = conversion.load_for_conversion(FLAGS.input_checkpoint, config)
   labels = _labels_beside(ckpt.path, getattr(model, "num_labels", None))
+  casing = {"tokenizer_config.json": _tokenizer_config(FLAGS.input_checkpoint)}
   path = conversion.write_checkpoint(model, FLAGS.output_dir, FLAGS.output_format, config,
-                                     vocab_file, labels)
-  _keep_casing(FLAGS.input_checkpoint, FLAGS.output_dir)
+                                     vocab_file, labels, extra_files=casing)
   logging.info("Converted %s (%s, %s) to %s (%s).", ckpt.path, ckpt.format,
                type(model).__name__, path, FLAGS.output_format)
 
 
-def _keep_casing(input_checkpoint, output_dir):
-  """Writes output_dir/tokenizer_config.json with the input's casing where something records
-  it: transformers lower-cases a model without one, and the scripts check
-  --do_lower_case against it."""
+def _tokenizer_config(input_checkpoint):
+  """The output's tokenizer_config.json: the input's own, or one holding the casing that
+  its run.json or release name records; None (no file, an earlier one removed) where
+  nothing records it. transformers lower-cases a model without one, and the scripts
+  check --do_lower_case against it."""
   import json
   from data import files, tokenization
   lower, source = tokenization.recorded_casing(input_checkpoint)
-  target = os.path.join(output_dir, "tokenizer_config.json")
   if lower is None:
-    if files.exists(target):  # an earlier conversion's would speak for another model
-      files.remove(target)
     logging.warning("Nothing beside %s says whether its text is lower-cased: no "
                     "tokenizer_config.json written (transformers then lower-cases).",
                     input_checkpoint)
-    return
+    return None
+  logging.info("Casing do_lower_case=%s (from %s) kept in tokenizer_config.json.", lower, source)
   if os.path.basename(source) == "tokenizer_config.json":
-    same = (source == target if files.is_remote(source) else
-            os.path.abspath(files.local_path(source)) == os.path.abspath(files.local_path(target)))
-    if not same:  # converted in place: the file is already there
-      files.write_bytes(target, files.read_bytes(source))
-  else:
-    files.write_bytes(target, (json.dumps({"do_lower_case": lower}) + "\n").encode("utf-8"))
-  logging.info("Casing do_lower_case=%s (from %s) kept in %s.", lower, source, target)
+    return files.read_bytes(source)
+  return (json.dumps({"do_lower_case": lower}) + "\n").encode("utf-8")
 
 
 if __name__ == "__main__":

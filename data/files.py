@@ -314,6 +314,21 @@ def atomic_output(path, mode="w", newline=None):
     raise
 
 
+def write_extra_files(directory, extra_files):
+  """Writes {name: bytes} into `directory`, each under a temporary name first; a name
+  given None is removed where an earlier write left it. The writers call it after
+  removing their marker, so that a stopped write leaves no complete-looking directory
+  with another model's files."""
+  for name, data in (extra_files or {}).items():
+    path = os.path.join(directory, name)
+    if data is None:
+      if exists(path):
+        remove(path)
+      continue
+    with atomic_output(path, "wb") as f:
+      f.write(data)
+
+
 def remove_marker(path):
   """Removes the marker file `path` if it is there: a directory whose files are about to be
   replaced one by one stops looking complete first, so no reader mixes old and new files."""

@@ -250,13 +250,13 @@ def _write_tf1_bundle(weights, prefix):
 
 
 def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
-                        basename="bert_model.ckpt"):
+                        basename="bert_model.ckpt", extra_files=None):
   """Writes `weights` ({original name: array}) as Google's checkpoint layout.
 
   output_dir receives `bert_model.ckpt.{index,data-*}`, a `checkpoint` state
-  file, and, when given, `bert_config.json` and `vocab.txt`. Files are
-  written under temporary names and moved into place once complete.
-  Returns the checkpoint prefix.
+  file, and, when given, `bert_config.json`, `vocab.txt` and extra_files
+  (files.write_extra_files). Files are written under temporary names and moved into
+  place once complete. Returns the checkpoint prefix.
   """
   path_checks.ensure_writable_dir(output_dir, "output directory")
   staging = os.path.join(output_dir, files.temporary_name("staging"))
@@ -271,6 +271,7 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
     # Each file is renamed whole (see data/files.py); an older state file goes first
     # and the new one last: without it the directory is not a checkpoint.
     files.remove_marker(os.path.join(output_dir, "checkpoint"))
+    files.write_extra_files(output_dir, extra_files)
     for name in sorted(files.listdir(staging), key=lambda n: n == "checkpoint"):
       files.rename(os.path.join(staging, name), os.path.join(output_dir, name))
   finally:

@@ -78,9 +78,12 @@ def load_for_conversion(path, config):
   return ckpt, model
 
 
-def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, labels=None):
+def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, labels=None,
+                     extra_files=None):
   """Writes every variable of `model` to output_dir as tf1, tf2 or hf; returns the path.
 
+  extra_files ({name: bytes, or None to remove}) are written before the file that marks
+  the directory complete (files.write_extra_files).
   `labels` name a classifier's or tagger's classes in the hf config.json; hf
   leaves out the pooler when the transformers class has none (logged).
   Raises ValueError, before writing anything, when the format cannot hold
@@ -88,10 +91,10 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
   """
   if output_format == "tf1":
     return checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), output_dir,
-                                           config, vocab_file)
+                                           config, vocab_file, extra_files=extra_files)
   if output_format == "hf":
     return hf_checkpoints.save_hf_checkpoint(checkpoints.model_weights(model), output_dir,
-                                             config, vocab_file, labels)
+                                             config, vocab_file, labels, extra_files)
   if output_format != "tf2":
     raise ValueError(f"Unknown checkpoint format {output_format!r}; expected tf1, tf2 or hf.")
   path_checks.ensure_writable_dir(output_dir, "output directory")
@@ -99,4 +102,5 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
   # marks the directory complete (as the tf1 and hf writers do); an older one goes first.
   files.remove_marker(os.path.join(output_dir, "checkpoint"))
   checkpoints.write_config_and_vocab(output_dir, config, vocab_file)
+  files.write_extra_files(output_dir, extra_files)
   return checkpoints.save_tf2_checkpoint(model, os.path.join(output_dir, "model.ckpt"))

@@ -271,13 +271,15 @@ _LABEL_ROWS = {"BertForSequenceClassification": "output_weights",
                "BertForTokenClassification": "cls/ner/output_weights"}
 
 
-def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None):
+def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None,
+                       extra_files=None):
   """Writes `weights` ({original name: array}) as a Hugging Face model directory.
 
   `labels`: names of a classifier's or tagger's classes for config.json
   (as run_ner.py's label_list.txt); default LABEL_0, LABEL_1, ...
 
-  output_dir receives `config.json`, `vocab.txt` (when given) and then
+  output_dir receives `config.json`, `vocab.txt` (when given), extra_files
+  (files.write_extra_files) and then
   `model.safetensors`, each written under a temporary name and renamed; the
   weights go last, so a directory with model.safetensors is complete.
   Returns the path of model.safetensors.
@@ -298,6 +300,7 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
     with files.open_file(vocab_file, "rb") as src, \
         files.atomic_output(os.path.join(output_dir, "vocab.txt"), "wb") as f:
       f.write(src.read())
+  files.write_extra_files(output_dir, extra_files)
   path = os.path.join(output_dir, "model.safetensors")
   _write_safetensors(tensors, path)
   return path

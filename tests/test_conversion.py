@@ -84,12 +84,19 @@ def test_the_marker_file_is_written_last(tmp_path, monkeypatch, fmt, marker):
   monkeypatch.setattr(os, "remove", lambda a: (real_remove(a), here(a, "-" + os.path.basename(a))))
   monkeypatch.setattr(tf.train.Checkpoint, "write", lambda self, prefix, **kw: (
       seen.append("tf2 variables"), real_write(self, prefix, **kw))[1])
-  conversion.write_checkpoint(model, str(out), fmt, SMALL, vocab_file=str(vocab))
+  casing = {"tokenizer_config.json": b'{"do_lower_case": false}\n'}
+  conversion.write_checkpoint(model, str(out), fmt, SMALL, vocab_file=str(vocab),
+                              extra_files=casing)
   assert marker in seen and seen[-1] == marker and "vocab.txt" in seen, seen
+  assert "tokenizer_config.json" in seen
   seen.clear()
-  conversion.write_checkpoint(model, str(out), fmt, SMALL, vocab_file=str(vocab))
+  # Another model's conversion into the same directory, whose casing nothing records: the
+  # old tokenizer_config.json goes after the old marker and before the new one.
+  conversion.write_checkpoint(model, str(out), fmt, SMALL, vocab_file=str(vocab),
+                              extra_files={"tokenizer_config.json": None})
   published = [name for name in seen if not name.startswith("-.")]  # not a write probe
   assert published[0] == "-" + marker and published[-1] == marker, seen
+  assert "-tokenizer_config.json" in published and not (out / "tokenizer_config.json").exists()
 
 
 def _assert_all_equal(path, want, where, fresh=()):
