@@ -404,10 +404,16 @@ def write_score_rows(path, rows):
 
 
 def remove_empty_dir(path):
-  """Removes local directory `path` if it is empty (a bucket keeps no empty directories
-  worth removing)."""
-  if not is_remote(path):
+  """Removes directory `path` if it is empty (on a bucket, the placeholder object that
+  makedirs wrote)."""
+  if is_remote(path):
     try:
-      os.rmdir(local_path(path))
+      if isdir(path) and not listdir(path):
+        rmtree(path)
     except OSError:
-      pass  # not empty, or already gone
+      pass  # already gone, or not ours to remove
+    return
+  try:
+    os.rmdir(local_path(path))
+  except OSError:
+    pass  # not empty, or already gone

@@ -82,7 +82,7 @@ MADE_DIRS = []
 def ensure_writable_dir(path, flag):
   """Creates directory `path` if needed (noting in MADE_DIRS what it creates); ValueError
   naming `flag` if impossible."""
-  missing = []
+  missing = [path] if files.is_remote(path) and not files.exists(path) else []
   if not files.is_remote(path):  # a file where the directory or a parent would go (a bucket has none)
     existing = target = os.path.abspath(files.local_path(path))
     while not os.path.exists(existing) and os.path.dirname(existing) != existing:

@@ -104,6 +104,22 @@ def test_glob_skips_hidden_names_as_python_glob_does(tmp_path, where):
     path_checks.expand_file_patterns(f"{d}/*.json", "--input_file")
 
 
+@pytest.mark.parametrize("where", ["local", "ram"])
+def test_an_output_directory_a_failed_run_made_is_removed_while_empty(tmp_path, where,
+                                                                       monkeypatch):
+  d = str(tmp_path) if where == "local" else _ram(tmp_path, "made")
+  files.makedirs(d)
+  monkeypatch.setattr(path_checks, "MADE_DIRS", [])
+  new, used = os.path.join(d, "new"), os.path.join(d, "used")
+  for path in (new, used):
+    path_checks.ensure_writable_dir(path, "--output_dir")
+  files.write_bytes(os.path.join(used, "a.txt"), b"kept")
+  assert new in path_checks.MADE_DIRS and used in path_checks.MADE_DIRS
+  for path in path_checks.MADE_DIRS:
+    files.remove_empty_dir(path)
+  assert files.listdir(d) == ["used"] and files.listdir(used) == ["a.txt"]
+
+
 def test_a_search_publishes_best_with_the_export_and_checkpoint_markers_last(tmp_path,
                                                                               monkeypatch):
   """finetune_search's best/ on a bucket moves file by file: the SavedModel's
