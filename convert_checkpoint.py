@@ -85,6 +85,7 @@ def main(_):
   from modeling.config import BertConfig
 
   path_checks.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
+  _check_not_a_training_run(FLAGS.output_dir, FLAGS.output_format)
   if FLAGS.bert_config_file:
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
   else:
@@ -107,6 +108,21 @@ def main(_):
                                      vocab_file, labels, extra_files=casing)
   logging.info("Converted %s (%s, %s) to %s (%s).", ckpt.path, ckpt.format,
                type(model).__name__, path, FLAGS.output_format)
+
+
+def _check_not_a_training_run(output_dir, output_format):
+  """ValueError when a tf1 or tf2 conversion would replace the `checkpoint` state file of a
+  training run's directory (its ckpt-N): the run would then resume from weights alone."""
+  import tensorflow as tf
+  from data import files
+  if output_format == "hf" or not files.exists(os.path.join(output_dir, "checkpoint")):
+    return
+  state = tf.train.get_checkpoint_state(output_dir)
+  name = os.path.basename(state.model_checkpoint_path) if state else ""
+  if name not in ("", "bert_model.ckpt", "model.ckpt"):
+    raise ValueError(f"--output_dir={output_dir} holds a training run's checkpoints ({name}); "
+                     "converting there would replace the state its resume reads: name "
+                     "another directory.")
 
 
 def _tokenizer_config(input_checkpoint):
