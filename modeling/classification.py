@@ -95,8 +95,6 @@ class ClassificationTask:
     model = BertClassifier(BertEncoder(self.config, pack_tokens), self.num_labels,
                            self.bilstm_head)
     model.build()
-    if self.bilstm_head:  # no gradient reaches it: keep weight decay off it too
-      model.encoder.pooler.trainable = False
     return model
 
   def denominators(self, batch):

@@ -160,9 +160,14 @@ class TaskModel(keras.Model):
     self.config = encoder.config
 
   def build(self, input_shape=None):
-    """Builds the encoder unless it came built; subclasses then build their heads."""
+    """Builds the encoder unless it came built; subclasses then build their heads. A model
+    that does not read the pooler (uses_pooler False) freezes it: no gradient reaches it,
+    and the optimizer then leaves it alone (no weight decay, no slots), as the original's,
+    which skips variables without a gradient."""
     if not self.encoder.built:
       self.encoder.build()
+    if not self.uses_pooler:
+      self.encoder.pooler.trainable = False
 
   def head_variable_map(self):
     """{original-style name: variable} of the head (every variable the encoder does not own)."""

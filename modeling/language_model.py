@@ -110,8 +110,7 @@ class LanguageModelTask:
     """The built BertPretrainer without next sentence on a new BertEncoder(config,
     pack_tokens)."""
     model = BertPretrainer(BertEncoder(self.config, pack_tokens), next_sentence=False)
-    model.build()
-    model.encoder.pooler.trainable = False  # no gradient reaches it: keep weight decay off it
+    model.build()  # without next sentence: the pooler frozen (heads.TaskModel.build)
     return model
 
   def denominators(self, batch):

@@ -115,7 +115,7 @@ class PretrainingTask:
     model.build()
     if not self.next_sentence_weight:  # no gradient reaches them: keep them out of training
       model.next_sentence.trainable = False
-      model.encoder.pooler.trainable = False
+      model.encoder.pooler.trainable = False  # it reads the pooler, but to no loss
     return model
 
   def denominators(self, batch):

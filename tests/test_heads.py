@@ -239,3 +239,28 @@ def test_an_all_padding_row_leaves_the_bilstm_models_finite_and_other_rows_alone
   for key, value in together.items():
     assert np.all(np.isfinite(value)), key
     assert_close(value[:2], alone[key], "float32", ops, what=key)
+
+
+def test_a_model_that_never_reads_the_pooler_leaves_it_out_of_training():
+  """The original's optimizer skips variables without a gradient; ours trains
+  trainable_variables, so a model whose outputs do not read the pooler freezes it (else
+  weight decay alone would shrink it, step by step, in the saved checkpoint)."""
+  from modeling.language_model import LanguageModelTask
+  pooler = {"bert/pooler/dense/kernel", "bert/pooler/dense/bias"}
+  causal = BertConfig.from_dict({**CONFIG.to_dict(), "causal_attention": True})
+  for task, reads_pooler in (
+      (classification.ClassificationTask(CONFIG, 3), True),
+      (classification.ClassificationTask(CONFIG, 3, bilstm_head=True), False),
+      (MultipleChoiceTask(CONFIG), True),
+      (span_labeling.SpanTask(CONFIG), False),
+      (TaggingTask(CONFIG, 5), False),
+      (pretraining.PretrainingTask(CONFIG), True),
+      (pretraining.PretrainingTask(CONFIG, next_sentence_weight=0.0), False),
+      (LanguageModelTask(causal), False)):
+    model = task.build_model()
+    names = checkpoints.model_weights(model)  # the original's names, every variable
+    trained = {name for name, variable in checkpoints.variable_map(model).items()
+               if any(variable is v for v in model.trainable_variables)}
+    assert pooler <= set(names), type(task)
+    assert (pooler <= trained) == reads_pooler and (pooler & trained) in (set(), pooler), (
+        type(task).__name__, reads_pooler)
