@@ -260,15 +260,19 @@ def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
                                            "--num_train_epochs=1"))
   record = json.loads((out / "run.json").read_text())
   assert record == {"task_name": "sst-2", "labels": ["0", "1"], "bilstm_head": False,
-                    "causal_attention": False, "max_seq_length": 24, "do_lower_case": True,
-                    "doc_stride": 0}
+                    "causal_attention": False, "optimizer": "adamw", "max_seq_length": 24,
+                    "do_lower_case": True, "doc_stride": 0}
   before = sorted(p.name for p in out.iterdir())
   for data, extra, wrong, use in (
       ("mrpc", ["--task_name=MRPC"], "task_name 'sst-2', not 'mrpc'", ""),
       ("sst2", ["--task_name=sst-2", "--max_seq_length=32"], "max_seq_length 24, not 32",
        "Pass --max_seq_length=24 to use it, or a new --output_dir to start afresh."),
       ("sst2", ["--task_name=sst-2", "--do_lower_case=false"], "do_lower_case True, not False",
-       "Pass --do_lower_case=True to use it, or a new --output_dir to start afresh.")):
+       "Pass --do_lower_case=True to use it, or a new --output_dir to start afresh."),
+      # A resume under LAMB would go on from AdamW's moments (the same slot names).
+      ("sst2", ["--task_name=sst-2", "--do_train", "--optimizer=lamb"],
+       "optimizer 'adamw', not 'lamb'",
+       "Pass --optimizer=adamw to use it, or a new --output_dir to start afresh.")):
     proc = run_script("run_classifier.py", *_common(d, vocab, tmp_path / data, out, "--do_eval"),
                       *extra, expect_ok=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

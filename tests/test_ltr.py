@@ -516,7 +516,8 @@ def test_pretraining_script_writes_a_causal_checkpoint(ltr_files, ltr_export):
   assert "cls/predictions/output_bias" in names
   assert not any(n.startswith("cls/seq_relationship") for n in names)
   assert json.loads((ltr_export / "run.json").read_text()) == {
-      "objective": "ltr", "next_sentence_weight": 1.0, "objectives": ["next_token"]}
+      "objective": "ltr", "next_sentence_weight": 1.0, "optimizer": "adamw",
+      "objectives": ["next_token"]}
   from modeling import conversion  # convert_checkpoint.py's reading: every variable placed
   _, model = conversion.load_for_conversion(str(ltr_export / "export"),
                                             checkpoints.find_config(str(ltr_export / "export")))
