@@ -76,7 +76,7 @@ class MultipleChoice(TaskAdapter):
                        os.path.join(self.settings.data_dir, "train.csv"))
 
   def build_task(self, config, questions):
-    return multiple_choice.MultipleChoiceTask(config)
+    return multiple_choice.MultipleChoiceTask(config, self.settings.num_choices)
 
   def _arrays(self, tokenizer, questions, pad_to=1):
     s = self.settings

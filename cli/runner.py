@@ -114,8 +114,12 @@ class Runner:
     """Step 1: the flags given and agreeing with each other, the adapter made (it checks
     the script's own); the flags logged. Returns the adapter."""
     s, adapter_class = self.settings, self.adapter_class
-    app.check_given(**adapter_class.required_flags(s))
-    if not any(getattr(s, action) for action in adapter_class.actions) and not s.export_dir:
+    required = adapter_class.required_flags(s)
+    acts = any(getattr(s, action) for action in adapter_class.actions)
+    if not acts:  # an export alone reads the trained run, no data
+      required.pop("data_dir", None)
+    app.check_given(**required)
+    if not acts and not s.export_dir:
       names = [f"--{action}" for action in adapter_class.actions] + (
           ["--export_dir"] if adapter_class.exports else [])
       raise ValueError(f"At least one of {', '.join(names[:-1])} and {names[-1]} must be set.")

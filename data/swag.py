@@ -55,7 +55,7 @@ def read_examples(path, num_choices=4, require_labels=True):
     path: the csv file.
     num_choices: endings per question (columns ending0 .. ending{num_choices-1}).
     require_labels: when True every row needs a label in [0, num_choices); when
-      False (test files) a missing or empty label gives label None.
+      False (test files) a missing or empty label, or -1, gives label None.
   Returns:
     list of SwagExample. A question's id is the unnamed index column when
     present, else `fold-ind`, else its row number.
@@ -81,10 +81,15 @@ def read_examples(path, num_choices=4, require_labels=True):
     if not row or row == [""]:
       continue
     if len(row) != len(header):
+      unclosed = any("\n" in field or "\r" in field for field in row)
       raise ValueError(f"{where}: expected {len(header)} comma-separated fields as in the "
-                       f"header, found {len(row)} (quote fields that hold commas).")
+                       f"header, found {len(row)} (" + (
+                           "a quote left open runs on over the next lines?" if unclosed else
+                           "quote fields that hold commas") + ").")
     label = None
     value = row[label_column].strip() if label_column is not None else ""
+    if not require_labels and value == "-1":
+      value = ""  # test files' usual mark of "no label"
     if value or require_labels:
       try:
         label = int(value)

@@ -62,8 +62,9 @@ class MultipleChoiceTask(ClassificationTask):
   is the right choice's index.
   """
 
-  def __init__(self, config):
+  def __init__(self, config, num_choices=4):
     super().__init__(config, num_labels=1)
+    self.sequences_per_example = num_choices  # for the log's sequences/s
 
   def build_model(self, pack_tokens=False):
     """The built BertMultipleChoice on a new BertEncoder(config, pack_tokens)."""

@@ -50,8 +50,8 @@ class StepLog:
   """Averages training values between log points and reports them: the log line, TensorBoard
   scalars under output_dir/train and train_log.csv (files on the chief only)."""
 
-  def __init__(self, output_dir, num_train_steps, global_batch_size, step, chief):
-    self.num_train_steps, self.global_batch_size = num_train_steps, global_batch_size
+  def __init__(self, output_dir, num_train_steps, sequences_per_step, step, chief):
+    self.num_train_steps, self.sequences_per_step = num_train_steps, sequences_per_step
     self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
                    if chief else tf.summary.create_noop_writer())
     self.csv = CsvLog(os.path.join(output_dir, "train_log.csv")) if chief else None
@@ -69,7 +69,7 @@ class StepLog:
     values = {k: v / self.pending_steps for k, v in self.pending.items()}
     rate = (step - self.mark_step) / max(now - self.mark_time, 1e-9)
     values["steps_per_second"] = rate
-    values["sequences_per_second"] = rate * self.global_batch_size
+    values["sequences_per_second"] = rate * self.sequences_per_step
     remaining = (self.num_train_steps - step) / max(rate, 1e-9)
     parts = " ".join(f"{k} {v:.4g}" for k, v in values.items()
                      if k not in ("steps_per_second", "sequences_per_second"))

@@ -304,8 +304,9 @@ class Trainer:
     previous = signal.getsignal(signal.SIGTERM)
     preemption = distribution.preemption_handler(self.strategy, manager, self._exit_on_sigterm)
     step, seconds_per_step = self.global_step, None
-    log = reports.StepLog(config.output_dir, config.num_train_steps, config.global_batch_size,
-                          step, self.chief)
+    # Sequences, not examples: a multiple-choice question is one per ending.
+    sequences = config.global_batch_size * getattr(self.task, "sequences_per_example", 1)
+    log = reports.StepLog(config.output_dir, config.num_train_steps, sequences, step, self.chief)
     if evaluator is not None:
       evaluator.start(step)
     if preemption is None:

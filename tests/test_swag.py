@@ -62,8 +62,11 @@ def test_reading_quoted_fields_index_column_and_unlabelled_test(tmp_path):
   # Test files: no label column at all, or an empty one.
   path = _write_csv(tmp_path / "test.csv", [r[:-1] for r in rows], HEADER[:-1])
   assert [e.label for e in swag.read_examples(path, require_labels=False)] == [None, None]
-  path = _write_csv(tmp_path / "test2.csv", [_row(0, "A.", "B", list("wxyz"), None)])
-  assert swag.read_examples(path, require_labels=False)[0].label is None
+  path = _write_csv(tmp_path / "test2.csv", [_row(0, "A.", "B", list("wxyz"), -1),
+                                              _row(1, "A.", "B", list("wxyz"), None)])
+  assert [e.label for e in swag.read_examples(path, require_labels=False)] == [None, None]
+  with pytest.raises(ValueError, match=r"test2.csv:2: label '-1' is not an ending index"):
+    swag.read_examples(path)  # where labels are needed, -1 is not one
   # Five endings with --num_choices=5.
   header = HEADER[:-1] + ["ending4", "label"]
   path = _write_csv(tmp_path / "five.csv", [_row(0, "A.", "B", list("vwxyz"), 4)], header)
@@ -77,6 +80,13 @@ def test_bad_rows_name_file_and_line(tmp_path):
                                              good[:-2]])
   with pytest.raises(ValueError, match=rf"^{path}:4: expected 11 comma-separated fields"):
     swag.read_examples(path)
+  # A quote left open swallows the rows after it into one field.
+  path = tmp_path / "open.csv"
+  path.write_text(",".join(HEADER) + "\n" + ",".join(map(str, good)).replace("A.", '"A.', 1)
+                  + "\n" + ",".join(map(str, good)) + "\n")
+  with pytest.raises(ValueError, match=r"open.csv:2: expected 11 comma-separated fields as "
+                     r"in the header, found \d+ \(a quote left open"):
+    swag.read_examples(str(path))
   path = _write_csv(tmp_path / "label.csv", [good, _row(1, "A.", "B", list("wxyz"), 7)])
   with pytest.raises(ValueError, match=rf"^{path}:3: label '7' is not an ending index 0 to 3"):
     swag.read_examples(path)
@@ -219,6 +229,11 @@ def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
                     f"--export_dir={export}")
   results = read_eval_results(out / "eval_results.txt")
   assert list(results) == ["eval_accuracy", "eval_loss", "global_step"]
+  # The log's rate counts sequences: 16 questions of 4 endings a step (each value to 6
+  # significant digits in the file).
+  for row in csv.DictReader(open(out / "train_log.csv")):
+    ratio = float(row["sequences_per_second"]) / float(row["steps_per_second"])
+    assert abs(ratio - 64) < 64 * 2e-5, row
   assert results["eval_accuracy"] > 0.9, proc.stderr[-3000:]
   assert results["global_step"] == int(320 / 16 * 5)
   probs = np.loadtxt(out / "test_results.tsv")
@@ -245,6 +260,13 @@ def test_learns_a_separable_task_predicts_and_exports(model_files, tmp_path):
   np.testing.assert_array_equal(served["label"].numpy(), probs.argmax(-1))  # exact: classes
   ckpt = checkpoints.read_checkpoint(str(out))
   assert isinstance(conversion.model_for(ckpt, config), BertMultipleChoice)
+  # Exported alone: the run's --output_dir, no data (--data_dir is not required).
+  run_script("run_swag.py", f"--output_dir={out}", f"--export_dir={tmp_path / 'again'}")
+  again = fast_tokenization.load_serving(str(tmp_path / "again"))(
+      sent1=tf.constant([e.context for e in examples]),
+      sent2=tf.constant([e.start for e in examples]),
+      endings=tf.constant([e.endings for e in examples]))
+  np.testing.assert_array_equal(again["probabilities"].numpy(), served["probabilities"].numpy())
 
 
 def test_bad_input_is_one_line(model_files, tmp_path):
