@@ -84,9 +84,9 @@ class Classification(TaskAdapter):
 
   def define(self, config):
     s, name = self.settings, self.settings.task_name.lower()
-    return {"task_name": name + (f" ({s.xnli_language})" if name == "xnli" else ""),
-            "labels": self.task.labels, "bilstm_head": s.bilstm_head,
-            "causal_attention": config.causal_attention}, None
+    language = {"xnli_language": s.xnli_language} if name == "xnli" else {}
+    return {"task_name": name, **language, "labels": self.task.labels,
+            "bilstm_head": s.bilstm_head, "causal_attention": config.causal_attention}, None
 
   def read(self, defined, files, worker):
     s = self.settings

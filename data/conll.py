@@ -39,10 +39,14 @@ class Sentence:
 @dataclasses.dataclass
 class Document:
   """Sentences of one document; `header` is its -DOCSTART- line (None when unmarked);
-  `tag_last`: whether the file's tag is its last column (not so in `word TAG 0` copies)."""
+  `tag_last`: whether the file's tag is its last column (not so in `word TAG 0` copies);
+  `columns`: the file's column count; `iob1`: whether the file's tags are IOB1 (an I- tag
+  opens an entity somewhere in it)."""
   sentences: list
   header: str = None
   tag_last: bool = True
+  columns: int = 1
+  iob1: bool = False
 
 
 def to_iob2(tags):
@@ -57,6 +61,13 @@ def to_iob2(tags):
       tag = "B-" + tag[2:]
     out.append(tag)
   return out
+
+
+def to_iob1(tags):
+  """IOB2 tags -> IOB1: B- only where an entity follows one of its own type, I- elsewhere;
+  spans and types as conlleval reads them do not change (to_iob2 undoes it)."""
+  return ["I-" + tag[2:] if tag.startswith("B-") and (i == 0 or tags[i - 1][2:] != tag[2:])
+          else tag for i, tag in enumerate(tags)]
 
 
 def find_split_file(data_dir, split):
@@ -103,8 +114,10 @@ def read_conll(path):
   if first is None:
     raise ValueError(f"{path} holds no words.")
   tag_column = _tag_column(documents, first[0])
+  iob1 = False
   for doc in documents:
     doc.tag_last = tag_column is None or tag_column == first[0] - 1
+    doc.columns = first[0]
     parsed = []
     for sentence in doc.sentences:
       tags = None
@@ -114,10 +127,14 @@ def read_conll(path):
           if not _TAG.match(tag):
             raise ValueError(f"{path}:{number}: {tag!r} in column {tag_column + 1} is not a "
                              f"tag (O, B-TYPE or I-TYPE): {line!r}.")
-        tags = to_iob2(tags)
+        iob2 = to_iob2(tags)
+        iob1 = iob1 or iob2 != tags
+        tags = iob2
       parsed.append(Sentence([r[0][0] for r in sentence], tags, [r[1] for r in sentence],
                              [r[2] for r in sentence]))
     doc.sentences = parsed
+  for doc in documents:
+    doc.iob1 = iob1
   return documents
 
 
@@ -169,16 +186,27 @@ def read_labels(path):
 
 
 def write_predictions(path, documents, predicted_tags):
-  """The input file with a predicted-tag column added, in conlleval's layout: the gold tag
-  and the prediction last. Where the gold tag is not the file's last column (`word TAG 0`),
-  it is written again before the prediction, so that conlleval reads the two."""
+  """The input file with a predicted-tag column added, in conlleval's layout: columns
+  separated by one space, the gold tag and the prediction last, every line with as many
+  columns. Where the gold tag is not the file's last column (`word TAG 0`), it is written
+  again before the prediction, so that conlleval reads the two. The predictions take the
+  file's tag scheme (IOB1 or IOB2), so that conlleval's token accuracy compares like with
+  like; gold tags are written as the file has them."""
   tags = iter(predicted_tags)
   with files.atomic_output(path) as f:
     for doc in documents:
       gold_again = not doc.tag_last
       if doc.header is not None:
-        f.write(f"{doc.header}{' O' if gold_again else ''} O\n\n")
+        given = _COLUMNS.split(doc.header)
+        columns = given if len(given) == doc.columns else (
+            [_DOCSTART] + ["-X-"] * (doc.columns - 2) + ["O"] * (doc.columns > 1))
+        f.write(" ".join(columns + ["O"] * gold_again + ["O"]) + "\n\n")
       for sentence in doc.sentences:
-        for line, gold in zip(sentence.lines, sentence.tags or [None] * len(sentence.lines)):
-          f.write(f"{line}{f' {gold}' if gold_again and gold else ''} {next(tags)}\n")
+        gold = sentence.tags or [None] * len(sentence.lines)
+        guessed = [next(tags) for _ in sentence.lines]
+        if doc.iob1:
+          guessed = to_iob1(guessed)
+        for line, gold_tag, tag in zip(sentence.lines, gold, guessed):
+          f.write(" ".join(_COLUMNS.split(line) + [gold_tag] * bool(gold_again and gold_tag)
+                           + [tag]) + "\n")
         f.write("\n")

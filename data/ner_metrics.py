@@ -59,7 +59,7 @@ def file_scores(documents, predicted_tags, prefix=""):
   file's own tags (data/conll.py documents), keys prefixed; {} when the file has no tags
   of its own (a file to tag, not to score)."""
   gold = [s.tags for d in documents for s in d.sentences]
-  if any(t is None for sentence in gold for t in sentence):
+  if any(tags is None for tags in gold):  # a words-only file
     return {}
   guessed, start = [], 0
   for sentence in gold:

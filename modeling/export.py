@@ -270,7 +270,8 @@ class TextTagger(RawTextModule):
       # Feature-based: the BiLSTM reads each sentence's words, across its windows.
       x = tf.gather_nd(self._model.encode(windows["features"]), first_pieces)  # [N, F]
       sentences = tf.RaggedTensor.from_row_lengths(x, words.row_lengths())  # [B, (W), F]
-      padded = sentences.to_tensor()
+      padded = sentences.to_tensor()  # [B, W, F]; W at least 1: the BiLSTM runs no 0 steps
+      padded = tf.pad(padded, [[0, 0], [0, tf.maximum(1 - tf.shape(padded)[1], 0)], [0, 0]])
       mask = tf.sequence_mask(sentences.row_lengths(), tf.shape(padded)[1])
       logits = self._model.tag_words(padded, mask)["logits"]  # [B, W, C]
       word_logits = tf.RaggedTensor.from_tensor(

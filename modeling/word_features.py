@@ -27,44 +27,46 @@ def check_local_input(feature_based, on_tpu, tpu_address):
 
 
 class ScratchFeatures:
-  """One local scratch file for each data file's word features in turn.
+  """Local scratch files of word features: the training file's, read while it trains, and
+  one for each held-out file in turn (evaluations during training included).
 
-  Checks now that `directory` has room for the largest file's features (`width`
-  float32 per word of the longest file: the held-out files, {split: (documents,
-  tagging_inputs.Words)}, and the tagging_inputs.TrainingFile `training` if any), so
-  a run that would run out of disk stops before any work.
+  Checks now that `directory` has room for both at their largest (`width` float32 per
+  word: the tagging_inputs.TrainingFile `training` if any, and the longest of the
+  held-out files, {split: (documents, tagging_inputs.Words)}), so a run that would run
+  out of disk stops before any work.
   """
 
   def __init__(self, directory, width, held_out, training=None):
+    self.train_path = os.path.join(directory, "train_features.npy")
     self.path = os.path.join(directory, "features.npy")
     self.width = width
-    word_files = [words for _, words in held_out.values()]
-    word_files += [training.words] if training else []
-    max_words = max(len(f.words) for f in word_files)
-    path_checks.check_free_space(directory, max_words * width * 4,
+    held_out_words = max([len(words.words) for _, words in held_out.values()], default=0)
+    training_words = len(training.words.words) if training else 0
+    path_checks.check_free_space(directory, (held_out_words + training_words) * width * 4,
                                  "The encoder's features (--feature_based)",
                                  ": point TMPDIR at a larger local disk")
 
-  def compute(self, model, arrays, num_words, batch_size):
-    """word_features of `model` over window arrays, into the scratch file (replacing the
-    previous file's); returns them memory-mapped."""
-    if os.path.exists(self.path):  # local scratch, not a user path
-      os.remove(self.path)
+  def compute(self, model, arrays, num_words, batch_size, path=None):
+    """word_features of `model` over window arrays, into scratch file `path` (default:
+    the held-out one, replacing the previous file's); returns them memory-mapped."""
+    path = path or self.path
+    if os.path.exists(path):  # local scratch, not a user path
+      os.remove(path)
     logging.info("Features of %d words x %d (%.2f GB) into %s", num_words, self.width,
-                 num_words * self.width * 4 / 1e9, self.path)
-    return word_features(model, arrays, num_words, batch_size, self.path)
+                 num_words * self.width * 4 / 1e9, path)
+    return word_features(model, arrays, num_words, batch_size, path)
 
   def train_input(self, model, arrays, training, batch_size, seed, bucket_by_length):
     """(dataset_fn, load_fn) training the BiLSTM: the features of the training file (a
     tagging_inputs.TrainingFile, whose window `arrays` the encoder reads) computed now,
     then shuffled batches of `batch_size` sentences (tagging_inputs.sentence_dataset),
     whose words' features are read from the scratch file batch by batch."""
-    self.compute(model, arrays, len(training.words.words), batch_size)
+    self.compute(model, arrays, len(training.words.words), batch_size, self.train_path)
     label_ids = [training.labels.index(t) for t in training.words.tags]
     return (lambda ctx: tagging_inputs.sentence_dataset(
                 training.sentence_lengths, label_ids, ctx.get_per_replica_batch_size(batch_size),
                 seed, ctx, bucket_by_length),
-            lambda batches: tagging_inputs.with_word_features(batches, self.path))
+            lambda batches: tagging_inputs.with_word_features(batches, self.train_path))
 
   def tag(self, model, arrays, words, documents, batch_size):
     """The label index of every word of a held-out file (int64 [num_words]): its features

@@ -61,6 +61,42 @@ def test_iob1_to_iob2_keeps_every_span():
     assert ner_metrics.chunks([conll.to_iob2(tags)]) == ner_metrics.chunks([tags])
 
 
+def test_iob2_to_iob1_keeps_every_span_and_round_trips():
+  assert conll.to_iob1(IOB2) == IOB1
+  assert conll.to_iob1(["B-PER", "I-PER", "B-PER", "B-LOC", "O", "I-LOC"]) == [
+      "I-PER", "I-PER", "B-PER", "I-LOC", "O", "I-LOC"]
+  rng = random.Random(1)
+  for _ in range(300):  # predictions may open an entity with I- too
+    tags = [rng.choice(["O", "B-A", "I-A", "B-B", "I-B"]) for _ in range(rng.randint(1, 12))]
+    assert ner_metrics.chunks([conll.to_iob1(tags)]) == ner_metrics.chunks([tags])
+    assert conll.to_iob2(conll.to_iob1(conll.to_iob2(tags))) == conll.to_iob2(tags)
+
+
+def test_predictions_file_is_what_conlleval_reads(tmp_path):
+  """One space between columns (conlleval's default delimiter), however the file separated
+  them; a -DOCSTART- line with as many columns as the rows; predictions in the file's own
+  scheme (here IOB1), so that conlleval's token accuracy compares like with like."""
+  rows = lambda s: [f"{w}\tNNP\tI-NP\t{t}" for w, t in zip(WORDS[s], IOB1[s])]
+  path = _write(tmp_path / "test.txt", ["-DOCSTART-", ""] + rows(slice(0, 4)) + [""]
+                + rows(slice(4, 8)))
+  docs = conll.read_conll(path)
+  predicted = ["B-ORG", "O", "B-MISC", "O", "B-PER", "B-PER", "I-LOC", "O"]  # IOB2, or not
+  conll.write_predictions(str(tmp_path / "out.txt"), docs, predicted)
+  lines = (tmp_path / "out.txt").read_text().splitlines()
+  assert lines[:2] == ["-DOCSTART- -X- -X- O O", ""]
+  want = ["I-ORG", "O", "I-MISC", "O", "I-PER", "B-PER", "I-LOC", "O"]
+  rows = [line.split(" ") for line in lines[2:] if line]
+  assert [r[:4] for r in rows] == [line.split("\t") for line in (
+      (tmp_path / "test.txt").read_text().splitlines()[2:]) if line]
+  assert [r[4] for r in rows] == want and all(len(r) == 5 for r in rows)
+  # A words-only file (prediction input) is written, and scored as nothing.
+  words = conll.read_conll(_write(tmp_path / "words.txt", WORDS[:4]))
+  assert ner_metrics.file_scores(words, ["O"] * 4, "test_") == {}
+  conll.write_predictions(str(tmp_path / "w.txt"), words, ["O", "O", "B-MISC", "O"])
+  assert (tmp_path / "w.txt").read_text().splitlines() == [
+      "EU O", "rejects O", "German B-MISC", "call O", ""]
+
+
 def test_bad_rows_name_the_file_and_line(tmp_path):
   path = _write(tmp_path / "train.txt", ["EU B-ORG", "rejects O", "", "German X-MISC"])
   with pytest.raises(ValueError, match=r"train.txt:4: 'X-MISC' in column 2 is not a tag"):
@@ -399,9 +435,12 @@ def test_feature_based_keeps_the_encoder_frozen(model_files, tmp_path, monkeypat
       d, data, out, "--do_train", "--do_eval", f"--init_checkpoint={init}", "--feature_based",
       "--feature_layers=0,-1,1", "--feature_combine=weighted", "--lstm_units=16",
       "--nodocument_context", "--train_batch_size=16", "--learning_rate=3e-2",
-      "--num_train_epochs=10",
+      "--num_train_epochs=10", "--eval_every_steps=25",
       "--save_checkpoints_steps=1", "--keep_checkpoint_max=1000"))
   assert _results(out / "eval_results.txt")["eval_f1"] > 0.9, proc.stderr[-3000:]
+  # Evaluations during training compute the dev file's features beside the training
+  # file's, which training goes on reading (a dev file of fewer words used to replace them).
+  assert len((out / "eval_log.csv").read_text().splitlines()) == 1 + 4
   assert f"into {scratch}/run_ner_" in proc.stderr, proc.stderr[-3000:]
   assert not list(scratch.glob("run_ner_*"))  # the features' scratch folder is removed
   start = checkpoints.read_checkpoint(init).weights
@@ -582,6 +621,13 @@ def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, 
   assert counts == lengths
   assert [t.decode() for row, n in zip(served["tags"].numpy(), counts) for t in row[:n]] == tags
   assert len(set(tags)) > 1
+  # Requests of no words (empty or blank texts) get no tags, alone or with others.
+  serve = export.TextTagger(model, vocab, True, 24, labels).serve
+  empty = serve(tf.constant(["", " "]))
+  assert empty["num_words"].numpy().tolist() == [0, 0] and empty["tags"].shape[1] in (0, 1)
+  mixed = serve(tf.constant(["", " ".join(documents[0].sentences[0].words)]))
+  assert mixed["num_words"].numpy().tolist() == [0, lengths[0]]
+  assert [t.decode() for t in mixed["tags"].numpy()[1][:lengths[0]]] == tags[:lengths[0]]
 
 
 @pytest.mark.parametrize("distributed", [False, True])

@@ -11,7 +11,7 @@ from cli.model_files import ModelFiles
 from cli.settings import FineTuningSettings, RunSettings, with_flags
 from cli.task_adapter import TrainSteps
 from conftest import script_module, write_vocab
-from data import tokenization
+from data import glue, tokenization
 from modeling.config import BertConfig
 
 CONFIG = BertConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
@@ -102,6 +102,13 @@ def test_an_adapter_runs_its_steps_from_settings_alone(run_classifier, tmp_path)
   with pytest.raises(ValueError, match=r"^--doc_stride windows single texts; MRPC takes "
                                        r"pairs\.$"):
     adapter_class(dataclasses.replace(settings, task_name="MRPC", doc_stride=4))
+  # XNLI's language is an entry of its own: an evaluation takes both flags back from run.json
+  # (flags_to_take), and a mismatch names the flag to pass.
+  identity, _ = adapter_class(dataclasses.replace(settings, task_name="XNLI",
+                                                  xnli_language="de")).define(CONFIG)
+  assert (identity["task_name"], identity["xnli_language"]) == ("xnli", "de")
+  assert glue.get_task(identity["task_name"], identity["xnli_language"]).labels == [
+      "contradiction", "entailment", "neutral"]
 
 
 def test_a_run_that_does_not_train_takes_the_recorded_flags_it_is_not_given(tmp_path):
