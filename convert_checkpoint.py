@@ -81,7 +81,7 @@ def main(_):
   app.check_given(input_checkpoint=FLAGS.input_checkpoint, output_dir=FLAGS.output_dir)
   app.log_flags()
   from data import path_checks, tokenization
-  from modeling import checkpoints, conversion
+  from modeling import checkpoints, conversion, vocab_growth
   from modeling.config import BertConfig
 
   path_checks.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
@@ -101,7 +101,11 @@ def main(_):
     if size > config.vocab_size:
       raise ValueError(f"{vocab_file} has {size} entries but the model's vocab_size is "
                        f"{config.vocab_size}; pass the checkpoint's own --vocab_file.")
-  ckpt, model = conversion.load_for_conversion(FLAGS.input_checkpoint, config)
+  # A --vocab_file that extends the input's (learn_vocab.py) grows its word rows, as a
+  # training run would: the output then pairs that vocab with rows made for it.
+  growth = vocab_growth.growth_for(FLAGS.input_checkpoint, vocab_file, config) \
+      if FLAGS.vocab_file else None
+  ckpt, model = conversion.load_for_conversion(FLAGS.input_checkpoint, config, growth)
   labels = _labels_beside(ckpt.path, getattr(model, "num_labels", None))
   casing = {"tokenizer_config.json": _tokenizer_config(FLAGS.input_checkpoint)}
   path = conversion.write_checkpoint(model, FLAGS.output_dir, FLAGS.output_format, config,

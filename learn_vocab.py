@@ -82,7 +82,8 @@ def main(_):
   from data import files, path_checks, text_decoding, tokenization, wordpiece_vocab
   from data.progress import Progress
   paths = path_checks.expand_file_patterns(FLAGS.input_file, "--input_file")
-  path_checks.check_output_file(FLAGS.vocab_file, "--vocab_file", paths)
+  path_checks.check_output_file(FLAGS.vocab_file, "--vocab_file", paths + [
+      p for p in (FLAGS.base_vocab_file, FLAGS.held_out_file) if p])
   if FLAGS.base_vocab_file:
     path_checks.check_input_files(base_vocab_file=FLAGS.base_vocab_file,
                                   held_out_file=FLAGS.held_out_file)

@@ -6,6 +6,7 @@ another task, label set or length stops instead of reusing it, and a later run t
 evaluates or predicts takes the recorded flags it is not given (flags_to_take).
 """
 
+import hashlib
 import json
 import os
 
@@ -35,6 +36,16 @@ def identity(what, max_seq_length, init_checkpoint, output_dir, length_and_start
     if init.rstrip("/") != out.rstrip("/") and not init.startswith(out.rstrip("/") + "/"):
       found["init_checkpoint"] = init
   return found
+
+
+def vocab_entry(vocab_file):
+  """{"vocab": its entry count and content hash} of a run's vocab.txt ({} without one): a
+  resume or evaluation with another vocab would read the model's rows as other words."""
+  if not vocab_file:
+    return {}
+  from data import tokenization
+  digest = hashlib.sha256(files.read_bytes(vocab_file)).hexdigest()[:16]
+  return {"vocab": f"{len(tokenization.vocab_tokens(vocab_file))} entries, sha256 {digest}"}
 
 
 def recorded(output_dir):
@@ -88,6 +99,9 @@ def check(output_dir, identity, settings=None):
                  and as_flag(getattr(settings, key)) == as_flag(value))
       use = (f"Pass --{key}={as_flag(saved[key])} to use it, or a new --output_dir to start "
              "afresh." if is_flag else "Pass a new --output_dir to start afresh.")
+      if key == "vocab":
+        use = (f"Pass the vocab.txt it was trained with ({os.path.join(output_dir, 'vocab.txt')})"
+               " as --vocab_file, or a new --output_dir to start afresh.")
       raise ValueError(f"--output_dir={output_dir} holds a model trained with {key} "
                        f"{_shown(saved[key])}, not {_shown(value)}; it would be reused. {use}")
 

@@ -70,10 +70,10 @@ class Runner:
     app.make_output_dir(s.output_dir)  # 3
     path_checks.check_output_dir(s.export_dir, "--export_dir", "the SavedModel")
     what, defined = adapter.define(files.config)  # 4
-    # The optimizer too: AdamW's and LAMB's checkpoints hold the same slots, and a resume
-    # under the other would go on from moments it did not make.
-    identity = run_identity.identity({**what, "optimizer": s.optimizer}, s.max_seq_length,
-                                     s.init_checkpoint, s.output_dir,
+    # The optimizer too (AdamW's and LAMB's checkpoints hold the same slots: a resume under
+    # the other would go on from moments it did not make), and the vocab the rows are of.
+    what = {**what, "optimizer": s.optimizer, **run_identity.vocab_entry(files.vocab_file)}
+    identity = run_identity.identity(what, s.max_seq_length, s.init_checkpoint, s.output_dir,
                                      adapter.length_and_start_define_run, s.do_lower_case)
     run_identity.check(s.output_dir, identity, s)
 

@@ -226,8 +226,13 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
                           _listing("missing from the checkpoint", missing),
                           _listing("in the checkpoint but not in the model", unexpected)) if p]
   if problems:
+    rows = ckpt.weights.get("bert/embeddings/word_embeddings")
+    hint = ""
+    if rows is not None and any(m.startswith("bert/embeddings/word_embeddings ") for m in mismatched):
+      hint = (f" The checkpoint has {len(rows)} word rows: its own bert_config.json and "
+              "vocab.txt (beside it) give the model as many.")
     raise ValueError(f"Checkpoint {ckpt.path} ({ckpt.format}) does not fit the model: "
-                     f"{'; '.join(problems)}.")
+                     f"{'; '.join(problems)}.{hint}")
   for name, var in targets.items():
     if name not in fresh:
       var.assign(ckpt.weights[name].astype(var.dtype))

@@ -63,18 +63,19 @@ def model_for(ckpt, config):
   return model
 
 
-def load_for_conversion(path, config):
+def load_for_conversion(path, config, growth=None):
   """(Checkpoint read, model holding its values) for the checkpoint at `path` (any format).
 
   Every checkpoint variable lands in the model and every model variable comes
   from the checkpoint, shapes equal; the one exception is a pooler that a
   transformers question answering, token classification or masked/causal LM
   file lacks (its class has none; those models never read it), which keeps
-  fresh values.
+  fresh values. growth: a vocab_growth.VocabGrowth, for a vocab that extends the
+  checkpoint's (its new rows initialised as a training run's would be).
   """
   ckpt = checkpoints.read_checkpoint(path)
   model = model_for(ckpt, config)
-  checkpoints.load_checkpoint(model, path, ckpt=ckpt)
+  checkpoints.load_checkpoint(model, path, ckpt=ckpt, growth=growth)
   return ckpt, model
 
 

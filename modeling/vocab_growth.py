@@ -15,6 +15,7 @@ The output layer is tied to the embedding (one variable), so it follows.
 """
 
 import dataclasses
+import zlib
 
 import numpy as np
 from absl import logging
@@ -39,10 +40,12 @@ def base_pieces(token, wordpiece):
 
 def new_rows(base_tokens, tokens, checkpoint_rows):
   """[(row, token)] of the run's vocab that the checkpoint did not train as that token:
-  rows at or past checkpoint_rows, and base [unusedN] rows that now hold another token."""
+  rows at or past checkpoint_rows or past the base vocab's last entry (a checkpoint may
+  hold more rows than its vocab has entries: padding), and base [unusedN] rows that now
+  hold another token."""
   rows = []
   for row, token in enumerate(tokens):
-    if row >= checkpoint_rows:
+    if row >= checkpoint_rows or (base_tokens and row >= len(base_tokens)):
       rows.append((row, token))
     elif row < len(base_tokens) and vocab_extension.is_unused(base_tokens[row]) and token != base_tokens[row]:
       rows.append((row, token))
@@ -80,7 +83,12 @@ def grow(weights, growth):
   rows += [(row, None) for row in range(base_rows, growth.vocab_size) if row not in listed]
   if not rows:
     return weights
-  rng = np.random.default_rng(growth.seed)
+  # Without a seed, one derived from the new tokens: every worker of a multi-worker run
+  # grows the same rows alike.
+  seed = growth.seed
+  if seed is None:
+    seed = zlib.crc32("\n".join(str(token) for _, token in rows).encode("utf-8"))
+  rng = np.random.default_rng(seed)
   wordpiece = tokenization.WordpieceTokenizer(
       {t: i for i, t in enumerate(base_tokens) if i < base_rows})
   bias = weights.get(OUTPUT_BIAS)
@@ -98,9 +106,8 @@ def grow(weights, growth):
       if grown_bias is not None:
         grown_bias[row] = bias[pieces].mean()
       from_pieces.append(row)
-    else:  # as BERT's initializer: a normal truncated at two standard deviations
-      values = rng.normal(0.0, growth.initializer_range, table.shape[1])
-      grown[row] = np.clip(values, -2 * growth.initializer_range, 2 * growth.initializer_range)
+    else:  # as BERT's initializer: a normal truncated at two standard deviations (redrawn)
+      grown[row] = truncated_normal(rng, growth.initializer_range, table.shape[1])
       if grown_bias is not None:
         grown_bias[row] = 0.0
   appended = growth.vocab_size - base_rows
@@ -116,6 +123,15 @@ def grow(weights, growth):
   if grown_bias is not None:
     out[OUTPUT_BIAS] = grown_bias
   return out
+
+
+def truncated_normal(rng, stddev, size):
+  """`size` draws of a normal of mean 0 and `stddev`, each beyond two standard deviations
+  drawn again (TensorFlow's truncated_normal, BERT's initializer)."""
+  values = rng.normal(0.0, stddev, size)
+  while (outside := np.abs(values) > 2 * stddev).any():
+    values[outside] = rng.normal(0.0, stddev, int(outside.sum()))
+  return values
 
 
 def read_tokens(vocab_file):

@@ -259,9 +259,13 @@ def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
                                            "--do_train", "--train_batch_size=16",
                                            "--num_train_epochs=1"))
   record = json.loads((out / "run.json").read_text())
+  from cli import run_identity
   assert record == {"task_name": "sst-2", "labels": ["0", "1"], "bilstm_head": False,
-                    "causal_attention": False, "optimizer": "adamw", "max_seq_length": 24,
+                    "causal_attention": False, "optimizer": "adamw",
+                    **run_identity.vocab_entry(str(vocab)), "max_seq_length": 24,
                     "do_lower_case": True, "doc_stride": 0}
+  other_vocab = tmp_path / "other_vocab.txt"  # one entry renamed: other words, same rows
+  other_vocab.write_text(open(vocab).read().replace("\nfilm\n", "\nmovie\n"))
   before = sorted(p.name for p in out.iterdir())
   for data, extra, wrong, use in (
       ("mrpc", ["--task_name=MRPC"], "task_name 'sst-2', not 'mrpc'", ""),
@@ -272,7 +276,12 @@ def test_output_dir_of_another_run_is_refused_not_reused(model_files, tmp_path):
       # A resume under LAMB would go on from AdamW's moments (the same slot names).
       ("sst2", ["--task_name=sst-2", "--do_train", "--optimizer=lamb"],
        "optimizer 'adamw', not 'lamb'",
-       "Pass --optimizer=adamw to use it, or a new --output_dir to start afresh.")):
+       "Pass --optimizer=adamw to use it, or a new --output_dir to start afresh."),
+      ("sst2", ["--task_name=sst-2", f"--vocab_file={other_vocab}"],
+       f"vocab {record['vocab']!r}, not "
+       f"{run_identity.vocab_entry(str(other_vocab))['vocab']!r}",
+       f"Pass the vocab.txt it was trained with ({out}/vocab.txt) as --vocab_file, or a new "
+       "--output_dir to start afresh.")):
     proc = run_script("run_classifier.py", *_common(d, vocab, tmp_path / data, out, "--do_eval"),
                       *extra, expect_ok=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr

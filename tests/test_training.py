@@ -299,9 +299,10 @@ def test_outputs_eval_results_export_and_plot(setup, tmp_path):
   assert list(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                            "next_sentence_accuracy", "next_sentence_loss"]
   assert (out / "eval_results.txt").read_text().splitlines()[0] == "global_step = 30"
+  from cli import run_identity
   assert json.loads((out / "run.json").read_text()) == {
       "objective": "mlm", "next_sentence_weight": 1.0, "optimizer": "adamw",
-      "objectives": ["masked_lm", "next_sentence"]}
+      **run_identity.vocab_entry(str(setup[1])), "objectives": ["masked_lm", "next_sentence"]}
   assert (out / "training_curves.png").stat().st_size > 1000
   assert "sequences/s" in proc.stderr and "ETA" in proc.stderr
   assert list((out / "train").glob("events.out.tfevents.*"))

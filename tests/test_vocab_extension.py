@@ -86,6 +86,10 @@ def test_the_script_stops_on_bad_input_and_says_when_words_run_short(
   assert last_error_line(proc) == (f"error: --held_out_file={tmp_path}/empty.txt: no words to "
                                    "measure pieces per word on.")
   assert not out.exists()
+  proc = run_script("learn_vocab.py", *args, f"--vocab_file={base}", expect_ok=False)
+  assert last_error_line(proc) == (f"error: --vocab_file={base} is also an input file; name "
+                                   "another file.")  # a release's vocab kept whole
+  assert tokenization.vocab_tokens(base) == BASE
   proc = run_script("learn_vocab.py", *args, "--num_new_tokens=4", expect_ok=False)
   assert last_error_line(proc) == (f"error: --num_new_tokens=4: --base_vocab_file={base} has "
                                    "only 3 [unusedN] slots; ask for fewer or use "

@@ -94,3 +94,36 @@ def test_grown_model_loads_stays_tied_and_converts(tmp_path, caplog):
   hf = load_file(str(tmp_path / "hf" / "model.safetensors"))
   np.testing.assert_array_equal(hf["bert.embeddings.word_embeddings.weight"], emb)
   np.testing.assert_array_equal(hf["cls.predictions.bias"], out_bias)
+  # convert_checkpoint.py given the grown vocab grows the base checkpoint's rows as the
+  # load above (the [unusedN] and appended rows from their pieces), not the release's rows
+  # beside the new words.
+  from scripts import run_script
+  config.to_json_file(str(tmp_path / "grown_config.json"))
+  run_script("convert_checkpoint.py", f"--input_checkpoint={base_dir}",
+             f"--vocab_file={new_vocab}", f"--bert_config_file={tmp_path / 'grown_config.json'}",
+             f"--output_dir={tmp_path / 'converted'}")
+  converted = checkpoints.read_checkpoint(str(tmp_path / "converted")).weights
+  for row in PIECES:
+    np.testing.assert_array_equal(converted[vocab_growth.EMBEDDINGS][row], emb[row])
+    np.testing.assert_array_equal(converted[vocab_growth.OUTPUT_BIAS][row], out_bias[row])
+
+
+def test_rows_past_the_base_vocab_are_new_and_random_rows_are_bert_s_initializer():
+  """A checkpoint may hold more rows than its vocab has entries (padding): an appended
+  token that lands there was never trained as it. Random rows are a normal truncated at
+  two standard deviations by drawing again (none piled up at the bounds), and the same in
+  every process without a seed (each worker of a multi-worker run grows its own copy)."""
+  padded = BASE[:15]  # a 20-row checkpoint whose vocab lists 15 entries
+  tokens = padded + ["cats", "zz", "qq", "xx", "ww", "vv"]
+  assert [row for row, _ in vocab_growth.new_rows(padded, tokens, 20)] == list(range(15, 21))
+  table = np.zeros((20, 400), np.float32)
+  growth = vocab_growth.VocabGrowth(padded, tokens, len(tokens), initializer_range=0.02)
+  grown = vocab_growth.grow({vocab_growth.EMBEDDINGS: table}, growth)[vocab_growth.EMBEDDINGS]
+  np.testing.assert_array_equal(grown[15], table[[8, 11]].mean(axis=0))  # cats: cat ##s
+  random_rows = grown[16:]
+  assert np.abs(random_rows).max() < 0.04  # strictly inside: nothing clipped to the bound
+  # A normal truncated at 2 sd has sd 0.880 of the untruncated one: 0.0176 (2,000 draws:
+  # the estimate's own sd is about 0.0176 / sqrt(2 * 2000) = 0.0003).
+  assert abs(random_rows.std() - 0.0176) < 5 * 0.0003
+  again = vocab_growth.grow({vocab_growth.EMBEDDINGS: table}, growth)[vocab_growth.EMBEDDINGS]
+  np.testing.assert_array_equal(again, grown)

@@ -177,6 +177,7 @@ def generate_sharded(input_files, output_files, vocab_file, do_lower_case, confi
     for path in staging:
       if files.exists(path):
         files.remove(path)
+      files.remove_leftovers(path)  # a worker stopped inside its own temporary write
     raise
   total = generation.Summary(documents.ReadStats(), config=config)
   for j in range(len(groups)):
