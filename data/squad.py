@@ -150,9 +150,13 @@ def _example(where, qa, doc_tokens, char_to_word_offset, is_training, version_2_
   """One SquadExample, or None for a training answer not found in its context."""
   start = end = answer_text = None
   impossible = False
+  if not isinstance(qa["question"], str):
+    raise ValueError(f"{where}: its question is {type(qa['question']).__name__}, not text.")
   if is_training:
     if version_2_with_negative:
       impossible = qa["is_impossible"]
+    if not isinstance(qa["answers"], list):
+      raise ValueError(f"{where}: answers is {type(qa['answers']).__name__}, not a list.")
     if len(qa["answers"]) != 1 and not impossible:
       hint = "" if version_2_with_negative else " (unanswerable questions need SQuAD 2.0 mode)"
       raise ValueError(f"{where} has {len(qa['answers'])} answers; training needs exactly "
@@ -165,6 +169,9 @@ def _example(where, qa, doc_tokens, char_to_word_offset, is_training, version_2_
       offset = answer["answer_start"]
       if not isinstance(offset, int) or offset < 0:
         raise ValueError(f"{where}: answer_start {offset!r} is not a character position.")
+      if offset + max(len(answer_text), 1) > len(char_to_word_offset):
+        raise ValueError(f"{where}: answer_start {offset} and its {len(answer_text)}-character "
+                         f"text run past the context ({len(char_to_word_offset)} characters).")
       start = char_to_word_offset[offset]
       end = char_to_word_offset[offset + len(answer_text) - 1]
       actual = " ".join(doc_tokens[start:end + 1])

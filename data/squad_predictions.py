@@ -11,8 +11,8 @@ null score over the windows. Options are arguments.
 
 import collections
 import json
+import math
 
-import scipy.special
 from absl import logging
 
 from data import files, tokenization
@@ -113,7 +113,7 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
             continue
           prelim.append(_Prelim(feature_index, start, end, result.start_logits[start],
                                 result.end_logits[end]))
-    if version_2_with_negative:
+    if version_2_with_negative and example_features:
       prelim.append(_Prelim(null_feature, 0, 0, null_start, null_end))
     prelim.sort(key=lambda p: p.start_logit + p.end_logit, reverse=True)
     seen, nbest = set(), []
@@ -139,7 +139,7 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
       nbest.append(_Nbest("", null_start, null_end))
     if not nbest:  # a nonce, as the original, for the rare example without a valid span
       nbest.append(_Nbest("empty", 0.0, 0.0))
-    probabilities = scipy.special.softmax([e.start_logit + e.end_logit for e in nbest]).tolist()
+    probabilities = _compute_softmax([e.start_logit + e.end_logit for e in nbest])
     all_nbest[example.qas_id] = [
         collections.OrderedDict([("text", e.text), ("probability", p),
                                  ("start_logit", e.start_logit), ("end_logit", e.end_logit)])
@@ -156,6 +156,20 @@ def compute_predictions(examples, features, results, n_best_size, max_answer_len
       null_odds[example.qas_id] = score_diff
       predictions[example.qas_id] = "" if score_diff > null_score_diff_threshold else best.text
   return predictions, all_nbest, null_odds
+
+
+def _compute_softmax(scores):
+  """The original's softmax of the n-best scores, in its order of operations (Python
+  floats, max subtracted, one pass of sums), so that nbest_predictions.json's probabilities
+  equal the original's bit for bit; numpy's summation differs in the last bits."""
+  if not scores:
+    return []
+  top = max(scores)
+  exps = [math.exp(score - top) for score in scores]
+  total = 0.0
+  for x in exps:
+    total += x
+  return [x / total for x in exps]
 
 
 def predictions_from_outputs(examples, features, outputs, n_best_size, max_answer_length,

@@ -227,10 +227,12 @@ def load_checkpoint(model, path, allow_new_heads=False, ckpt=None, growth=None):
                           _listing("in the checkpoint but not in the model", unexpected)) if p]
   if problems:
     rows = ckpt.weights.get("bert/embeddings/word_embeddings")
+    table = targets.get("bert/embeddings/word_embeddings")
     hint = ""
-    if rows is not None and any(m.startswith("bert/embeddings/word_embeddings ") for m in mismatched):
-      hint = (f" The checkpoint has {len(rows)} word rows: its own bert_config.json and "
-              "vocab.txt (beside it) give the model as many.")
+    if rows is not None and table is not None and len(rows) != table.shape[0]:
+      hint = (f" The checkpoint has {len(rows)} word rows, the model's config "
+              f"vocab_size {table.shape[0]}: the bert_config.json and vocab.txt beside the "
+              "checkpoint give the model as many.")
     raise ValueError(f"Checkpoint {ckpt.path} ({ckpt.format}) does not fit the model: "
                      f"{'; '.join(problems)}.{hint}")
   for name, var in targets.items():

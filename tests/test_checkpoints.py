@@ -152,6 +152,12 @@ def test_shape_mismatch_is_one_line_naming_variable_and_shapes(tmp_path):
   assert (f"does not fit the model: shapes differ ({count}): bert/embeddings/word_embeddings "
           "([60, 16] in the checkpoint, [60, 32] in the model), ") in message
   assert message.endswith(f" and {count - 4} more.")
+  # Another vocab size: the message says where the checkpoint's own config is.
+  grown = BertConfig(**{**SMALL.to_dict(), "vocab_size": 64})
+  with pytest.raises(ValueError, match=r"The checkpoint has 60 word rows, the model's config "
+                     r"vocab_size 64: the bert_config.json and vocab.txt beside the checkpoint "
+                     r"give the model as many\.$"):
+    checkpoints.load_checkpoint(BertEncoder(grown), path)
 
 
 def test_every_mismatch_is_named_on_one_line(tmp_path):

@@ -151,6 +151,13 @@ def test_post_processing_filters_and_null_answers():
   assert preds["q"] == "Steve Smith" and "" in [e["text"] for e in nbest["q"]]
   preds, _, _ = squad_predictions.compute_predictions([example], [feature], [result], 5, 30, True, True, -12.0)
   assert preds["q"] == ""  # score_diff -11 > threshold -12: no answer
+  # A question whose context has no pieces has no window: v2.0 answers "" with odds 0.0, v1.1
+  # the nonce (the original raised in v2.0).
+  blank = squad.SquadExample("b", "who ?", ["\u200b"])
+  for v2, want in ((True, ""), (False, "empty")):
+    preds, _, odds = squad_predictions.compute_predictions([example, blank], [feature],
+                                                           [result], 5, 30, True, v2, 0.0)
+    assert preds["b"] == want and (odds["b"] == 0.0 if v2 else not odds)
 
 
 def test_official_metrics_by_hand():
@@ -370,8 +377,14 @@ def test_bad_squad_files_name_the_file_and_question(tmp_path):
                                        r"\(KeyError: 'is_impossible'\)"):
     squad.read_squad_examples(no_flag, True, True)
   outside = _write(tmp_path, _dataset([("a b c", [_qa("q2", "q?", [("b", 99)])])]))
-  with pytest.raises(ValueError, match=r"question 'q2': missing or malformed field \(IndexError"):
+  with pytest.raises(ValueError, match=r"question 'q2': answer_start 99 and its 1-character "
+                                       r"text run past the context \(5 characters\)\.$"):
     squad.read_squad_examples(outside, True, False)
+  for qa, said in (({"id": "q3", "question": None, "answers": []}, "its question is NoneType"),
+                   (_qa("q4", "q?", [("b", 2)]) | {"answers": "b"}, "answers is str, not a list")):
+    with pytest.raises(ValueError, match=f"question '{qa['id']}': {said}"):
+      squad.read_squad_examples(_write(tmp_path, _dataset([("a b c", [qa])]), "typed.json"),
+                                True, False)
   config = tmp_path / "bert_config.json"
   config.write_text(json.dumps({"vocab_size": len(WORDS), "hidden_size": 8,
                                 "num_hidden_layers": 1, "num_attention_heads": 1,
@@ -379,8 +392,8 @@ def test_bad_squad_files_name_the_file_and_question(tmp_path):
   proc = run_script("run_squad.py", f"--vocab_file={write_vocab(tmp_path / 'v.txt', WORDS)}",
                     f"--bert_config_file={config}", f"--output_dir={tmp_path / 'out'}",
                     "--do_train", f"--train_file={outside}", expect_ok=False)
-  assert last_error_line(proc) == (f"error: {outside}: question 'q2': missing or malformed "
-                                   "field (IndexError: list index out of range).")
+  assert last_error_line(proc) == (f"error: {outside}: question 'q2': answer_start 99 and its "
+                                   "1-character text run past the context (5 characters).")
 
 
 @pytest.mark.parametrize("content,message", [
