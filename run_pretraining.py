@@ -73,12 +73,13 @@ flags.DEFINE_bool("per_word_decision", False,
 must_be_positive("learning_rate")
 FLAGS = flags.FLAGS
 # The settings: the flags the runner reads, this script's own and whether
-# --next_sentence_weight was given (main resolves it).
+# --next_sentence_weight and --masked_lm_prob were given (main resolves them).
 Settings = with_flags(RunSettings, "input_file", "max_predictions_per_seq", "eval_batch_size",
                       "num_train_steps", "num_warmup_steps", "max_eval_steps",
                       "eval_input_file", "input_compression", "next_sentence_weight",
                       "next_sentence_weight_given", "objective", "dynamic_masking",
-                      "masked_lm_prob", "do_whole_word_mask", "per_word_decision")
+                      "masked_lm_prob", "masked_lm_prob_given", "do_whole_word_mask",
+                      "per_word_decision")
 
 
 class Pretraining(TaskAdapter):
@@ -88,7 +89,10 @@ class Pretraining(TaskAdapter):
   actions = ("do_train", "do_eval")
   exports = False
   tokens = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
-  vocab_required = False  # a vocab, given or found, is only copied (and masks anew)
+  @property
+  def vocab_required(self):
+    """A vocab, given or found, is only copied, unless --dynamic_masking masks anew."""
+    return self.settings.dynamic_masking
   # The paper's second phase resumes the same run on records of 512 tokens.
   length_and_start_define_run = False
   # Scoring a checkpoint whose masked-LM head starts fresh is a step-0 baseline
@@ -100,10 +104,10 @@ class Pretraining(TaskAdapter):
     s = settings
     language_model.check_options(
         s.do_train, s.num_train_steps, s.objective, s.next_sentence_weight,
-        s.next_sentence_weight_given, s.dynamic_masking, s.vocab_file,
-        s.max_predictions_per_seq)
+        s.next_sentence_weight_given, s.dynamic_masking, s.max_predictions_per_seq)
     given = [name for name, value in (("--do_whole_word_mask", s.do_whole_word_mask),
-                                      ("--per_word_decision", s.per_word_decision)) if value]
+                                      ("--per_word_decision", s.per_word_decision),
+                                      ("--masked_lm_prob", s.masked_lm_prob_given)) if value]
     if given and not s.dynamic_masking:
       raise ValueError(f"{' and '.join(given)} without --dynamic_masking: training reads the "
                        f"records' own masks (give {'them' if len(given) > 1 else 'it'} to "
@@ -182,8 +186,9 @@ class Pretraining(TaskAdapter):
 
 
 def main(_):
-  given = bool(FLAGS["next_sentence_weight"].present)
-  Runner(Settings.from_flags(FLAGS, next_sentence_weight_given=given), Pretraining).run()
+  Runner(Settings.from_flags(
+      FLAGS, next_sentence_weight_given=bool(FLAGS["next_sentence_weight"].present),
+      masked_lm_prob_given=bool(FLAGS["masked_lm_prob"].present)), Pretraining).run()
 
 
 if __name__ == "__main__":

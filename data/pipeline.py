@@ -10,6 +10,7 @@ import concurrent.futures
 import contextlib
 
 import tensorflow as tf
+from absl import logging
 
 from data import path_checks, record_files
 
@@ -47,29 +48,43 @@ def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits
   names = path_checks.expand_file_patterns(file_patterns, source)
 
   def check(path):
+    """False for a file without records (a generator's shard that got no instance)."""
     end = _check_first_record(path, spec, flag_hint or {}, compression)
+    if end is _EMPTY:
+      return False
     if id_limits:
       _check_ids(path, end, spec, id_limits, compression, count)
+    return True
 
   # Several files at once: a pod's input can be thousands of shards in a bucket,
   # where each open waits on the network. The first bad file in order is named.
   with concurrent.futures.ThreadPoolExecutor(min(CHECK_THREADS, len(names))) as pool:
     checks = [pool.submit(check, path) for path in names]
     try:
-      for done in checks:
-        done.result()
+      empty = [path for path, done in zip(names, checks) if not done.result()]
     except BaseException:
       for pending in checks:
         pending.cancel()
       raise
+  if len(empty) == len(names):
+    raise ValueError(f"{names[0]} holds no records." if len(names) == 1 else
+                     f"None of the {len(names)} files of {file_patterns} holds records.")
+  if empty:  # as the original, which reads them as no examples
+    logging.warning("%d of the %d files of %s hold no records (%s%s); read as no examples.",
+                    len(empty), len(names), file_patterns, empty[0],
+                    ", ..." if len(empty) > 1 else "")
   return names
 
 
 _op_detail = record_files.op_detail
 
 
+_EMPTY = object()  # _check_first_record's answer for a file without records
+_LIST_KINDS = {tf.int64: "int64_list", tf.float32: "float_list", tf.string: "bytes_list"}
+
+
 def _check_first_record(path, spec, flag_hint, compression):
-  """Returns the file's entry of record_files.file_ends."""
+  """Returns the file's entry of record_files.file_ends (_EMPTY: the file holds no record)."""
   try:
     first = next(iter(tf.data.TFRecordDataset(path, compression).take(1)), None)
   except tf.errors.OpError as e:
@@ -79,7 +94,7 @@ def _check_first_record(path, spec, flag_hint, compression):
     raise ValueError(f"Cannot read {path} as {what} ({_op_detail(e)}); {guess}") from None
   end = record_files.file_end(path, compression)  # an uncompressed file cut short: named here
   if first is None:
-    raise ValueError(f"{path} holds no records.")
+    return _EMPTY
   try:
     example = tf.train.Example.FromString(first.numpy())
   except Exception:  # protobuf's DecodeError: not tf.train.Example records
@@ -90,6 +105,10 @@ def _check_first_record(path, spec, flag_hint, compression):
                        f"{', '.join(sorted(spec))}.")
     entry = example.features.feature[name]
     kind = entry.WhichOneof("kind")
+    want_kind = _LIST_KINDS.get(feature.dtype)
+    if kind and want_kind and kind != want_kind:
+      raise ValueError(f"{path}: {name} is stored as {kind} but read as {feature.dtype.name} "
+                       f"({want_kind}); regenerate the data.")
     length = len(getattr(entry, kind).value) if kind else 0
     want = feature.shape[0] if feature.shape else 1
     if length != want:
@@ -254,7 +273,7 @@ def pipeline_shard(names, input_context=None):
 
 
 def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
-                   input_context=None, compression="", shuffle_buffer=1000,
+                   input_context=None, compression="", shuffle_buffer=100,
                    cycle_length=CYCLE_LENGTH, length_multiple=0, bucket_by_length=False,
                    drop_remainder=None):
   """Batched, parsed records from TFRecord files.
@@ -277,6 +296,8 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
     seed: makes shuffling (and so the whole order) reproducible.
     input_context: a tf.distribute.InputContext, or None for a single pipeline.
     cycle_length: training: files read at once (at most this pipeline's count).
+    shuffle_buffer: training: records shuffled after the interleave (100, the original's
+      run_pretraining.py and run_classifier.py buffer).
     length_multiple: when positive, each batch's token axis is cut to its
       longest sequence rounded up to this multiple (see `trimmer`); the
       examples and their order do not change.

@@ -57,15 +57,19 @@ def check_objective(objective, next_sentence_weight, weight_given):
 
 
 def check_options(do_train, num_train_steps, objective, next_sentence_weight, weight_given,
-                  dynamic_masking, vocab_file, max_predictions_per_seq):
+                  dynamic_masking, max_predictions_per_seq):
   """ValueError naming the run_pretraining.py flag that does not fit the others: training
-  steps, check_objective, and what --dynamic_masking needs."""
+  steps, check_objective, and what --dynamic_masking needs (its vocab, the ids of [MASK],
+  [CLS] and [SEP], is required where the run's files are found)."""
   if do_train and num_train_steps < 1:
     raise ValueError(f"--num_train_steps={num_train_steps}: training needs at least 1.")
   check_objective(objective, next_sentence_weight, weight_given)
-  if dynamic_masking and (objective == "ltr" or not vocab_file or max_predictions_per_seq < 1):
-    raise ValueError("--dynamic_masking needs --objective=mlm, --vocab_file (for the ids of "
-                     "[MASK], [CLS], [SEP]) and --max_predictions_per_seq of at least 1.")
+  if dynamic_masking and objective == "ltr":
+    raise ValueError("--dynamic_masking masks words for --objective=mlm; --objective=ltr "
+                     "predicts every next token and masks none.")
+  if dynamic_masking and max_predictions_per_seq < 1:
+    raise ValueError(f"--dynamic_masking with --max_predictions_per_seq="
+                     f"{max_predictions_per_seq}: it needs at least 1 masked position.")
 
 
 def objective_config(objective, config, config_file):

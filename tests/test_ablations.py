@@ -221,3 +221,15 @@ def test_run_json_names_the_trained_objectives(model_setup, tmp_path):
   assert last_error_line(proc) == (
       "error: --do_whole_word_mask without --dynamic_masking: training reads the records' own "
       "masks (give it to create_pretraining_data.py), or add --dynamic_masking to mask anew.")
+  proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
+                    f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train",
+                    "--masked_lm_prob=0.2", expect_ok=False)
+  assert last_error_line(proc).startswith("error: --masked_lm_prob without --dynamic_masking")
+  # --dynamic_masking takes the vocab wherever a vocab default is found (beside
+  # --init_checkpoint, in a resumed --output_dir); with none anywhere, that is what it says.
+  proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
+                    f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train",
+                    "--dynamic_masking", expect_ok=False)
+  assert last_error_line(proc) == ("error: --vocab_file is required when --init_checkpoint is "
+                                   "not given and --output_dir holds no trained model's "
+                                   "vocab.txt.")

@@ -277,6 +277,30 @@ def test_pretraining_eval_file_cut_inside_a_record_header_is_named(files, tmp_pa
   assert not out.exists()
 
 
+def test_empty_record_files_are_no_examples_and_a_float_read_as_int_is_named(tmp_path, caplog):
+  """A shard the generator wrote no instance to reads as no examples, as in the original
+  (only when every file is empty is it an error); a feature of the wrong list type is
+  named before any work, not met mid-run."""
+  spec = features.pretraining_feature_spec(L, P)
+  _pretraining_records(tmp_path / "a.tfrecord", L, P, 8)
+  (tmp_path / "b.tfrecord").write_bytes(b"")
+  pattern = str(tmp_path / "*.tfrecord")
+  with caplog.at_level("WARNING", logger="absl"):
+    assert pipeline.check_records(pattern, spec) == [str(tmp_path / "a.tfrecord"),
+                                                     str(tmp_path / "b.tfrecord")]
+  assert "1 of the 2 files" in caplog.text and "b.tfrecord" in caplog.text
+  with pytest.raises(ValueError, match=r"b\.tfrecord holds no records\.$"):
+    pipeline.check_records(str(tmp_path / "b.tfrecord"), spec)
+  example = tf.train.Example()
+  for name, feature in spec.items():  # every feature an int64 list, the weights too
+    example.features.feature[name].int64_list.value.extend([0] * feature.shape[0])
+  with tf.io.TFRecordWriter(str(tmp_path / "c.tfrecord")) as writer:
+    writer.write(example.SerializeToString())
+  with pytest.raises(ValueError, match=r"c\.tfrecord: masked_lm_weights is stored as int64_list but "
+                                       r"read as float32 \(float_list\); regenerate the data\.$"):
+    pipeline.check_records(str(tmp_path / "c.tfrecord"), spec)
+
+
 def test_corrupt_record_met_while_reading_names_the_file(tmp_path):
   """A TFRecord damaged past its first records fails in one line naming it, not the others:
   cut short, before reading (tests/test_record_files.py has every kind of cut); corrupt
