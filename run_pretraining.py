@@ -17,7 +17,7 @@ from cli.flags import define_runtime_flags, define_tpu_flags, must_be_positive
 from cli.runner import Runner
 from cli.settings import RunSettings, with_flags
 from cli.task_adapter import TaskAdapter, TrainInput, TrainSteps
-from data import dynamic_masking, features, pipeline
+from data import dynamic_masking, features, record_checks
 from modeling import conversion, language_model, reports
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
@@ -160,7 +160,7 @@ class Pretraining(TaskAdapter):
     s = self.settings
     records = self._records(run.worker.static_shapes, s.input_file, s.train_batch_size, True,
                             run.files.tokenizer.vocab if s.dynamic_masking else None)
-    return TrainInput(records, naming_errors=lambda: pipeline.naming_bad_files(
+    return TrainInput(records, naming_errors=lambda: record_checks.naming_bad_files(
         s.input_file, self.compression))
 
   def notes(self, run):
@@ -179,7 +179,7 @@ class Pretraining(TaskAdapter):
                         [("loss", "loss"), run.trainer.task.curve])
 
   def evaluate(self, data, run):
-    with pipeline.naming_bad_files(self.eval_pattern, self.compression):
+    with record_checks.naming_bad_files(self.eval_pattern, self.compression):
       return run.trainer.evaluate(self._records(run.worker.static_shapes, self.eval_pattern,
                                                 self.settings.eval_batch_size, False),
                                   self.settings.max_eval_steps)

@@ -9,6 +9,7 @@ evaluates or predicts takes the recorded flags it is not given (flags_to_take).
 import hashlib
 import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -44,8 +45,9 @@ def vocab_entry(vocab_file):
   if not vocab_file:
     return {}
   from data import tokenization
-  digest = hashlib.sha256(files.read_bytes(vocab_file)).hexdigest()[:16]
-  return {"vocab": f"{len(tokenization.vocab_tokens(vocab_file))} entries, sha256 {digest}"}
+  tokens = tokenization.vocab_tokens(vocab_file)  # the entries: line endings apart
+  digest = hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()[:16]
+  return {"vocab": f"{len(tokens)} entries, sha256 {digest}"}
 
 
 def recorded(output_dir):
@@ -56,9 +58,14 @@ def recorded(output_dir):
     return None
   try:
     with files.open_file(path, "r") as f:
-      return json.load(f)
+      saved = json.load(f)
   except (OSError, ValueError, tf.errors.OpError) as e:
     raise ValueError(f"Cannot read {path}: {e}") from None
+  # Written before 2026-12-07, an XNLI run's language was part of its task name.
+  xnli = isinstance(saved, dict) and re.fullmatch(r"xnli \((.+)\)", str(saved.get("task_name")))
+  if xnli:
+    saved.update(task_name="xnli", xnli_language=xnli.group(1))
+  return saved
 
 
 def flags_to_take(output_dir, parsers):

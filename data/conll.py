@@ -40,8 +40,8 @@ class Sentence:
 class Document:
   """Sentences of one document; `header` is its -DOCSTART- line (None when unmarked);
   `tag_last`: whether the file's tag is its last column (not so in `word TAG 0` copies);
-  `columns`: the file's column count; `iob1`: whether the file's tags are IOB1 (an I- tag
-  opens an entity somewhere in it)."""
+  `columns`: the file's column count; `iob1`: whether the file's tags are IOB1 (I- tags
+  open entities and no B- tag does: an IOB2 file with a stray I- stays IOB2)."""
   sentences: list
   header: str = None
   tag_last: bool = True
@@ -114,7 +114,7 @@ def read_conll(path):
   if first is None:
     raise ValueError(f"{path} holds no words.")
   tag_column = _tag_column(documents, first[0])
-  iob1 = False
+  i_opens = b_opens = False
   for doc in documents:
     doc.tag_last = tag_column is None or tag_column == first[0] - 1
     doc.columns = first[0]
@@ -128,13 +128,15 @@ def read_conll(path):
             raise ValueError(f"{path}:{number}: {tag!r} in column {tag_column + 1} is not a "
                              f"tag (O, B-TYPE or I-TYPE): {line!r}.")
         iob2 = to_iob2(tags)
-        iob1 = iob1 or iob2 != tags
+        i_opens = i_opens or iob2 != tags
+        b_opens = b_opens or any(t.startswith("B-") and (i == 0 or tags[i - 1][2:] != t[2:])
+                                 for i, t in enumerate(tags))
         tags = iob2
       parsed.append(Sentence([r[0][0] for r in sentence], tags, [r[1] for r in sentence],
                              [r[2] for r in sentence]))
     doc.sentences = parsed
   for doc in documents:
-    doc.iob1 = iob1
+    doc.iob1 = i_opens and not b_opens
   return documents
 
 

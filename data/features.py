@@ -6,7 +6,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from data import files, pipeline, text_decoding
+from data import files, record_checks, text_decoding
 
 _PAIR_LINE = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -119,7 +119,7 @@ def check_pretraining_records(patterns, max_seq_length, max_predictions_per_seq,
             "segment_ids": (config.type_vocab_size, "the config's type_vocab_size"),
             "masked_lm_positions": (max_seq_length, "--max_seq_length")}
   for flag, pattern in patterns.items():
-    pipeline.check_records(pattern, spec, hints, compression, limits, source=flag)
+    record_checks.check_records(pattern, spec, hints, compression, limits, source=flag)
 
 
 def check_pretraining_inputs(input_file, eval_input_file, max_seq_length,
@@ -127,11 +127,11 @@ def check_pretraining_inputs(input_file, eval_input_file, max_seq_length,
                              whole_eval_batch=None):
   """check_pretraining_records over --input_file and --eval_input_file (when given); with
   whole_eval_batch (a batch size), also that the evaluation records (--eval_input_file,
-  else --input_file) fill one whole batch (pipeline.check_whole_batch)."""
+  else --input_file) fill one whole batch (record_checks.check_whole_batch)."""
   patterns = {flag: pattern for flag, pattern in (("--input_file", input_file),
                                                   ("--eval_input_file", eval_input_file))
               if pattern}
   check_pretraining_records(patterns, max_seq_length, max_predictions_per_seq, config,
                             compression)
   if whole_eval_batch:
-    pipeline.check_whole_batch(eval_input_file or input_file, compression, whole_eval_batch)
+    record_checks.check_whole_batch(eval_input_file or input_file, compression, whole_eval_batch)

@@ -74,8 +74,8 @@ def check_output_file(path, flag, inputs=()):
   ensure_writable_dir(files.parent_dir(path), f"{flag}={path}:")
 
 
-# Local directories ensure_writable_dir created, outermost first: the entry point
-# (cli/app.py) removes those still empty when the run fails, deepest first.
+# Directories ensure_writable_dir created (on a bucket, the directory itself), outermost
+# first: the entry point (cli/app.py) removes those still empty when the run fails.
 MADE_DIRS = []
 
 

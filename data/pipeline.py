@@ -6,13 +6,9 @@ Each pipeline is built per input pipeline of a tf.distribute strategy
 the per-replica size.
 """
 
-import concurrent.futures
-import contextlib
-
 import tensorflow as tf
-from absl import logging
 
-from data import path_checks, record_files
+from data import path_checks, record_checks, record_files
 
 # The functions these pipelines hand tf.data have no Python control flow on
 # tensors, so AutoGraph has nothing to convert in them; its source rewriting
@@ -20,184 +16,6 @@ from data import path_checks, record_files
 # instead of 0.23-0.26 s, benchmarks/investigations/update_and_startup.py). Each is marked
 # do_not_convert: traced as written.
 no_autograph = tf.autograph.experimental.do_not_convert
-
-
-# Files check_records reads at once.
-CHECK_THREADS = 16
-
-
-def check_records(file_patterns, spec, flag_hint=None, compression="", id_limits=None,
-                  source="records", count=64):
-  """Raises ValueError naming the file whose first records do not fit `spec`.
-
-  Every file is checked, so a second file written with another length or
-  other keys is named before training starts rather than failing mid-run. A
-  file of few records is read to its end, which is checked too (see
-  record_files).
-
-  Args:
-    file_patterns: comma-separated paths or globs.
-    spec: dict name -> tf.io.FixedLenFeature, the expected layout.
-    flag_hint: dict feature name -> what sets its length (e.g. a flag), for the message.
-    id_limits: dict feature name -> (limit, what sets it): the first `count`
-      records of each file must hold values in [0, limit).
-    source: what the files are, for the message when a pattern matches nothing.
-  Returns:
-    the file names.
-  """
-  names = path_checks.expand_file_patterns(file_patterns, source)
-
-  def check(path):
-    """False for a file without records (a generator's shard that got no instance)."""
-    end = _check_first_record(path, spec, flag_hint or {}, compression)
-    if end is _EMPTY:
-      return False
-    if id_limits:
-      _check_ids(path, end, spec, id_limits, compression, count)
-    return True
-
-  # Several files at once: a pod's input can be thousands of shards in a bucket,
-  # where each open waits on the network. The first bad file in order is named.
-  with concurrent.futures.ThreadPoolExecutor(min(CHECK_THREADS, len(names))) as pool:
-    checks = [pool.submit(check, path) for path in names]
-    try:
-      empty = [path for path, done in zip(names, checks) if not done.result()]
-    except BaseException:
-      for pending in checks:
-        pending.cancel()
-      raise
-  if len(empty) == len(names):
-    raise ValueError(f"{names[0]} holds no records." if len(names) == 1 else
-                     f"None of the {len(names)} files of {file_patterns} holds records.")
-  if empty:  # as the original, which reads them as no examples
-    logging.warning("%d of the %d files of %s hold no records (%s%s); read as no examples.",
-                    len(empty), len(names), file_patterns, empty[0],
-                    ", ..." if len(empty) > 1 else "")
-  return names
-
-
-_op_detail = record_files.op_detail
-
-
-_EMPTY = object()  # _check_first_record's answer for a file without records
-_LIST_KINDS = {tf.int64: "int64_list", tf.float32: "float_list", tf.string: "bytes_list"}
-
-
-def _check_first_record(path, spec, flag_hint, compression):
-  """Returns the file's entry of record_files.file_ends (_EMPTY: the file holds no record)."""
-  try:
-    first = next(iter(tf.data.TFRecordDataset(path, compression).take(1)), None)
-  except tf.errors.OpError as e:
-    what = "GZIP-compressed TFRecords" if compression else "TFRecords"
-    guess = ("were they written without compression?" if compression
-             else "is it another kind of file, or GZIP-compressed?")
-    raise ValueError(f"Cannot read {path} as {what} ({_op_detail(e)}); {guess}") from None
-  end = record_files.file_end(path, compression)  # an uncompressed file cut short: named here
-  if first is None:
-    return _EMPTY
-  try:
-    example = tf.train.Example.FromString(first.numpy())
-  except Exception:  # protobuf's DecodeError: not tf.train.Example records
-    raise ValueError(f"{path}: the first record is not a tf.train.Example.") from None
-  for name, feature in spec.items():
-    if name not in example.features.feature:
-      raise ValueError(f"{path}: records have no feature {name!r}; expected "
-                       f"{', '.join(sorted(spec))}.")
-    entry = example.features.feature[name]
-    kind = entry.WhichOneof("kind")
-    want_kind = _LIST_KINDS.get(feature.dtype)
-    if kind and want_kind and kind != want_kind:
-      raise ValueError(f"{path}: {name} is stored as {kind} but read as {feature.dtype.name} "
-                       f"({want_kind}); regenerate the data.")
-    length = len(getattr(entry, kind).value) if kind else 0
-    want = feature.shape[0] if feature.shape else 1
-    if length != want:
-      hint = flag_hint.get(name, "")
-      raise ValueError(f"{path}: {name} has {length} values per record but {hint or 'the spec'}"
-                       f" expects {want}; regenerate the data or pass the matching flag.")
-  return end
-
-
-def _check_ids(path, end, spec, id_limits, compression, count):
-  records = record_files.read(path, end, compression)  # GZIP: checked if read to its end
-  try:
-    batch = tf.io.parse_example(next(iter(records.take(count).batch(count))),
-                                {k: spec[k] for k in id_limits})
-  except tf.errors.OpError as e:
-    _raise_if_cut_short(e, path, compression)
-    raise ValueError(f"Cannot read records from {path}: {_op_detail(e)}.") from None
-  for name, (limit, what) in id_limits.items():
-    values = batch[name].numpy()
-    if values.size and (values.min() < 0 or values.max() >= limit):
-      bad = values.max() if values.max() >= limit else values.min()
-      raise ValueError(f"{path}: {name} holds {bad}, outside 0..{limit - 1} ({what}); "
-                       "were the records made with another vocab or model?")
-
-
-def count_records(file_patterns, compression="", limit=None):
-  """Records in the files, counted up to `limit` (reading no further).
-
-  ValueError naming the file when one read to its end is cut short.
-  """
-  names = path_checks.expand_file_patterns(file_patterns, "records")
-  dataset = record_files.read_files(names, compression)
-  if limit is not None:
-    dataset = dataset.take(limit)
-  # Counted per batch: tf.data's reduce costs tens of microseconds an element.
-  with naming_bad_files(file_patterns, compression):
-    return int(dataset.batch(4096).reduce(
-        tf.constant(0, tf.int64), lambda count, batch: count + tf.size(batch, tf.int64)))
-
-
-def check_whole_batch(file_patterns, compression, batch_size):
-  """Raises ValueError when the files hold fewer records than one batch: evaluation
-  compiled for one shape (XLA, TPUs) runs whole batches only, so none would count."""
-  found = count_records(file_patterns, compression, batch_size)
-  if found < batch_size:
-    raise ValueError(f"{file_patterns} holds {found} record(s), fewer than "
-                     f"--eval_batch_size={batch_size}: with --jit_compile or on a TPU "
-                     "evaluation runs whole batches only, so none would be evaluated.")
-
-
-@contextlib.contextmanager
-def naming_bad_files(file_patterns, compression=""):
-  """Turns a corrupt or cut-short TFRecord file met while reading into one ValueError.
-
-  A file whose end check failed (see record_files) is named by the check. For
-  TensorFlow's own DataLossError, which names no file, the files are scanned
-  for those that cannot be read to their end (only on this error path).
-  """
-  try:
-    yield
-  except tf.errors.OpError as e:
-    message = record_files.cut_short(e)
-    if message:
-      raise ValueError(message) from None
-    if not isinstance(e, tf.errors.DataLossError):
-      raise
-    names = path_checks.expand_file_patterns(file_patterns, "records")
-    bad = [path for path in names if not _readable(path, compression)] or names
-    if len(bad) == 1:
-      raise ValueError(record_files.data_loss_message(e, bad[0], compression)) from None
-    raise ValueError(f"{', '.join(bad)}: corrupt or truncated TFRecord data "
-                     f"({_op_detail(e)}).") from None
-
-
-def _raise_if_cut_short(error, path, compression):
-  """A damaged file met while checking it, as the message naming it."""
-  message = record_files.cut_short(error)
-  if message or isinstance(error, tf.errors.DataLossError):
-    raise ValueError(message or record_files.data_loss_message(error, path, compression)
-                     ) from None
-
-
-def _readable(path, compression):
-  try:
-    for _ in tf.data.TFRecordDataset(path, compression).batch(4096):
-      pass
-  except tf.errors.DataLossError:
-    return False
-  return True
 
 
 def sequence_features(spec, length_feature="input_mask"):
@@ -287,7 +105,7 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   kept. int64 features become int32. tf.data's auto-sharding is off: the
   dataset is already this pipeline's share. A file cut short is an error
   naming it (see record_files): uncompressed files are checked here, GZIP
-  files as they are read (wrap the reading in `naming_bad_files`).
+  files as they are read (wrap the reading in `record_checks.naming_bad_files`).
 
   Args:
     file_patterns: comma-separated paths or globs.
@@ -309,9 +127,14 @@ def record_dataset(file_patterns, spec, batch_size, is_training, seed=None,
   """
   if drop_remainder is None:
     drop_remainder = is_training
-  names, record_shard = pipeline_shard(
-      path_checks.expand_file_patterns(file_patterns, "records"), input_context)
-  ends = tf.constant(record_files.file_ends(names, compression), tf.int64)
+  # Files without records are left out before the sharding: a pipeline given only such
+  # files would wait forever for its first training batch.
+  every = path_checks.expand_file_patterns(file_patterns, "records")
+  kept = [(name, end) for name, end in zip(every, record_files.file_ends(every, compression))
+          if not record_checks.holds_nothing(name, end, compression)]
+  names, record_shard = pipeline_shard([name for name, _ in kept], input_context)
+  end_of = dict(kept)
+  ends = tf.constant([end_of[name] for name in names], tf.int64)
 
   @no_autograph
   def read(path, end):

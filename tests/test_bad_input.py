@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import write_vocab
-from data import features, pipeline, tfrecords
+from data import features, pipeline, record_checks, tfrecords
 from modeling import checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
@@ -286,11 +286,29 @@ def test_empty_record_files_are_no_examples_and_a_float_read_as_int_is_named(tmp
   (tmp_path / "b.tfrecord").write_bytes(b"")
   pattern = str(tmp_path / "*.tfrecord")
   with caplog.at_level("WARNING", logger="absl"):
-    assert pipeline.check_records(pattern, spec) == [str(tmp_path / "a.tfrecord"),
+    assert record_checks.check_records(pattern, spec) == [str(tmp_path / "a.tfrecord"),
                                                      str(tmp_path / "b.tfrecord")]
   assert "1 of the 2 files" in caplog.text and "b.tfrecord" in caplog.text
   with pytest.raises(ValueError, match=r"b\.tfrecord holds no records\.$"):
-    pipeline.check_records(str(tmp_path / "b.tfrecord"), spec)
+    record_checks.check_records(str(tmp_path / "b.tfrecord"), spec)
+  # Two input pipelines (workers) sharding the files: the empty one is left out before the
+  # sharding, so neither pipeline waits forever on a share of nothing.
+  for index in (0, 1):
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=index)
+    dataset = pipeline.record_dataset(pattern, spec, 4, True, seed=1, input_context=context)
+    assert next(iter(dataset))["input_ids"].shape[0] == 4
+  # GZIP: a whole stream of nothing is empty; a file cut inside its stream is named as such.
+  with tf.io.TFRecordWriter(str(tmp_path / "z.gz"), "GZIP"):
+    pass
+  _pretraining_records(tmp_path / "y.tfrecord", L, P, 8)
+  with tf.io.TFRecordWriter(str(tmp_path / "y.gz"), "GZIP") as writer:
+    for record in tf.data.TFRecordDataset(str(tmp_path / "y.tfrecord")):
+      writer.write(record.numpy())
+  assert record_checks.check_records(f"{tmp_path}/*.gz", spec, compression="GZIP")
+  (tmp_path / "x.gz").write_bytes((tmp_path / "y.gz").read_bytes()[:10])  # the header alone
+  with pytest.raises(ValueError, match=r"x\.gz holds no whole record though its gzip trailer "
+                                       r"says -?\d+ bytes: the file is cut short"):
+    record_checks.check_records(str(tmp_path / "x.gz"), spec, compression="GZIP")
   example = tf.train.Example()
   for name, feature in spec.items():  # every feature an int64 list, the weights too
     example.features.feature[name].int64_list.value.extend([0] * feature.shape[0])
@@ -298,7 +316,7 @@ def test_empty_record_files_are_no_examples_and_a_float_read_as_int_is_named(tmp
     writer.write(example.SerializeToString())
   with pytest.raises(ValueError, match=r"c\.tfrecord: masked_lm_weights is stored as int64_list but "
                                        r"read as float32 \(float_list\); regenerate the data\.$"):
-    pipeline.check_records(str(tmp_path / "c.tfrecord"), spec)
+    record_checks.check_records(str(tmp_path / "c.tfrecord"), spec)
 
 
 def test_corrupt_record_met_while_reading_names_the_file(tmp_path):
@@ -314,14 +332,14 @@ def test_corrupt_record_met_while_reading_names_the_file(tmp_path):
   bad = re.escape(str(tmp_path / "b.tfrecord"))
   with pytest.raises(ValueError, match=rf"^{bad} is cut short inside the "
                                        r"record at byte \d+ \(an interrupted copy\?\)\.$"):
-    pipeline.check_records(pattern, spec)
+    record_checks.check_records(pattern, spec)
   corrupt = bytearray(data)
   corrupt[len(data) // 2] ^= 0xFF  # a byte in the middle: its record's CRC no longer holds
   (tmp_path / "b.tfrecord").write_bytes(bytes(corrupt))
-  assert pipeline.check_records(pattern, spec) == [str(tmp_path / "a.tfrecord"),
+  assert record_checks.check_records(pattern, spec) == [str(tmp_path / "a.tfrecord"),
                                                    str(tmp_path / "b.tfrecord")]
   with pytest.raises(ValueError) as error:
-    with pipeline.naming_bad_files(pattern):
+    with record_checks.naming_bad_files(pattern):
       for _ in pipeline.record_dataset(pattern, spec, 8, False):
         pass
   message = str(error.value)
@@ -336,7 +354,7 @@ def test_corrupt_record_met_while_reading_names_the_file(tmp_path):
       next(iterator)
 
   with pytest.raises(ValueError) as error:
-    with pipeline.naming_bad_files(pattern):
+    with record_checks.naming_bad_files(pattern):
       loop()
   assert str(error.value) == message
 
@@ -350,12 +368,12 @@ def test_library_errors_name_the_source_not_a_flag(tmp_path):
   (tmp_path / "text.tfrecord").write_text("not a record file at all\n")
   with pytest.raises(ValueError, match=r"^Cannot read .*text\.tfrecord as TFRecords \([^{]*\); "
                      r"is it another kind of file, or GZIP-compressed\?$"):
-    pipeline.check_records(str(tmp_path / "text.tfrecord"), spec)
+    record_checks.check_records(str(tmp_path / "text.tfrecord"), spec)
   tfrecords.write_arrays(str(tmp_path / "plain.tfrecord"),
                          {"input_ids": np.zeros([2, L], np.int64)})
   with pytest.raises(ValueError, match=r"^Cannot read .*plain\.tfrecord as GZIP-compressed "
                      r"TFRecords \([^{]*\); were they written without compression\?$"):
-    pipeline.check_records(str(tmp_path / "plain.tfrecord"), spec, compression="GZIP")
+    record_checks.check_records(str(tmp_path / "plain.tfrecord"), spec, compression="GZIP")
 
 
 def test_pack_pair_refuses_lengths_without_room(tiny_vocab):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import pipeline, tfrecords
+from data import pipeline, record_checks, tfrecords
 
 SPEC = {"x": tf.io.FixedLenFeature([2], tf.int64)}  # (file number, record number)
 
@@ -125,7 +125,7 @@ def test_checks_of_many_files_name_the_first_bad_one(tmp_path):
   limits = {"x": (9, "the limit")}  # files 9 and up hold a value of 9 or more
   pattern = str(tmp_path / "shard-*.tfrecord")
   with pytest.raises(ValueError, match=f"^{paths[9]}: x holds 9, outside 0..8 .the limit.;"):
-    pipeline.check_records(pattern, SPEC, id_limits=limits)
+    record_checks.check_records(pattern, SPEC, id_limits=limits)
   with pytest.raises(ValueError, match=f"^{paths[13]}: x has 3 values per record but the spec"):
-    pipeline.check_records(pattern, SPEC)
-  assert pipeline.check_records(",".join(paths[:9]), SPEC, id_limits=limits) == paths[:9]
+    record_checks.check_records(pattern, SPEC)
+  assert record_checks.check_records(",".join(paths[:9]), SPEC, id_limits=limits) == paths[:9]

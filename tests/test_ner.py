@@ -89,6 +89,12 @@ def test_predictions_file_is_what_conlleval_reads(tmp_path):
   assert [r[:4] for r in rows] == [line.split("\t") for line in (
       (tmp_path / "test.txt").read_text().splitlines()[2:]) if line]
   assert [r[4] for r in rows] == want and all(len(r) == 5 for r in rows)
+  # An IOB2 file with one stray I- opening an entity stays IOB2: its predictions too.
+  noisy = ["EU B-ORG", "rejects O", "German I-MISC", "call O"]
+  docs = conll.read_conll(_write(tmp_path / "noisy.txt", noisy))
+  conll.write_predictions(str(tmp_path / "n.txt"), docs, ["B-ORG", "O", "B-MISC", "O"])
+  assert [line.split()[-1] for line in (tmp_path / "n.txt").read_text().splitlines()
+          if line] == ["B-ORG", "O", "B-MISC", "O"]
   # A words-only file (prediction input) is written, and scored as nothing.
   words = conll.read_conll(_write(tmp_path / "words.txt", WORDS[:4]))
   assert ner_metrics.file_scores(words, ["O"] * 4, "test_") == {}

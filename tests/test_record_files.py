@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import pipeline, record_files
+from data import pipeline, record_checks, record_files
 
 SPEC = {"input_ids": tf.io.FixedLenFeature([4], tf.int64),
         "input_mask": tf.io.FixedLenFeature([4], tf.int64)}
@@ -49,14 +49,14 @@ def _every_reader_says(path, want, pattern=None):
   """Each reader of user records raises ValueError(want) (a string, or a compiled regex)."""
   pattern = pattern or str(path)
   readers = {
-      "count_records": lambda: pipeline.count_records(pattern),
-      "check_records": lambda: pipeline.check_records(pattern, SPEC),
+      "count_records": lambda: record_checks.count_records(pattern),
+      "check_records": lambda: record_checks.check_records(pattern, SPEC),
       "record_dataset (evaluation)": lambda: list(pipeline.record_dataset(pattern, SPEC, 4, False)),
       "record_dataset (training)": lambda: pipeline.record_dataset(pattern, SPEC, 4, True),
       "global_batches": lambda: pipeline.global_batches(pattern, SPEC, 2)}
   for name, read in readers.items():
     with pytest.raises(ValueError) as error:
-      with pipeline.naming_bad_files(pattern):
+      with record_checks.naming_bad_files(pattern):
         read()
     if isinstance(want, str):
       assert str(error.value) == want, name
@@ -75,7 +75,7 @@ def test_a_file_cut_inside_a_record_header_is_named_with_the_byte(tmp_path, into
           f"{starts[17]} (an interrupted copy?).")
   _every_reader_says(cut, want)
   _every_reader_says(cut, want, f"{whole},{cut}")  # the cut file named, not the whole one
-  assert pipeline.count_records(str(whole)) == N
+  assert record_checks.count_records(str(whole)) == N
 
 
 def test_a_file_cut_inside_a_record_s_data_is_named_before_reading_it(tmp_path):
@@ -95,8 +95,8 @@ def test_a_file_cut_between_two_records_cannot_be_told_from_a_shorter_file(tmp_p
   starts = _write(whole, _examples())
   cut = tmp_path / "cut.tfrecord"
   cut.write_bytes(whole.read_bytes()[:starts[17]])
-  assert pipeline.count_records(str(cut)) == 17
-  assert pipeline.check_records(str(cut), SPEC) == [str(cut)]
+  assert record_checks.count_records(str(cut)) == 17
+  assert record_checks.check_records(str(cut), SPEC) == [str(cut)]
   assert sum(len(b["input_ids"]) for b in pipeline.record_dataset(str(cut), SPEC, 4, False)) == 17
 
 
@@ -106,7 +106,7 @@ def test_files_that_need_more_than_their_tail_or_hold_no_record(tmp_path, monkey
   monkeypatch.setattr(record_files, "TAILS", (40,))  # shorter than every record here
   whole = tmp_path / "whole.tfrecord"
   starts = _write(whole, _examples())
-  assert pipeline.count_records(str(whole)) == N
+  assert record_checks.count_records(str(whole)) == N
   cut = tmp_path / "cut.tfrecord"
   cut.write_bytes(whole.read_bytes()[:starts[-2] + 5])
   assert record_files.file_ends([str(whole)]) == [starts[-1]]
@@ -115,11 +115,11 @@ def test_files_that_need_more_than_their_tail_or_hold_no_record(tmp_path, monkey
   assert str(error.value) == (f"{cut} is cut short: it ends 5 byte(s) into the header of the "
                               f"record at byte {starts[-2]} (an interrupted copy?).")
   (tmp_path / "empty.tfrecord").write_bytes(b"")
-  assert pipeline.count_records(str(tmp_path / "empty.tfrecord")) == 0
+  assert record_checks.count_records(str(tmp_path / "empty.tfrecord")) == 0
   (tmp_path / "tiny.tfrecord").write_bytes(b"12345")
   with pytest.raises(ValueError, match=r"tiny\.tfrecord is cut short: it ends 5 byte\(s\) into "
                                        r"the header of the record at byte 0 "):
-    pipeline.count_records(str(tmp_path / "tiny.tfrecord"))
+    record_checks.count_records(str(tmp_path / "tiny.tfrecord"))
 
 
 def _inflated_lengths(data):
@@ -158,9 +158,9 @@ def test_gzip_files_cut_anywhere_are_named(tmp_path):
       assert _plain_count(cut, "GZIP") == plain_reads
     want = f"^{re.escape(str(cut))}(:| is) .*cut short"
     with pytest.raises(ValueError, match=want):
-      pipeline.count_records(str(cut), "GZIP")
+      record_checks.count_records(str(cut), "GZIP")
     with pytest.raises(ValueError, match=want):  # the input pipelines: met while reading
-      with pipeline.naming_bad_files(str(cut), "GZIP"):
+      with record_checks.naming_bad_files(str(cut), "GZIP"):
         list(pipeline.record_dataset(str(cut), SPEC, 4, False, compression="GZIP"))
 
 
@@ -176,8 +176,8 @@ def test_gzip_file_whose_records_do_not_fill_its_trailer_s_size(tmp_path):
   message = (f"{cut}: its records end after {starts[17]} bytes of uncompressed data but its "
              f"gzip trailer says {starts[17] + 3} (the size mod 2**32): the file is cut short "
              "(an interrupted copy?), or it joins several gzip streams (recompress it as one).")
-  for read in (lambda: pipeline.count_records(str(cut), "GZIP"),
-               lambda: pipeline.check_records(str(cut), SPEC, compression="GZIP",
+  for read in (lambda: record_checks.count_records(str(cut), "GZIP"),
+               lambda: record_checks.check_records(str(cut), SPEC, compression="GZIP",
                                               id_limits={"input_ids": (10 ** 6, "limit")})):
     with pytest.raises(ValueError) as error:
       read()
@@ -191,14 +191,14 @@ def test_gzip_file_whose_records_do_not_fill_its_trailer_s_size(tmp_path):
       next(iterator)
 
   with pytest.raises(ValueError) as error:
-    with pipeline.naming_bad_files(str(cut), "GZIP"):
+    with record_checks.naming_bad_files(str(cut), "GZIP"):
       loop()
   assert str(error.value) == message
   joined = tmp_path / "joined.gz"
   joined.write_bytes(gzip.compress(data[:starts[10]]) + gzip.compress(data[starts[10]:]))
   assert _plain_count(joined, "GZIP") == N
   with pytest.raises(ValueError, match=r"joined\.gz: .* or it joins several gzip streams"):
-    pipeline.count_records(str(joined), "GZIP")
+    record_checks.count_records(str(joined), "GZIP")
 
 
 def test_files_in_a_bucket_are_checked_alike(tmp_path):
@@ -209,9 +209,9 @@ def test_files_in_a_bucket_are_checked_alike(tmp_path):
   for name, data in (("whole", whole.read_bytes()), ("cut", whole.read_bytes()[:starts[9] + 4])):
     with tf.io.gfile.GFile(f"ram://record_files/{name}.tfrecord", "wb") as f:
       f.write(data)
-  assert pipeline.count_records("ram://record_files/whole.tfrecord") == N
+  assert record_checks.count_records("ram://record_files/whole.tfrecord") == N
   with pytest.raises(ValueError) as error:
-    pipeline.count_records("ram://record_files/*.tfrecord")
+    record_checks.count_records("ram://record_files/*.tfrecord")
   assert str(error.value) == (
       "ram://record_files/cut.tfrecord is cut short: it ends 4 byte(s) into the header of the "
       f"record at byte {starts[9]} (an interrupted copy?).")

@@ -152,3 +152,33 @@ def test_a_start_inside_output_dir_is_the_same_run_however_the_paths_are_written
     assert "init_checkpoint" not in run_identity.identity({}, 128, init, out_flag)
   elsewhere = run_identity.identity({}, 128, f"file://{tmp_path}/base/bert_model.ckpt", str(out))
   assert elsewhere["init_checkpoint"] == f"{tmp_path}/base/bert_model.ckpt"
+
+
+def test_run_json_written_by_earlier_versions_still_reads(tmp_path):
+  """Keys a run.json lacks are not compared (an older run resumes); an XNLI run's
+  'xnli (lang)' task name reads as the task and --xnli_language; a vocab is the same
+  whatever its path or line endings."""
+  import json
+  import tensorflow as tf
+  from cli import run_identity
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "run.json").write_text(json.dumps({"task_name": "xnli (de)", "max_seq_length": 64}))
+  tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(out / "ckpt"))
+  vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
+  (tmp_path / "crlf.txt").write_bytes("\r\n".join(VOCAB).encode() + b"\r\n")
+  entry = run_identity.vocab_entry(vocab)
+  assert entry == run_identity.vocab_entry(str(tmp_path / "crlf.txt"))
+  assert entry["vocab"].startswith(f"{len(VOCAB)} entries, sha256 ")
+  now = {"task_name": "xnli", "xnli_language": "de", "optimizer": "adamw", **entry,
+         "max_seq_length": 64}
+  run_identity.check(str(out), now)  # no error: the keys it lacks are not compared
+  with pytest.raises(ValueError, match="trained with xnli_language 'de', not 'zh'"):
+    run_identity.check(str(out), {**now, "xnli_language": "zh"})
+  fv = flags.FlagValues()
+  flags.DEFINE_string("task_name", None, "", flag_values=fv)
+  flags.DEFINE_string("xnli_language", "zh", "", flag_values=fv)
+  fv(["prog"])
+  parsers = {name: fv[name].parser.parse for name in fv}
+  assert run_identity.flags_to_take(str(out), parsers) == {"task_name": "xnli",
+                                                           "xnli_language": "de"}
