@@ -209,11 +209,12 @@ class TextClassifier(RawTextModule):
 class TextTagger(RawTextModule):
   """Serving module: raw sentences [B] -> a tag per whitespace-separated word.
 
-  Words are tokenized in the graph (the same ids as data/tokenization.py) and
-  each sentence stands alone: one window when it fits `max_seq_length`, else
+  Words are the text cut at ASCII whitespace (tf.strings.split: a no-break space stays
+  inside a word), tokenized in the graph (the same ids as data/tokenization.py); each
+  sentence stands alone: one window when it fits `max_seq_length`, else
   consecutive non-overlapping windows, so every word gets a tag (a feature-based
-  tagger's BiLSTM then reads the whole sentence's words). Returns
-  `tags` string [B, W] (padded with "") and `num_words` int32 [B].
+  tagger's BiLSTM then reads the whole sentence's words). Returns `tags` and the
+  `words` they belong to, string [B, W] (padded with ""), and `num_words` int32 [B].
   """
 
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels):
@@ -280,7 +281,7 @@ class TextTagger(RawTextModule):
       word_logits = tf.gather_nd(logits, first_pieces)  # [N, C]
     tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
     tags = tf.RaggedTensor.from_row_lengths(tags, words.row_lengths())
-    return {"tags": tags.to_tensor(default_value=""),
+    return {"tags": tags.to_tensor(default_value=""), "words": words.to_tensor(default_value=""),
             "num_words": tf.cast(words.row_lengths(), tf.int32)}
 
 

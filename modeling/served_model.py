@@ -61,7 +61,7 @@ class ServedModel:
   def __call__(self, batch):
     """Outputs of one batch ({input name: list of values}) as a list of dicts, one per row.
 
-    Strings are decoded; a tagger's padded tags are cut to each row's num_words.
+    Strings are decoded; a tagger's padded tags and words are cut to each row's num_words.
     """
     out = self._serve(**{k: tf.constant(v, tf.string) for k, v in batch.items()})
     out = {k: v.numpy() for k, v in out.items()}
@@ -69,7 +69,8 @@ class ServedModel:
     for i in range(len(next(iter(batch.values())))):
       row = {k: _plain(v[i]) for k, v in sorted(out.items())}
       if "num_words" in row:
-        row["tags"] = row["tags"][:row.pop("num_words")]
+        count = row.pop("num_words")
+        row.update({k: row[k][:count] for k in ("tags", "words") if k in row})
       rows.append(row)
     return rows
 

@@ -425,6 +425,8 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
   got = [t.decode() for row, n in zip(served["tags"].numpy(), counts) for t in row[:n]]
   assert got == want
   assert got[:6] == ["B-PER", "I-PER", "O", "B-LOC", "O", "O"]
+  assert [[w.decode() for w in row[:n]] for row, n in zip(served["words"].numpy(), counts)] == [
+      s.split() for s in sentences]  # the words the tags belong to
 
 
 @pytest.mark.slow
