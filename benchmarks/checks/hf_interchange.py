@@ -42,7 +42,9 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 
-from hf_peer import default_model_dir  # noqa: E402  (same folder)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "speed"))
+from hf_peer import default_model_dir  # noqa: E402  (benchmarks/speed)
 
 # Sentences that appear in no test: a batch with padding, and a pair with two segments.
 HELD_OUT = ["The ferry leaves the harbour at dawn, weather permitting.",
