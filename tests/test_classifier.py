@@ -109,6 +109,10 @@ def test_learns_a_separable_task_and_exports_raw_text_model(model_files, tmp_pat
   again = read_eval_results(out / "eval_results.txt")
   assert again["eval_accuracy"] == results["eval_accuracy"]
   assert again["global_step"] == results["global_step"]
+  # Exported alone with --output_dir only: the task, length and casing from run.json, no data.
+  run_script("run_classifier.py", f"--output_dir={out}", f"--export_dir={tmp_path / 'again'}")
+  np.testing.assert_array_equal(fast_tokenization.load_serving(str(tmp_path / "again"))(
+      text_a=tf.constant(texts))["probabilities"].numpy(), served["probabilities"].numpy())
   # and converts to Hugging Face's layout with the task's labels named.
   run_script("convert_checkpoint.py", f"--input_checkpoint={out}",
              f"--output_dir={tmp_path / 'hf'}", "--output_format=hf")
