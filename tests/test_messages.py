@@ -101,3 +101,18 @@ def test_an_error_of_several_lines_is_printed_as_one():
   assert app.one_line(error) == "Could not resolve host: b when reading metadata of gs://b/x"
   assert app.one_line(ValueError("two  spaces stay")) == "two  spaces stay"
   assert app.one_line(ValueError("a\n  b\r\nc\n")) == "a b c"
+
+
+def test_a_tpu_that_cannot_be_found_is_one_line(monkeypatch):
+  """TensorFlow's TPU resolver asks GCP's servers; off a TPU VM it fails with a network
+  traceback, which becomes one line naming --tpu_name."""
+  import tensorflow as tf
+  from modeling import distribution
+
+  def unreachable(**_):
+    raise OSError("<urlopen error [Errno -2] Name or service not known>\nmore detail")
+  monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", unreachable)
+  with pytest.raises(ValueError, match=r"^Cannot find --tpu_name=my-tpu: OSError: <urlopen "
+                     r"error \[Errno -2\] Name or service not known> \(run on a TPU VM, or "
+                     r"name a TPU this machine can reach\)\.$"):
+    distribution.make_strategy("tpu", tpu="my-tpu")
