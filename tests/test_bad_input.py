@@ -314,8 +314,9 @@ def test_empty_record_files_are_no_examples_and_a_float_read_as_int_is_named(tmp
     example.features.feature[name].int64_list.value.extend([0] * feature.shape[0])
   with tf.io.TFRecordWriter(str(tmp_path / "c.tfrecord")) as writer:
     writer.write(example.SerializeToString())
-  with pytest.raises(ValueError, match=r"c\.tfrecord: masked_lm_weights is stored as int64_list but "
-                                       r"read as float32 \(float_list\); regenerate the data\.$"):
+  with pytest.raises(ValueError, match=r"c\.tfrecord: masked_lm_weights is stored as "
+                                       r"int64_list but read as float32 \(float_list\); "
+                                       r"regenerate the data\.$"):
     record_checks.check_records(str(tmp_path / "c.tfrecord"), spec)
 
 
