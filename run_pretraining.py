@@ -133,6 +133,10 @@ class Pretraining(TaskAdapter):
     """Every records file's layout and first ids, before training (after the strategy:
     MultiWorkerMirroredStrategy must configure the runtime before any op runs)."""
     s = self.settings
+    replicas = worker.strategy.num_replicas_in_sync
+    if s.do_eval and s.eval_batch_size % replicas:  # before training, not after it
+      raise ValueError(f"--eval_batch_size={s.eval_batch_size} must divide evenly into "
+                       f"{replicas} replicas.")
     features.check_pretraining_inputs(
         s.input_file, s.eval_input_file, s.max_seq_length, s.max_predictions_per_seq,
         files.config, self.compression,

@@ -53,11 +53,12 @@ def make_strategy(name, tpu=None, tpu_zone=None, gcp_project=None, tf_config=Non
     left = max(worker_timeout - waited, 10.0) if worker_timeout else 0
     return cluster.connect(config, left)
   if name == "tpu":
-    try:
+    try:  # no name: the TPU_NAME variable, else this TPU VM's own TPU ("local")
       resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-          tpu=tpu or "", zone=tpu_zone, project=gcp_project)
+          tpu=tpu or os.environ.get("TPU_NAME") or "local", zone=tpu_zone, project=gcp_project)
     except Exception as e:  # the resolver asks GCP's metadata server and API: any failure
-      where = f"--tpu_name={tpu}" if tpu else "a TPU VM's own TPU (no --tpu_name)"
+      where = (f"--tpu_name={tpu}" if tpu else
+               "the TPU of TPU_NAME or of this TPU VM (no --tpu_name)")
       raise ValueError(f"Cannot find {where}: {type(e).__name__}: {str(e).splitlines()[0]} "
                        "(run on a TPU VM, or name a TPU this machine can reach).") from None
     tf.config.experimental_connect_to_cluster(resolver)

@@ -116,3 +116,15 @@ def test_a_tpu_that_cannot_be_found_is_one_line(monkeypatch):
                      r"error \[Errno -2\] Name or service not known> \(run on a TPU VM, or "
                      r"name a TPU this machine can reach\)\.$"):
     distribution.make_strategy("tpu", tpu="my-tpu")
+  # No --tpu_name: the TPU_NAME variable, else the TPU VM's own TPU, "local" to TensorFlow.
+  asked = []
+  monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver",
+                      lambda **kw: (asked.append(kw["tpu"]), unreachable())[1])
+  for environment, want in ((None, "local"), ("v3-named", "v3-named")):
+    if environment:
+      monkeypatch.setenv("TPU_NAME", environment)
+    else:
+      monkeypatch.delenv("TPU_NAME", raising=False)
+    with pytest.raises(ValueError, match="^Cannot find the TPU of TPU_NAME or of this TPU VM"):
+      distribution.make_strategy("tpu")
+    assert asked[-1] == want

@@ -321,3 +321,13 @@ def test_run_pretraining_with_jit_compile_matches_the_plain_run(tmp_path):
     for key in got_eval:
       # After training, likewise.
       np.testing.assert_allclose(got_eval[key], plain_eval[key], rtol=1e-5, err_msg=(name, key))
+  # An evaluation batch the two replicas cannot share is refused before training.
+  from scripts import last_error_line
+  proc = run_script("tests/two_cpus.py", "run_pretraining.py",
+                    f"--bert_config_file={tmp_path / 'bert_config.json'}",
+                    f"--input_file={records}", f"--output_dir={tmp_path / 'odd'}", "--do_train",
+                    "--do_eval", f"--max_seq_length={S}", f"--max_predictions_per_seq={P}",
+                    f"--train_batch_size={B}", "--eval_batch_size=3", "--num_train_steps=6",
+                    "--strategy=mirrored", expect_ok=False)
+  assert last_error_line(proc) == "error: --eval_batch_size=3 must divide evenly into 2 replicas."
+  assert not (tmp_path / "odd").exists()
