@@ -183,6 +183,10 @@ class Pretraining(TaskAdapter):
                         [("loss", "loss"), run.trainer.task.curve])
 
   def evaluate(self, data, run):
+    if run.worker.static_shapes:
+      logging.info("Evaluation compiled for one shape scores whole batches of "
+                   "--eval_batch_size=%d only, as the original did: a last partial batch of "
+                   "each worker's records is left out.", self.settings.eval_batch_size)
     with record_checks.naming_bad_files(self.eval_pattern, self.compression):
       return run.trainer.evaluate(self._records(run.worker.static_shapes, self.eval_pattern,
                                                 self.settings.eval_batch_size, False),
