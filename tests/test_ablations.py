@@ -211,25 +211,19 @@ def test_run_json_names_the_trained_objectives(model_setup, tmp_path):
   results = read_eval_results(out / "eval_results.txt")  # numbers only, as the original's
   assert list(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
   assert json.loads((out / "run.json").read_text())["objectives"] == ["masked_lm"]
-  proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
-                    f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train",
-                    "--next_sentence_weight=-1", expect_ok=False)
-  assert last_error_line(proc).startswith("error: --next_sentence_weight=-1")
-  proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
-                    f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train",
-                    "--do_whole_word_mask", expect_ok=False)
-  assert last_error_line(proc) == (
+  refused = lambda *flags: last_error_line(run_script(  # noqa: E731
+      "run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
+      f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train", *flags,
+      expect_ok=False))
+  assert refused("--next_sentence_weight=-1").startswith("error: --next_sentence_weight=-1")
+  assert refused("--do_whole_word_mask") == (
       "error: --do_whole_word_mask without --dynamic_masking: training reads the records' own "
       "masks (give it to create_pretraining_data.py), or add --dynamic_masking to mask anew.")
-  proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
-                    f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train",
-                    "--masked_lm_prob=0.2", expect_ok=False)
-  assert last_error_line(proc).startswith("error: --masked_lm_prob without --dynamic_masking")
+  assert refused("--masked_lm_prob=0.2").startswith(
+      "error: --masked_lm_prob without --dynamic_masking")
   # --dynamic_masking takes the vocab wherever a vocab default is found (beside
   # --init_checkpoint, in a resumed --output_dir); with none anywhere, that is what it says.
-  proc = run_script("run_pretraining.py", f"--bert_config_file={d / 'bert_config.json'}",
-                    f"--input_file={records}", f"--output_dir={tmp_path / 'bad'}", "--do_train",
-                    "--dynamic_masking", expect_ok=False)
-  assert last_error_line(proc) == ("error: --vocab_file is required when --init_checkpoint is "
-                                   "not given and --output_dir holds no trained model's "
-                                   "vocab.txt.")
+  assert refused("--dynamic_masking") == ("error: --vocab_file is required when "
+                                          "--init_checkpoint is not given and --output_dir "
+                                          "holds no trained model's vocab.txt.")
+  assert not (tmp_path / "bad").exists()  # each refused before anything is written
