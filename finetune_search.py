@@ -62,13 +62,23 @@ def main(argv):
   selection.check_metric_name(script, metric, "--metric", search.default_metric(script,
                                                                                 passthrough))
   higher = selection.higher_is_better(metric)
+  writer = search.writes_shared_outputs(passthrough, os.environ.get("TF_CONFIG"))
+  if FLAGS.parallel > 1 and search.multi_worker(passthrough):
+    raise ValueError(f"--parallel={FLAGS.parallel} with --strategy=multi_worker: runs at once "
+                     "would all take this machine's TF_CONFIG address; run one at a time.")
   app.make_output_dir(FLAGS.output_dir)
   runs = search.grid(**values, seeds=seeds)
   logging.info("Searching %d configurations x %d seeds (%s) of %s on dev %s (%s is better).",
                len(runs) // len(seeds), len(seeds), ",".join(map(str, seeds)), script, metric,
                "higher" if higher else "lower")
-  runner = search.Search(script, passthrough, FLAGS.output_dir, runs, FLAGS.parallel)
-  rows = runner.rows(runner.run_all())
+  runner = search.Search(script, passthrough, FLAGS.output_dir, runs, FLAGS.parallel,
+                         writer=writer)
+  records = runner.run_all()
+  if not writer:
+    logging.info("Not the chief: the chief's search writes the records, tables and best/ "
+                 "in %s.", FLAGS.output_dir)
+    return
+  rows = runner.rows(records)
   failed = [r["run"] for r in rows if r["status"] == "failed"]
   unfinished = [r["run"] for r in rows if r["status"] not in ("done", "failed")]
   entries = search_results.table(rows, metric, higher)

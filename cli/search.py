@@ -111,6 +111,28 @@ def _passed_flags(args):
   return values
 
 
+def multi_worker(args):
+  """Whether the runs pass --strategy=multi_worker."""
+  return _passed_flags(args).get("strategy") == "multi_worker"
+
+
+def writes_shared_outputs(args, tf_config_text):
+  """Whether this search writes the search's records, log.txt files, tables and best/.
+
+  Runs passed --strategy=multi_worker are each one cluster of the machines that all run
+  this search with the same flags, every run a worker of it; so that each file has one
+  writer, the chief's search (TF_CONFIG's `chief` task, else worker 0, as TensorFlow
+  decides it) writes them, and every other machine's search runs the same grid in step,
+  its runs logging to its own terminal. Otherwise: True. ValueError: TF_CONFIG's."""
+  if not multi_worker(args):
+    return True
+  from modeling import cluster  # the standard library only
+  config = cluster.parse_tf_config(tf_config_text)
+  if "chief" in config.cluster:
+    return config.task_type == "chief"
+  return config.task_type == "worker" and config.task_index == 0
+
+
 def check_scored(args):
   """ValueError unless the runs are scored on dev (--do_eval; run_squad: --do_predict)."""
   if not (_bool_flag(args, "do_eval") or _bool_flag(args, "do_predict")):
@@ -173,21 +195,39 @@ def read_record(directory):
 class Search:
   """Runs the grid's runs (`parallel` at once) of `script` with `args` under output_dir."""
 
-  def __init__(self, script, args, output_dir, runs, parallel=1, python=sys.executable):
+  def __init__(self, script, args, output_dir, runs, parallel=1, python=sys.executable,
+               writer=True):
     self.script, self.args, self.output_dir, self.runs = script, args, output_dir, runs
-    self.parallel, self.python = parallel, python
+    self.parallel, self.python, self.writer = parallel, python, writer
     self.children, self.lock = set(), threading.Lock()
     self.started, self.finished, self.todo = time.time(), 0, 0
 
   def directory(self, run):
     return os.path.join(self.output_dir, "runs", run.name)
 
+  def _child(self, command, log=None):
+    """Runs `command`, its output to the file object `log` (None: this process's own);
+    returns its exit code."""
+    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT if log else None,
+                             preexec_fn=_end_with_parent if sys.platform == "linux" else None)
+    with self.lock:
+      self.children.add(child)
+    code = child.wait()
+    with self.lock:
+      self.children.discard(child)
+    return code
+
   def _one(self, run, number):
     directory = self.directory(run)
-    files.makedirs(directory)
     command = [self.python, self.script, *run_args(run, self.args, directory)]
     logging.info("[%d/%d] %s: started", number, len(self.runs), run.name)
     start = time.time()
+    if not self.writer:  # another machine's worker of the chief's run: no shared writes
+      code = self._child(command)
+      logging.info("[%d/%d] %s: ended (exit %d) after %s; the chief records it.", number,
+                   len(self.runs), run.name, code, format_duration(time.time() - start))
+      return None
+    files.makedirs(directory)
     log_path = os.path.join(directory, "log.txt")
     # A child writes to a local file: the run's own log.txt while it runs, or, for a bucket
     # (gs://), a temporary file appended to log.txt there when the child ends.
@@ -199,13 +239,7 @@ class Search:
       local = files.local_path(log_path)
     try:
       with open(local, "ab") as log:
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                 preexec_fn=_end_with_parent if sys.platform == "linux" else None)
-        with self.lock:
-          self.children.add(child)
-        code = child.wait()
-        with self.lock:
-          self.children.discard(child)
+        code = self._child(command, log)
     finally:  # a stopped search too keeps what the child logged, and no local copy
       if remote:
         with open(local, "rb") as f:

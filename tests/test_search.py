@@ -212,3 +212,46 @@ def test_a_restart_compares_the_flags_not_their_spelling():
   assert search._passed_flags(["--do_eval", "--nodo_eval"]) == {"do_eval": "false"}
   assert search._passed_flags(["--max_seq_length=64"]) != search._passed_flags(
       ["--max_seq_length=128"])
+
+
+def _cluster(task_type, index, chief=False):
+  cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], **({"chief": ["127.0.0.1:3"]}
+                                                          if chief else {})}
+  return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+
+
+def test_across_machines_only_the_chiefs_search_writes_the_shared_files(tmp_path):
+  """Runs passed --strategy=multi_worker: every machine's search runs the whole grid (each
+  run a worker of one cluster), but only the chief's writes records, logs, tables, best/."""
+  from cli import search
+  multi = ["--do_eval", "--strategy=multi_worker"]
+  assert search.writes_shared_outputs(multi, _cluster("worker", 0))
+  assert not search.writes_shared_outputs(multi, _cluster("worker", 1))
+  assert not search.writes_shared_outputs(multi, _cluster("worker", 0, chief=True))
+  assert search.writes_shared_outputs(multi, _cluster("chief", 0, chief=True))
+  assert search.writes_shared_outputs(["--do_eval"], _cluster("worker", 1))  # one machine
+  with pytest.raises(ValueError, match="TF_CONFIG"):
+    search.writes_shared_outputs(multi, None)
+
+  os.environ["TF_CONFIG"] = _cluster("worker", 1)
+  try:
+    proc = _search(tmp_path, passthrough=("--strategy=multi_worker",))
+    refused = _search(tmp_path, "--parallel=2", passthrough=("--strategy=multi_worker",),
+                      expect_ok=False)
+  finally:
+    del os.environ["TF_CONFIG"]
+  search_dir = tmp_path / "search"
+  assert len(_calls(tmp_path)) == 8  # every run ran here too
+  written = {p.name for p in search_dir.rglob("*")}
+  assert not written & {RECORD, "log.txt", "table.md", "runs.csv", "selected.json", "best"}
+  assert "Not the chief" in proc.stderr
+  assert last_error_line(refused).startswith("error: --parallel=2 with --strategy=multi_worker")
+  assert len(_calls(tmp_path)) == 8
+
+  os.environ["TF_CONFIG"] = _cluster("worker", 0)  # the chief, the same search: all written
+  try:
+    _search(tmp_path, passthrough=("--strategy=multi_worker",))
+  finally:
+    del os.environ["TF_CONFIG"]
+  assert len(list(search_dir.glob(f"runs/*/{RECORD}"))) == 8
+  assert (search_dir / "best" / "checkpoint").exists() and (search_dir / "table.md").exists()
