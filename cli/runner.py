@@ -98,10 +98,14 @@ class Runner:
     if s.do_train:  # 9
       self._train(adapter, data, run, adapter.train_input(data, run), identity, steps)
     if s.use_best_checkpoint:
+      distribution.wait_for_all(strategy)  # the chief's last best/ written before any reads it
       periodic_eval.load_best(trainer.state, s.output_dir)
     elif not s.do_train:
       logging.info("Model %s.", trainer.restore(s.init_checkpoint, for_training=False,
                                                 heads_required=adapter.trained_head_required))
+    # Made here on every worker if nothing made it yet: under several workers making a
+    # variable is a collective, and a step first read by the chief alone (its results) hangs.
+    trainer.global_step  # noqa: B018
     if s.do_eval:
       run.write_results("eval_results.txt", adapter.evaluate(data, run))
     predicted = adapter.predict(data, run) if s.do_predict else None

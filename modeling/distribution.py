@@ -151,6 +151,13 @@ class WorkerOutputs:
       pass
 
 
+def wait_for_all(strategy):
+  """Returns once every worker of a multi-worker `strategy` has called it (at once with one
+  worker): for a file the chief writes and every worker then reads."""
+  if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    strategy.gather(strategy.run(lambda: tf.constant([0], tf.int64)), axis=0)
+
+
 def check_same_flags(strategy, text):
   """ValueError unless every worker of a multi-worker `strategy` passes the same `text` (its
   flags): workers started with different flags would train one model on mixed settings."""

@@ -99,13 +99,13 @@ class _Processes:
   def __init__(self, tmp_path):
     self.tmp_path, self.procs = tmp_path, []
 
-  def start(self, script, args, tag, ports=None, tasks=None):
+  def start(self, script, args, tag, ports=None, tasks=None, more_env=None):
     """One process, or with `ports` one worker per port under TF_CONFIG (those of `tasks`,
-    indices; default all)."""
+    indices; default all); `more_env`: more environment variables."""
     tasks = [None] if ports is None else range(len(ports)) if tasks is None else tasks
     procs = []
     for i in tasks:
-      env = {**os.environ, **ENV, "PYTHONPATH": ROOT}
+      env = {**os.environ, **ENV, "PYTHONPATH": ROOT, **(more_env or {})}
       extra = []
       if ports is not None:
         env["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
@@ -246,21 +246,27 @@ def test_classifier_two_workers_write_once_what_one_worker_writes(tmp_path, proc
   rows = lambda n, fmt: "\n".join(
       fmt(i, " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))) for i in range(n))
   (data / "train.tsv").write_text("sentence\tlabel\n" + "the cat sat on a mat\t1\n" * 16)
-  (data / "dev.tsv").write_text("sentence\tlabel\n" + rows(12, lambda i, s: f"{s}\t{i % 2}\n"))
+  # Dev labels all 1, as the training example's: the dev loss falls at each evaluation, so
+  # the last one (step 4) is the best (--best_metric=eval_loss) and rewrites best/ at the end.
+  (data / "dev.tsv").write_text("sentence\tlabel\n" + rows(12, lambda i, s: f"{s}\t1\n"))
   (data / "test.tsv").write_text("index\tsentence\n" + rows(10, lambda i, s: f"{i}\t{s}\n"))
   args = ["--task_name=SST-2", f"--data_dir={data}", f"--init_checkpoint={init}", "--do_train",
           "--do_eval", "--do_predict", "--max_seq_length=16", "--train_batch_size=8",
           "--eval_batch_size=4", "--predict_batch_size=4", "--num_train_epochs=2",
           "--learning_rate=1e-2", "--log_steps=1", "--seed=3", "--eval_every_steps=2",
-          "--use_best_checkpoint"]
+          "--use_best_checkpoint", "--best_metric=eval_loss"]
   single, multi = tmp_path / "single", tmp_path / "multi"
   watches = {out: _Writes(out) for out in (single, multi)}
+  # The chief publishes each best/ 2 s late, as over a slow bucket: the other worker must
+  # still load the last one (not an older best/, or none).
   started = [processes.start("run_classifier.py", [f"--output_dir={out}",
                                                    f"--export_dir={out / 'export'}", *args],
-                             out.name, ports) for out, ports in ((single, None),
-                                                                 (multi, _free_ports(2)))]
+                             out.name, ports, more_env={"SLOW_BEST_SECONDS": "2"})
+             for out, ports in ((single, None), (multi, _free_ports(2)))]
   logs = processes.finish(started[1])
   processes.finish(started[0])
+  used = [re.findall(r"Using the best checkpoint \S+ckpt-(\d+)", log) for log in logs]
+  assert used[0] == used[1] == ["4"], used
   writes = {out: watch.stop() for out, watch in watches.items()}
   _assert_written_once_by_the_chief(logs, writes[multi], writes[single], multi)
   assert writes[single]["eval_results.txt"] == writes[single]["run.json"] == 1
