@@ -37,6 +37,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.classification import BertClassifier
 from modeling.pretraining import BertPretrainer
+from modeling.span_labeling import BertSpanLabeler
 from scripts import ROOT, last_error_line, run_script, start_script
 from test_pretraining_data import make_corpus, make_vocab
 
@@ -307,6 +308,40 @@ def test_classifier_two_workers_write_once_what_one_worker_writes(tmp_path, proc
       continue
     # The SavedModel's copies of the weights: as _assert_same_weights.
     np.testing.assert_allclose(got, want, atol=1e-5, err_msg=n)
+
+
+@pytest.mark.slow
+@linux_only
+def test_squad_prediction_only_from_a_checkpoint_on_two_workers(tmp_path, processes):
+  """run_squad.py --do_predict without training, from --init_checkpoint: nothing made the
+  step variable before the chief alone read it for eval_results.txt (a collective that
+  waited for the other worker, which had finished: the chief hung, then failed)."""
+  vocab = write_vocab(tmp_path / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + WORDS)
+  config = _tiny_config(4 + len(WORDS))
+  model = BertSpanLabeler(BertEncoder(config))
+  model.build()
+  randomize(model, seed=0, scale=0.3)
+  init = checkpoints.save_tf1_checkpoint(checkpoints.model_weights(model), str(tmp_path / "init"),
+                                         config, vocab)
+  context = "the cat sat on a mat the film was very good"
+  qas = [{"id": f"q{i}", "question": q, "answers": [{"text": a, "answer_start": context.index(a)}]}
+         for i, (q, a) in enumerate([("the cat sat", "mat"), ("the film was", "very good"),
+                                     ("a plot", "cat")])]
+  (tmp_path / "dev.json").write_text(json.dumps(
+      {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context,
+                                                                 "qas": qas}]}]}))
+  args = [f"--vocab_file={vocab}", f"--bert_config_file={tmp_path / 'init' / 'bert_config.json'}",
+          f"--init_checkpoint={init}", f"--predict_file={tmp_path / 'dev.json'}", "--do_predict",
+          "--max_seq_length=16", "--doc_stride=4", "--max_query_length=6",
+          "--predict_batch_size=2"]
+  single, multi = tmp_path / "single", tmp_path / "multi"
+  started = [processes.start("run_squad.py", [f"--output_dir={out}", *args], out.name, ports)
+             for out, ports in ((single, None), (multi, _free_ports(2)))]
+  processes.finish(started[1])
+  processes.finish(started[0])
+  assert _eval_results(multi / "eval_results.txt") == _eval_results(single / "eval_results.txt")
+  assert (multi / "predictions.json").read_text() == (single / "predictions.json").read_text()
+  assert not (multi / ".workers").exists()
 
 
 def _identical_records(tmp_path, count):
