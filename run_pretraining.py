@@ -17,7 +17,7 @@ from cli.flags import define_runtime_flags, define_tpu_flags, must_be_positive
 from cli.runner import Runner
 from cli.settings import RunSettings, with_flags
 from cli.task_adapter import TaskAdapter, TrainInput, TrainSteps
-from data import dynamic_masking, features, record_checks
+from data import dynamic_masking, features, path_checks, record_checks
 from modeling import conversion, language_model, reports
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
@@ -164,8 +164,10 @@ class Pretraining(TaskAdapter):
     s = self.settings
     records = self._records(run.worker.static_shapes, s.input_file, s.train_batch_size, True,
                             run.files.tokenizer.vocab if s.dynamic_masking else None)
+    files = path_checks.expand_file_patterns(s.input_file, "records")
     return TrainInput(records, naming_errors=lambda: record_checks.naming_bad_files(
-        s.input_file, self.compression))
+        s.input_file, self.compression), source="\n".join(
+            [self.compression, str(s.dynamic_masking), *files]))
 
   def notes(self, run):
     return {"objectives": list(run.trainer.task.objectives)}

@@ -172,7 +172,8 @@ class Runner:
           s.early_stopping_patience, s.output_dir, run.files.config, run.files.vocab_file,
           chief)
       run.trainer.train(train_input.dataset_fn, s.init_checkpoint,
-                        load_fn=train_input.load_fn, evaluator=evaluator)
+                        load_fn=train_input.load_fn, evaluator=evaluator,
+                        source=train_input.source)
     if chief:
       adapter.after_training(run)
 

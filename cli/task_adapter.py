@@ -44,11 +44,13 @@ class TrainInput:
   dataset_fn(input_context) -> per-replica batches, repeating; load_fn:
   per-batch loading applied after a resumed run's skip (Trainer.train);
   naming_errors: a context manager that turns a damaged file met while
-  reading into an error naming it.
+  reading into an error naming it; source: what it reads, for a resume to tell
+  another input (TrainState.positioned_input).
   """
   dataset_fn: Callable
   load_fn: Optional[Callable] = None
   naming_errors: Callable = contextlib.nullcontext
+  source: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +101,8 @@ class Run:
     return TrainInput(lambda ctx: pipeline.record_dataset(
         path, spec, ctx.get_per_replica_batch_size(s.train_batch_size), True, s.seed, ctx,
         shuffle_buffer=10000, length_multiple=self.worker.length_multiple,
-        bucket_by_length=s.bucket_by_length))
+        bucket_by_length=s.bucket_by_length),
+        source=f"{name}: {len(next(iter(arrays.values())))} records")
 
   def predict_records(self, arrays, name, batch, keep=(), fill=0.0):
     """Writes feature arrays (padded to whole batches of `batch`) as records `name`, then

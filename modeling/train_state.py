@@ -10,8 +10,11 @@ trains: a run that only evaluates or predicts restores the model and the step
 from a training checkpoint and leaves the moments unread.
 """
 
+import hashlib
+
 import keras
 import tensorflow as tf
+from absl import logging
 
 from modeling import checkpoints, distribution
 
@@ -64,8 +67,9 @@ class TrainState:
         self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     return self._step
 
-  def checkpoint(self, iterator=None):
-    """A tf.train.Checkpoint of the state (and of `iterator`'s position)."""
+  def checkpoint(self, iterator=None, input_signature=None):
+    """A tf.train.Checkpoint of the state (and of `iterator`'s position, and the
+    input_signature of what it reads: positioned_input's)."""
     slots = {"global_step": self.step}
     state = dict(self.model_state)
     if self.optimizer is not None:
@@ -78,6 +82,8 @@ class TrainState:
                "state": checkpoints.NamedVariables(state, "state")}
     if iterator is not None and not isinstance(self.strategy, tf.distribute.TPUStrategy):
       objects["iterator"] = iterator  # resume exactly where the input stopped
+    if input_signature is not None:  # written, never restored: _saved_signature reads it
+      objects[_SIGNATURE] = tf.Variable(input_signature, trainable=False)
     return tf.train.Checkpoint(**objects)
 
   def manager(self, checkpoint):
@@ -135,10 +141,15 @@ class TrainState:
     elif init_checkpoint:
       self._initialized = (init_checkpoint, self.restore(init_checkpoint))
 
-  def positioned_input(self, dataset_fn, init_checkpoint=None, load_fn=None):
+  def positioned_input(self, dataset_fn, init_checkpoint=None, load_fn=None, source=""):
     """Restores the state for training (restore()); returns the training iterator,
-    positioned where a resumed run stopped, restore()'s description, and whether the
-    iterator's state belongs in the checkpoints.
+    positioned where a resumed run stopped, restore()'s description, whether the
+    iterator's state belongs in the checkpoints, and the input's signature for them.
+
+    source: what the input reads (its files), which with the batches' shapes makes the
+    signature. A run resumed on another input (the paper's second phase: the same run
+    on records of 512 tokens) starts that input from its beginning, as the original's
+    runs always did, rather than restore or skip to a position in the old one.
 
     dataset_fn(input_context) -> per-replica batched tf.data.Dataset; load_fn(dataset)
     -> dataset, applied after positioning (see Trainer.train). Under the default
@@ -154,17 +165,27 @@ class TrainState:
     load = load_fn or (lambda dataset: dataset)
     dataset = self.strategy.distribute_datasets_from_function(
         lambda context: load(dataset_fn(context)))
+    signature = hashlib.sha256(f"{source}\n{dataset.element_spec}".encode()).hexdigest()[:16]
     latest = tf.train.latest_checkpoint(self.config.output_dir)
-    if isinstance(dataset, tf.data.Dataset) and (not latest or _holds_input_position(latest)):
+    saved = _saved_signature(latest) if latest else None
+    changed = saved not in (None, signature)  # checkpoints from before signatures: the same
+    if changed:
+      logging.warning("The training input is not the one %s was trained on (other files or "
+                      "shapes): training goes on from its step on the new input, from its "
+                      "start.", latest)
+    if isinstance(dataset, tf.data.Dataset) and (not latest or changed
+                                                 or _holds_input_position(latest)):
       iterator = iter(dataset)  # no iterator made before: none reads in vain
-      return iterator, self.restore(init_checkpoint, iterator), True
+      return (iterator, self.restore(init_checkpoint, None if changed else iterator), True,
+              signature)
     description = self.restore(init_checkpoint)
-    done = int(self.step.numpy())
+    done = 0 if changed else int(self.step.numpy())
 
     def positioned(context):
       per_step = context.num_replicas_in_sync // context.num_input_pipelines
       return load(dataset_fn(context).skip(done * per_step))
-    return iter(self.strategy.distribute_datasets_from_function(positioned)), description, False
+    return (iter(self.strategy.distribute_datasets_from_function(positioned)), description,
+            False, signature)
 
   def weights_checkpoint(self):
     """A tf.train.Checkpoint of the model's variables and the step alone (no optimizer
@@ -180,6 +201,17 @@ class TrainState:
     except (tf.errors.OpError, IndexError, AssertionError) as e:
       reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
       raise ValueError(f"{prefix}: the best checkpoint cannot be read ({reason}).") from None
+
+
+_SIGNATURE = "input_signature"
+
+
+def _saved_signature(path):
+  """The input signature the checkpoint at `path` was written with (None: none recorded)."""
+  try:
+    return tf.train.load_variable(path, f"{_SIGNATURE}/.ATTRIBUTES/VARIABLE_VALUE").decode()
+  except (tf.errors.OpError, ValueError):
+    return None
 
 
 def _holds_input_position(path):

@@ -284,7 +284,7 @@ class Trainer:
 
   # --- The host loop -----------------------------------------------------------
 
-  def train(self, dataset_fn, init_checkpoint=None, load_fn=None, evaluator=None):
+  def train(self, dataset_fn, init_checkpoint=None, load_fn=None, evaluator=None, source=""):
     """Trains to num_train_steps (or until `evaluator` stops it); returns the final step.
 
     dataset_fn(input_context) -> per-replica batched tf.data.Dataset (repeating).
@@ -293,12 +293,13 @@ class Trainer:
     skips are never loaded.
     evaluator: a modeling/periodic_eval.PeriodicEvaluation, called between device
     calls at its steps; a checkpoint is saved right after each of its evaluations.
+    source: what the input reads (TrainState.positioned_input).
     """
     config = self.config
-    iterator, description, save_position = self.state.positioned_input(
-        dataset_fn, init_checkpoint, load_fn)
+    iterator, description, save_position, signature = self.state.positioned_input(
+        dataset_fn, init_checkpoint, load_fn, source)
     logging.info("Model %s.", description)
-    checkpoint = self.state.checkpoint(iterator if save_position else None)
+    checkpoint = self.state.checkpoint(iterator if save_position else None, signature)
     manager = self.state.manager(checkpoint)
     # Set back at the end: TensorFlow's preemption handler installs its own (multi-worker).
     previous = signal.getsignal(signal.SIGTERM)

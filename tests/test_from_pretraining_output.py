@@ -2,9 +2,11 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from conftest import write_vocab
 from helpers import randomize
+from data.pretraining import generation, instances
 from modeling import checkpoints
 from scripts import run_script
 from test_training import L, P, training_files
@@ -13,6 +15,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretraining import BertPretrainer
 
+STEP = "optimizer/by_name/global_step/.ATTRIBUTES/VARIABLE_VALUE"  # in our checkpoints
 CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=16, max_position_embeddings=16)
 
@@ -74,3 +77,31 @@ def test_pretraining_copies_the_vocab_it_found_beside_its_start(tmp_path):
              f"--output_file={tmp_path / 'features.jsonl'}", f"--init_checkpoint={out}",
              f"--max_seq_length={L}", "--layers=-1")
   assert (tmp_path / "features.jsonl").read_text().startswith('{"linex_index": 0,')
+
+
+@pytest.mark.slow
+def test_a_run_resumes_on_longer_records_as_the_papers_second_phase(tmp_path):
+  """The same --output_dir on records of another length (the paper's 90% of steps at 128
+  tokens, then 10% at 512): the run goes on from its step with the new input from its
+  start (the checkpoint's input position belongs to the old records: restoring it failed,
+  or, with as many files, crashed at the first step). Resumed again on the same records,
+  it restores its position in them."""
+  d, vocab, records, config, _ = training_files(tmp_path)
+  longer = str(tmp_path / "longer.tfrecord")
+  generation.generate_exact([str(d / "corpus.txt")], [longer], vocab, True,
+                            instances.GenerationConfig(2 * L, 2 * P, 0.15, 0.1, False, 2), 1)
+  out = tmp_path / "out"
+  args = [f"--bert_config_file={d / 'bert_config.json'}", f"--output_dir={out}", "--do_train",
+          "--train_batch_size=4", "--num_warmup_steps=0", "--save_checkpoints_steps=2"]
+  run_script("run_pretraining.py", *args, f"--input_file={records}", f"--max_seq_length={L}",
+             f"--max_predictions_per_seq={P}", "--num_train_steps=2")
+  phase2 = [*args, f"--input_file={longer}", f"--max_seq_length={2 * L}",
+            f"--max_predictions_per_seq={2 * P}"]
+  proc = run_script("run_pretraining.py", *phase2, "--num_train_steps=4")
+  assert f"The training input is not the one {out / 'ckpt-2'} was trained on" in proc.stderr
+  assert f"resumed from {out / 'ckpt-2'} at step 2" in proc.stderr
+  assert tf.train.load_variable(str(out / "ckpt-4"), STEP) == 4
+  proc = run_script("run_pretraining.py", *phase2, "--num_train_steps=6")
+  assert "The training input is not" not in proc.stderr
+  assert tf.train.load_variable(str(out / "ckpt-6"), STEP) == 6
+  assert any(n.startswith("iterator/") for n, _ in tf.train.list_variables(str(out / "ckpt-6")))
