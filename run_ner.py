@@ -166,7 +166,7 @@ class Tagging(TaskAdapter):
   def serving(self, data, run, predicted):
     s = self.settings
     return export.TextTagger(run.trainer.model, run.files.vocab_file, s.do_lower_case,
-                             s.max_seq_length, data.labels)
+                             s.max_seq_length, data.labels, s.doc_stride)
 
 
 def main(_):

@@ -10,7 +10,7 @@ import os
 import keras
 import tensorflow as tf
 
-from data import fast_tokenization, files
+from data import fast_tokenization, files, graph_ops
 from modeling import checkpoints, inference
 
 
@@ -211,14 +211,18 @@ class TextTagger(RawTextModule):
 
   Words are the text cut at ASCII whitespace (tf.strings.split: a no-break space stays
   inside a word), tokenized in the graph (the same ids as data/tokenization.py); each
-  sentence stands alone: one window when it fits `max_seq_length`, else
-  consecutive non-overlapping windows, so every word gets a tag (a feature-based
-  tagger's BiLSTM then reads the whole sentence's words). Returns `tags` and the
-  `words` they belong to, string [B, W] (padded with ""), and `num_words` int32 [B].
+  sentence stands alone: one window when it fits `max_seq_length`, else windows every
+  `doc_stride` pieces (default: back to back), each word tagged from the window where
+  its first piece has the most context, as run_ner.py --nodocument_context predicts (a
+  feature-based tagger's BiLSTM then reads the whole sentence's words). Returns `tags`
+  and the `words` they belong to, string [B, W] (padded with ""), and `num_words` int32
+  [B].
   """
 
-  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels):
+  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels,
+               doc_stride=None):
     super().__init__("text_tagger", model, vocab_file, do_lower_case, max_seq_length)
+    self.doc_stride = doc_stride or max_seq_length - 2
     self.labels = tf.constant(labels)
     self.unk_id = self.tokenizer.special_ids["[UNK]"]
     self.serve = tf.function(self._tag, input_signature=[tf.TensorSpec([None], tf.string,
@@ -248,18 +252,18 @@ class TextTagger(RawTextModule):
     per_word = pieces.row_lengths()  # [N]
     per_sentence = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(per_word, words.row_lengths()),
                                  axis=1)  # [B]
-    budget = self.max_seq_length - 2
-    windows = tf.maximum((per_sentence + budget - 1) // budget, 1)
-    starts = tf.ragged.range(windows) * budget  # [B, (K)] offsets within each sentence
-    lengths = tf.maximum(tf.minimum(per_sentence[:, None] - starts, budget), 0).flat_values
-    chunks = tf.RaggedTensor.from_row_lengths(pieces.flat_values, lengths)  # [M, (<= budget)]
-    inputs = fast_tokenization.packed_features([(chunks, chunks.row_lengths())], self.cls_id,
-                                                self.sep_id, self.max_seq_length)
+    # Windows as data/tagging_inputs.py cuts a sentence (an empty one: one empty window).
+    sentence, begin, length = graph_ops.window_spans(per_sentence, self.max_seq_length - 2,
+                                                     self.doc_stride, empty_window=True)
+    window_first = tf.gather(tf.cumsum(per_sentence, exclusive=True), sentence) + begin  # [M]
+    owner, piece = graph_ops.max_context_owner(window_first, length,
+                                               tf.size(pieces.flat_values, out_type=tf.int64))
+    chunks = tf.RaggedTensor.from_row_lengths(tf.gather(pieces.flat_values, piece), length)
+    inputs = fast_tokenization.packed_features([(chunks, length)], self.cls_id, self.sep_id,
+                                               self.max_seq_length)  # [M, (<= S)]
     first = tf.cumsum(per_word, exclusive=True)  # [N] each word's first piece overall
-    window_starts = tf.cumsum(lengths, exclusive=True)  # [M]
-    # "right": an empty window shares its start with the next one, which holds the piece.
-    window = tf.searchsorted(window_starts, first, side="right", out_type=tf.int64) - 1
-    offset = first - tf.gather(window_starts, window) + 1  # +1 for [CLS]
+    window = tf.gather(owner, first)  # [N] the window it is tagged from
+    offset = first - tf.gather(window_first, window) + 1  # +1 for [CLS]
     first_pieces = tf.stack([window, offset], axis=1)  # [N, 2]
     return {"features": inputs, "words": words, "first_pieces": first_pieces}
 

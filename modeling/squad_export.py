@@ -36,7 +36,7 @@ the nonce "empty".
 
 import tensorflow as tf
 
-from data import fast_tokenization
+from data import fast_tokenization, graph_ops
 from modeling import export
 
 WHITESPACE = (32, 9, 13, 10, 0x202F)  # the original's _is_whitespace
@@ -142,28 +142,11 @@ class TextQuestionAnswerer(export.RawTextModule):
     query = query[:, :self.max_query_length]  # [N, (Q)]
     query_length = query.row_lengths()
 
-    # Windows (windows.doc_spans): every `step` pieces, `max_doc` long, the last one to the end.
+    # Windows (windows.doc_spans), and the window where each piece has its max context.
     max_doc = s - query_length - 3
-    step = tf.minimum(max_doc, self.doc_stride)
-    count = tf.where(doc_length <= max_doc, tf.ones_like(doc_length),
-                     (doc_length - max_doc + step - 1) // step + 1)
-    count = tf.where(tf.equal(doc_length, 0), tf.zeros_like(count), count)  # [N]
-    example = tf.repeat(tf.range(n), count)  # [F] each window's question
-    begin = tf.ragged.range(count).flat_values * tf.gather(step, example)  # [F]
-    length = tf.minimum(tf.gather(doc_length, example) - begin, tf.gather(max_doc, example))
-    num_windows = tf.size(example, out_type=tf.int64)
-
-    # Max context (windows.max_context_windows): float64 score, the first best window wins.
-    window = tf.repeat(tf.range(num_windows), length)  # [E] one entry per piece per window
-    offset = tf.ragged.range(length).flat_values  # [E] position in the window
-    win_length = tf.gather(length, window)
-    score = (tf.cast(tf.minimum(offset, win_length - 1 - offset), tf.float64)
-             + 0.01 * tf.cast(win_length, tf.float64))
-    piece = tf.gather(doc_first, tf.gather(example, window)) + tf.gather(begin, window) + offset
-    num_pieces = tf.size(pieces, out_type=tf.int64)
-    best = tf.math.unsorted_segment_max(score, piece, num_pieces)
-    owner = tf.math.unsorted_segment_min(  # [P_all] each piece's max-context window
-        tf.where(score >= tf.gather(best, piece), window, num_windows), piece, num_pieces)
+    example, begin, length = graph_ops.window_spans(doc_length, max_doc, self.doc_stride)
+    owner, piece = graph_ops.max_context_owner(  # [P_all], [E]
+        tf.gather(doc_first, example) + begin, length, tf.size(pieces, out_type=tf.int64))
 
     # Features: [CLS] query [SEP] window [SEP], as data/squad.py packs them.
     doc_ids = tf.RaggedTensor.from_row_lengths(tf.gather(pieces, piece), length)  # [F, (L)]

@@ -405,7 +405,7 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
     assert line == "" if source == "" else line.rsplit(" ", 1)[0] == source
   assert _results(out / "test_results.txt")["test_f1"] > 0.9
   # The SavedModel on raw sentences gives the Python path's tags, sentence by sentence
-  # (a long one in non-overlapping windows), and a tag for every word.
+  # (a long one in windows every --doc_stride=8 pieces), and a tag for every word.
   sentences = ["Alice Smith visited Berlin today .", "", "acme corp said",
                " ".join(["the", "bob", "went", "to", "rome"] * 6)]
   served = fast_tokenization.load_serving(str(export))(
@@ -416,7 +416,7 @@ def test_fine_tuning_learns_a_separable_task_and_exports(model_files, tmp_path):
   path = _write(tmp_path / "raw.txt", [l for s in sentences if s for l in
                                        [f"{w} O" for w in s.split()] + [""]])
   flat = tagging_inputs.flatten(conll.read_conll(path), path, False)
-  arrays, _ = tagging_inputs.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 22, False)
+  arrays, _ = tagging_inputs.window_arrays(tokenization.FullTokenizer(vocab), flat, labels, 24, 8, False)
   logits = model({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})["logits"]
   want = [labels[i] for i in tagging_inputs.word_predictions(logits.numpy(), arrays["word_positions"],
                                                     len(flat.words))]
@@ -638,6 +638,46 @@ def test_cached_features_equal_the_window_call_and_the_served_tags(model_files, 
   mixed = serve(tf.constant(["", " ".join(documents[0].sentences[0].words)]))
   assert mixed["num_words"].numpy().tolist() == [0, lengths[0]]
   assert [t.decode() for t in mixed["tags"].numpy()[1][:lengths[0]]] == tags[:lengths[0]]
+
+
+@pytest.mark.parametrize("feature_based", [False, True])
+def test_the_export_tags_long_sentences_from_the_scripts_windows(model_files, tmp_path,
+                                                                  feature_based):
+  """A sentence longer than a window: TextTagger cuts it every doc_stride pieces and tags
+  each word from its max-context window, as run_ner.py --nodocument_context predicts
+  (window_arrays); it used to cut back-to-back windows whatever the stride."""
+  from modeling import export, tagging
+  _, vocab, config, _ = model_files
+  labels = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+  model = (tagging.BertFeatureTagger(BertEncoder(config), len(labels), [-1, 0], "weighted", 6)
+           if feature_based else BertTagger(BertEncoder(config), len(labels)))
+  randomize(model, seed=6, scale=0.3)
+  rng = random.Random(4)
+  words = ["berlin"] + LOC + ORG + FILLER + PER_FIRST
+  sentences = [[rng.choice(words) for _ in range(n)] for n in (3, 30, 47, 1, 60)]
+  path = _write(tmp_path / "t.txt", [l for s in sentences for l in [f"{w} O" for w in s] + [""]])
+  documents = conll.read_conll(path)
+  flat = tagging_inputs.flatten(documents, path, False)
+  tokenizer = tokenization.FullTokenizer(vocab)
+
+  def script_tags(stride):  # run_ner.py's --do_predict path
+    arrays, _ = tagging_inputs.window_arrays(tokenizer, flat, labels, 24, stride, False)
+    if feature_based:
+      features = word_features.word_features(model, arrays, len(flat.words), 4)
+      return [labels[i] for i in word_features.tag_sentences(
+          model, features, tagging_inputs.sentence_lengths(documents), 4)]
+    logits = model({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})["logits"]
+    return [labels[i] for i in tagging_inputs.word_predictions(
+        logits.numpy(), arrays["word_positions"], len(flat.words))]
+
+  assert script_tags(5) != script_tags(22)  # the stride matters to these sentences' tags
+  for stride in (5, 9, 22):
+    served = export.TextTagger(model, vocab, True, 24, labels, stride).serve(
+        tf.constant([" ".join(s) for s in sentences]))
+    counts = served["num_words"].numpy().tolist()
+    assert counts == [len(s) for s in sentences]
+    got = [t.decode() for row, n in zip(served["tags"].numpy(), counts) for t in row[:n]]
+    assert got == script_tags(stride), stride
 
 
 @pytest.mark.parametrize("distributed", [False, True])
