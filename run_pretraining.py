@@ -164,10 +164,16 @@ class Pretraining(TaskAdapter):
     s = self.settings
     records = self._records(run.worker.static_shapes, s.input_file, s.train_batch_size, True,
                             run.files.tokenizer.vocab if s.dynamic_masking else None)
-    files = path_checks.expand_file_patterns(s.input_file, "records")
+    names = path_checks.expand_file_patterns(s.input_file, "records")
     return TrainInput(records, naming_errors=lambda: record_checks.naming_bad_files(
-        s.input_file, self.compression), source="\n".join(
-            [self.compression, str(s.dynamic_masking), *files]))
+        s.input_file, self.compression, self._checks(run)), source="\n".join(
+            [self.compression, str(s.dynamic_masking), *names]))
+
+  def _checks(self, run):
+    """What a record met while training or evaluating is checked against when it fails."""
+    s = self.settings
+    return features.pretraining_record_checks(s.max_seq_length, s.max_predictions_per_seq,
+                                              run.files.config)
 
   def notes(self, run):
     return {"objectives": list(run.trainer.task.objectives)}
@@ -189,7 +195,7 @@ class Pretraining(TaskAdapter):
       logging.info("Evaluation compiled for one shape scores whole batches of "
                    "--eval_batch_size=%d only, as the original did: a last partial batch of "
                    "each worker's records is left out.", self.settings.eval_batch_size)
-    with record_checks.naming_bad_files(self.eval_pattern, self.compression):
+    with record_checks.naming_bad_files(self.eval_pattern, self.compression, self._checks(run)):
       return run.trainer.evaluate(self._records(run.worker.static_shapes, self.eval_pattern,
                                                 self.settings.eval_batch_size, False),
                                   self.settings.max_eval_steps)

@@ -110,6 +110,15 @@ def check_pretraining_records(patterns, max_seq_length, max_predictions_per_seq,
   must fit the config's tables (ids the embedding tables lack would fail deep
   in a step, or read zeros on GPUs).
   """
+  spec, hints, limits = pretraining_record_checks(max_seq_length, max_predictions_per_seq, config)
+  for flag, pattern in patterns.items():
+    record_checks.check_records(pattern, spec, hints, compression, limits, source=flag)
+
+
+def pretraining_record_checks(max_seq_length, max_predictions_per_seq, config):
+  """What pretraining records are checked against (record_checks.check_records' spec,
+  flag_hint and id_limits): their layout, the flag that sets each length, and the ranges
+  the config's tables give the ids."""
   spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
   hints = {n: "--max_seq_length" for n in ("input_ids", "input_mask", "segment_ids")}
   hints.update({n: "--max_predictions_per_seq" for n in
@@ -118,8 +127,7 @@ def check_pretraining_records(patterns, max_seq_length, max_predictions_per_seq,
   limits = {"input_ids": vocab, "masked_lm_ids": vocab,
             "segment_ids": (config.type_vocab_size, "the config's type_vocab_size"),
             "masked_lm_positions": (max_seq_length, "--max_seq_length")}
-  for flag, pattern in patterns.items():
-    record_checks.check_records(pattern, spec, hints, compression, limits, source=flag)
+  return spec, hints, limits
 
 
 def check_pretraining_inputs(input_file, eval_input_file, max_seq_length,

@@ -6,6 +6,7 @@ rather than met deep inside a training step.
 import concurrent.futures
 import contextlib
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -95,27 +96,34 @@ def _check_first_record(path, spec, flag_hint, compression):
       raise ValueError(f"{path} holds no whole record though its gzip trailer says {end} "
                        "bytes: the file is cut short (an interrupted copy?).")
     return _EMPTY
+  problem = _layout_problem(first.numpy(), spec, flag_hint)
+  if problem:
+    raise ValueError(f"{path}: {problem}")
+  return end
+
+
+def _layout_problem(record, spec, flag_hint):
+  """What keeps serialized `record` from `spec`'s layout, as a message; None if it fits."""
   try:
-    example = tf.train.Example.FromString(first.numpy())
+    example = tf.train.Example.FromString(record)
   except Exception:  # protobuf's DecodeError: not tf.train.Example records
-    raise ValueError(f"{path}: the first record is not a tf.train.Example.") from None
+    return "a record is not a tf.train.Example."
   for name, feature in spec.items():
     if name not in example.features.feature:
-      raise ValueError(f"{path}: records have no feature {name!r}; expected "
-                       f"{', '.join(sorted(spec))}.")
+      return f"records have no feature {name!r}; expected {', '.join(sorted(spec))}."
     entry = example.features.feature[name]
     kind = entry.WhichOneof("kind")
     want_kind = _LIST_KINDS.get(feature.dtype)
     if kind and want_kind and kind != want_kind:
-      raise ValueError(f"{path}: {name} is stored as {kind} but read as {feature.dtype.name} "
-                       f"({want_kind}); regenerate the data.")
+      return (f"{name} is stored as {kind} but read as {feature.dtype.name} ({want_kind}); "
+              "regenerate the data.")
     length = len(getattr(entry, kind).value) if kind else 0
     want = feature.shape[0] if feature.shape else 1
     if length != want:
-      hint = flag_hint.get(name, "")
-      raise ValueError(f"{path}: {name} has {length} values per record but {hint or 'the spec'}"
-                       f" expects {want}; regenerate the data or pass the matching flag.")
-  return end
+      return (f"{name} has {length} values per record but "
+              f"{flag_hint.get(name) or 'the spec'} expects {want}; regenerate the data or "
+              "pass the matching flag.")
+  return None
 
 
 def _check_ids(path, end, spec, id_limits, compression, count):
@@ -160,12 +168,15 @@ def check_whole_batch(file_patterns, compression, batch_size):
 
 
 @contextlib.contextmanager
-def naming_bad_files(file_patterns, compression=""):
+def naming_bad_files(file_patterns, compression="", checks=None):
   """Turns a corrupt or cut-short TFRecord file met while reading into one ValueError.
 
   A file whose end check failed (see record_files) is named by the check. For
   TensorFlow's own DataLossError, which names no file, the files are scanned
-  for those that cannot be read to their end (only on this error path).
+  for those that cannot be read to their end (only on this error path). With
+  `checks` (spec, flag_hint, id_limits: check_records' arguments), so is a record
+  past those check_records reads that does not parse or holds an id out of range
+  (TensorFlow's InvalidArgumentError, raised deep in a step).
   """
   try:
     yield
@@ -173,6 +184,12 @@ def naming_bad_files(file_patterns, compression=""):
     message = record_files.cut_short(e)
     if message:
       raise ValueError(message) from None
+    if checks and isinstance(e, tf.errors.InvalidArgumentError):
+      names = path_checks.expand_file_patterns(file_patterns, "records")
+      found = _first_bad_record(names, compression, *checks)
+      if found:
+        raise ValueError(found) from None
+      raise
     if not isinstance(e, tf.errors.DataLossError):
       raise
     names = path_checks.expand_file_patterns(file_patterns, "records")
@@ -198,3 +215,41 @@ def _readable(path, compression):
   except tf.errors.DataLossError:
     return False
   return True
+
+
+# _first_bad_record reads at most this many bytes of records looking for the bad one.
+SCAN_BYTES = 4 << 30
+
+
+def _first_bad_record(names, compression, spec, flag_hint, id_limits):
+  """A message naming the first record of `names` that does not fit `spec` or whose ids
+  are out of `id_limits` (check_records' arguments); None if there is none in the files'
+  first SCAN_BYTES bytes."""
+  logging.info("Looking for the record that failed among %d file(s).", len(names))
+  budget = SCAN_BYTES
+  for path in names:
+    if budget <= 0:
+      return None
+    budget -= files.size(path)
+    index = 0
+    for batch in tf.data.TFRecordDataset(path, compression).batch(1024):
+      records = batch.numpy()
+      try:
+        parsed = tf.io.parse_example(batch, spec)
+      except tf.errors.InvalidArgumentError:
+        for i, record in enumerate(records):
+          problem = _layout_problem(record, spec, flag_hint)
+          if problem:
+            return f"{path}: record {index + i + 1}: {problem}"
+        raise
+      for name, (limit, what) in (id_limits or {}).items():
+        values = parsed[name].numpy()
+        bad = np.flatnonzero(((values < 0) | (values >= limit)).any(axis=-1))
+        if bad.size:
+          row = values[bad[0]]
+          value = row[(row < 0) | (row >= limit)][0]
+          return (f"{path}: record {index + bad[0] + 1}: {name} holds {value}, outside "
+                  f"0..{limit - 1} ({what}); were the records made with another vocab or "
+                  "model?")
+      index += len(records)
+  return None

@@ -360,6 +360,34 @@ def test_corrupt_record_met_while_reading_names_the_file(tmp_path):
   assert str(error.value) == message
 
 
+def test_a_bad_record_past_the_checked_ones_names_its_file_and_record(tmp_path):
+  """check_records reads each file's first records; one further on of another layout (files
+  of two --max_seq_length joined), or with an id past the vocab, failed deep in a step with
+  TensorFlow's message and no file. Met while reading, it is named, file and record."""
+  config = BertConfig(vocab_size=len(WORDS), hidden_size=8, num_hidden_layers=1,
+                      num_attention_heads=2, intermediate_size=8)
+  checks = features.pretraining_record_checks(L, P, config)
+  _pretraining_records(tmp_path / "a.tfrecord", L, P, 70)
+  _pretraining_records(tmp_path / "long.tfrecord", 2 * L, P, 3)
+  (tmp_path / "b.tfrecord").write_bytes((tmp_path / "a.tfrecord").read_bytes()
+                                        + (tmp_path / "long.tfrecord").read_bytes())
+  _pretraining_records(tmp_path / "c.tfrecord", L, P, 100, top_id=len(WORDS) + 5)
+  for name, message in (
+      ("b", f"{tmp_path / 'b.tfrecord'}: record 71: input_ids has {2 * L} values per record "
+            f"but --max_seq_length expects {L}; regenerate the data or pass the matching flag."),
+      ("c", f"{tmp_path / 'c.tfrecord'}: record 100: input_ids holds {len(WORDS) + 5}, outside "
+            f"0..{len(WORDS) - 1} (the config's vocab_size); were the records made with another "
+            "vocab or model?")):
+    pattern = f"{tmp_path / 'a.tfrecord'},{tmp_path / name}.tfrecord"
+    record_checks.check_records(pattern, checks[0], checks[1], id_limits=checks[2])  # passes
+    table = tf.zeros([len(WORDS), 2])
+    with pytest.raises(ValueError) as error:
+      with record_checks.naming_bad_files(pattern, checks=checks):
+        for batch in pipeline.record_dataset(pattern, checks[0], 8, False):
+          tf.gather(table, batch["input_ids"])  # as the embedding lookup fails on CPUs
+    assert str(error.value) == message
+
+
 def test_library_errors_name_the_source_not_a_flag(tmp_path):
   spec = features.pretraining_feature_spec(L, P)
   with pytest.raises(ValueError, match=r"^records: no file matches '.*none\.tfrecord'\.$"):
