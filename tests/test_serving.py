@@ -736,6 +736,17 @@ def test_bad_rows_name_the_file_and_line(tmp_path, content, fmt, extra, message)
     text_rows.read_rows(str(path), fmt, {"text_a": 1}, **extra)
 
 
+def test_an_empty_list_of_endings_is_refused_by_line(tmp_path):
+  """A multiple-choice row without endings names its line (the export would fail on it
+  after loading, in an argmax over no items)."""
+  from data import text_rows
+  path = tmp_path / "r.jsonl"
+  path.write_text('\n{"sent1": "a", "endings": []}\n{"sent1": "a", "endings": []}\n')
+  with pytest.raises(ValueError, match=r"^\S+r\.jsonl:2: 'endings' is an empty list; give at "
+                     r"least one item\.$"):
+    text_rows.read_rows(str(path), "jsonl", {"sent1": 1, "endings": 2})
+
+
 def test_rows_from_lines_tsv_and_json_lines(tmp_path):
   from data import text_rows
   (tmp_path / "a.txt").write_text("one\n\ntwo words\n \n\n")  # blank lines skipped
