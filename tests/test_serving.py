@@ -329,6 +329,31 @@ def test_an_unreadable_export_is_one_line(tmp_path):
     served_model.signature_inputs(str(tmp_path / "cut"))
 
 
+def _tiny_export(path, dtype, outputs):
+  """A SavedModel whose serving_default takes one input, `text_a` of `dtype` [N], and
+  returns {name: function of it} for `outputs` (not one of our exports: no weights)."""
+  class Module(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], dtype, name="text_a")])
+    def serve(self, text_a):
+      return {name: make(text_a) for name, make in outputs.items()}
+  module = Module()
+  tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+  return str(path)
+
+
+def test_predict_refuses_an_export_of_other_inputs_before_reading_rows(tmp_path):
+  """An export whose input is not a string (not a raw-text export) is one line naming it,
+  before the rows are read (this file's only row is not JSON) or the export loads."""
+  export = _tiny_export(tmp_path / "floats", tf.float32, {"y": lambda x: 2 * x})
+  (tmp_path / "rows.jsonl").write_text("1.5 not json\n")
+  proc = run_script("predict.py", f"--export_dir={export}",
+                    f"--input_file={tmp_path / 'rows.jsonl'}",
+                    f"--output_file={tmp_path / 'out.jsonl'}", expect_ok=False)
+  assert last_error_line(proc) == (f"error: --export_dir={export}: input 'text_a' is float32; "
+                                   "predict.py runs raw-text exports (string inputs) only.")
+  assert "Traceback" not in proc.stderr and not (tmp_path / "out.jsonl").exists()
+
+
 GOOD, BAD = ["good", "great"], ["bad", "awful"]
 FILLER = ["the", "a", "film", "was", "very", "and", "plot", "actors", "music", "quite"]
 
