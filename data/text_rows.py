@@ -28,6 +28,15 @@ def input_format(path, given=None):
       else "lines"
 
 
+def check_id_field(id_field, outputs):
+  """ValueError when `id_field` (--id_field) is also the name of one of the export's
+  `outputs`: the written rows would hold two values under one name (JSON Lines keeps one)."""
+  if id_field in outputs:
+    raise ValueError(f"--id_field={id_field} is also the name of one of the export's outputs "
+                     f"({', '.join(outputs)}), which the id's column would clash with; rename "
+                     "that column or key in the input.")
+
+
 def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
   """(ids, {input name: list of values}, blank lines skipped) of the rows of `path`.
 

@@ -52,6 +52,12 @@ def signature_inputs(export_dir):
   return {name: len(info.tensor_shape.dim) for name, info in sorted(inputs.items())}
 
 
+def signature_outputs(export_dir):
+  """The names of the outputs each row gets (ServedModel's rows: num_words is applied, not
+  kept), sorted; from saved_model.pb, as signature_inputs."""
+  return sorted(set(_serving_signature(export_dir).outputs) - {"num_words"})
+
+
 class ServedModel:
   """An export's serving_default signature: inputs by name, outputs as plain Python rows.
 

@@ -354,6 +354,27 @@ def test_predict_refuses_an_export_of_other_inputs_before_reading_rows(tmp_path)
   assert "Traceback" not in proc.stderr and not (tmp_path / "out.jsonl").exists()
 
 
+def test_predict_refuses_an_id_field_named_like_an_output(tmp_path):
+  """--id_field=label beside an export's `label` output would lose the id (JSON Lines) or
+  write two label columns (TSV): refused, before predicting; another name runs."""
+  export = _tiny_export(tmp_path / "labels", tf.string, {
+      "label": tf.strings.upper, "length": lambda t: tf.strings.length(t)})
+  (tmp_path / "rows.jsonl").write_text('{"label": "q1", "key": "k1", "text_a": "good"}\n')
+  for out in ("out.jsonl", "out.tsv"):
+    proc = run_script("predict.py", f"--export_dir={export}",
+                      f"--input_file={tmp_path / 'rows.jsonl'}",
+                      f"--output_file={tmp_path / out}", "--id_field=label", expect_ok=False)
+    assert last_error_line(proc) == (
+        "error: --id_field=label is also the name of one of the export's outputs (label, "
+        "length), which the id's column would clash with; rename that column or key in the "
+        "input.")
+    assert not (tmp_path / out).exists()
+  run_script("predict.py", f"--export_dir={export}", f"--input_file={tmp_path / 'rows.jsonl'}",
+             f"--output_file={tmp_path / 'out.jsonl'}", "--id_field=key")
+  assert json.loads((tmp_path / "out.jsonl").read_text()) == {"key": "k1", "label": "GOOD",
+                                                              "length": 4}
+
+
 GOOD, BAD = ["good", "great"], ["bad", "awful"]
 FILLER = ["the", "a", "film", "was", "very", "and", "plot", "actors", "music", "quite"]
 
