@@ -51,12 +51,7 @@ def main(argv):
   search.check_passthrough(passthrough)
   search.check_scored(passthrough)
   script = search.find_script(FLAGS.script)
-  try:
-    values = dict(learning_rates=[float(v) for v in FLAGS.learning_rates],
-                  batch_sizes=[int(v) for v in FLAGS.batch_sizes],
-                  epochs=[float(v) for v in FLAGS.epochs])
-  except ValueError as e:
-    raise ValueError(f"--learning_rates, --batch_sizes, --epochs: {e}") from None
+  values = search.grid_values(FLAGS.learning_rates, FLAGS.batch_sizes, FLAGS.epochs)
   seeds = search.seeds_from(FLAGS.seeds, FLAGS.num_seeds)
   metric = FLAGS.metric or search.default_metric(script, passthrough)
   selection.check_metric_name(script, metric, "--metric", search.default_metric(script,

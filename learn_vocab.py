@@ -27,9 +27,10 @@ flags.DEFINE_integer("vocab_size", 30522, "Largest vocabulary size, special toke
 flags.DEFINE_bool("do_lower_case", True,
                   "Lower-case and strip accents before counting (an uncased vocab).")
 flags.DEFINE_integer("num_unused_tokens", 0,
-                     "[unusedN] placeholders to reserve after the special tokens.")
-flags.DEFINE_integer("min_count", 2, "Ignore words seen fewer times.")
-flags.DEFINE_integer("max_unique_chars", 1000, "Largest alphabet; rarer characters are dropped.")
+                     "[unusedN] placeholders to reserve after the special tokens.", lower_bound=0)
+flags.DEFINE_integer("min_count", 2, "Ignore words seen fewer times.", lower_bound=1)
+flags.DEFINE_integer("max_unique_chars", 1000, "Largest alphabet; rarer characters are dropped.",
+                     lower_bound=1)
 # Added: extending a released vocab.
 flags.DEFINE_string("base_vocab_file", None,
                     "Extend this vocab.txt with the input's words instead of learning one.")

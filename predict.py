@@ -26,8 +26,8 @@ flags.DEFINE_enum("input_format", None, ["lines", "tsv", "jsonl"],
 flags.DEFINE_list("fields", None, "TSV: the column names, in order (the export's inputs, "
                   "the id, others ignored).")
 flags.DEFINE_bool("header", False, "TSV: the first line names the columns.")
-flags.DEFINE_string("id_field", None, "The column or JSON key of each row's id. Default: the "
-                    "line number.")
+flags.DEFINE_string("id_field", None, "The column or JSON key of each row's id (not the name of "
+                    "one of the export's outputs). Default: the line number.")
 flags.DEFINE_integer("batch_size", 32, "Rows per call of the export.", lower_bound=1)
 FLAGS = flags.FLAGS
 
@@ -42,6 +42,8 @@ def main(_):
   path_checks.check_input_files(input_file=FLAGS.input_file)
   path_checks.check_output_file(FLAGS.output_file, "--output_file", [FLAGS.input_file])
   inputs = served_model.signature_inputs(FLAGS.export_dir)  # rows are checked before loading
+  if FLAGS.id_field:
+    text_rows.check_id_field(FLAGS.id_field, served_model.signature_outputs(FLAGS.export_dir))
   fmt = text_rows.input_format(FLAGS.input_file, FLAGS.input_format)
   ids, values, blank = text_rows.read_rows(FLAGS.input_file, fmt, inputs, FLAGS.fields,
                                            FLAGS.header, FLAGS.id_field)

@@ -46,10 +46,13 @@ flags.DEFINE_enum("feature_combine", "concat", ["concat", "sum", "weighted"],
                   "How the feature layers are combined; weighted: learned softmax weights.")
 flags.DEFINE_integer("lstm_units", 768, "BiLSTM units in each direction.", lower_bound=1)
 FLAGS = flags.FLAGS
-# The settings: the flags the runner reads and this script's own (cli/settings.py).
+# The flags only --feature_based reads.
+FEATURE_FLAGS = ("feature_layers", "feature_combine", "lstm_units")
+# The settings: the flags the runner reads, this script's own (cli/settings.py) and which
+# of FEATURE_FLAGS were given (main resolves it).
 Settings = with_flags(FineTuningSettings, "data_dir", "eval_batch_size", "document_context",
                       "doc_stride", "feature_based", "feature_layers", "feature_combine",
-                      "lstm_units")
+                      "lstm_units", "feature_flags_given")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +76,12 @@ class Tagging(TaskAdapter):
   def __init__(self, settings):
     super().__init__(settings)
     s = settings
+    if s.feature_flags_given and not s.feature_based:  # fine-tuning would ignore them
+      many = len(s.feature_flags_given) > 1
+      raise ValueError(f"{' and '.join(f'--{n}' for n in s.feature_flags_given)} "
+                       f"need{'' if many else 's'} --feature_based (the BiLSTM on frozen "
+                       "layers); fine-tuning tags from the last layer alone. Add "
+                       f"--feature_based or drop {'them' if many else 'it'}.")
     tagging_inputs.check_window_length(s.max_seq_length)
     self.layers = tagging.parse_feature_layers(s.feature_layers)
     word_features.check_local_input(s.feature_based, s.use_tpu or s.strategy == "tpu",
@@ -173,7 +182,9 @@ def main(_):
   learning_rate = FLAGS.learning_rate
   if learning_rate is None:  # the mode's default (see --learning_rate)
     learning_rate = 1e-3 if FLAGS.feature_based else 5e-5
-  Runner(Settings.from_flags(FLAGS, learning_rate=learning_rate), Tagging).run()
+  given = tuple(name for name in FEATURE_FLAGS if FLAGS[name].present)
+  Runner(Settings.from_flags(FLAGS, learning_rate=learning_rate, feature_flags_given=given),
+         Tagging).run()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ The table, the choice and best/ come from modeling/search_results.py.
 import concurrent.futures
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -55,6 +56,32 @@ def grid(learning_rates, batch_sizes, epochs, seeds):
   """Every Run of the grid, in order: learning rate, batch size, epochs, then seed."""
   return [Run(float(lr), int(b), float(e), int(s)) for lr in learning_rates
           for b in batch_sizes for e in epochs for s in seeds]
+
+
+def grid_values(learning_rates, batch_sizes, epochs):
+  """{learning_rates, batch_sizes, epochs} of the grid flags' strings as numbers, each in the
+  range the scripts' own flags take (a learning rate and epochs finite and above 0, a batch
+  size an integer of 1 or more), so that no run fails on one; ValueError naming the flag and
+  value otherwise."""
+  rules = (("learning_rates", learning_rates, float, "a finite number above 0",
+            lambda v: math.isfinite(v) and v > 0),
+           ("batch_sizes", batch_sizes, int, "an integer of 1 or more", lambda v: v >= 1),
+           ("epochs", epochs, float, "a finite number above 0",
+            lambda v: math.isfinite(v) and v > 0))
+  values = {}
+  for name, texts, kind, rule, holds in rules:
+    if not texts:
+      raise ValueError(f"--{name} is empty; give at least one value.")
+    values[name] = []
+    for text in texts:
+      try:
+        value = kind(text)
+      except ValueError:
+        value = None
+      if value is None or not holds(value):
+        raise ValueError(f"--{name}={','.join(texts)}: {text!r} is not {rule}.")
+      values[name].append(value)
+  return values
 
 
 def seeds_from(seeds, num_seeds):

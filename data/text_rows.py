@@ -28,6 +28,15 @@ def input_format(path, given=None):
       else "lines"
 
 
+def check_id_field(id_field, outputs):
+  """ValueError when `id_field` (--id_field) is also the name of one of the export's
+  `outputs`: the written rows would hold two values under one name (JSON Lines keeps one)."""
+  if id_field in outputs:
+    raise ValueError(f"--id_field={id_field} is also the name of one of the export's outputs "
+                     f"({', '.join(outputs)}), which the id's column would clash with; rename "
+                     "that column or key in the input.")
+
+
 def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
   """(ids, {input name: list of values}, blank lines skipped) of the rows of `path`.
 
@@ -35,8 +44,8 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
     path: the input file.
     fmt: "lines" (each line is the one input), "tsv" (columns named by `fields` or, with
       `header`, by the first line) or "jsonl" (one object a line, keys named as inputs).
-    inputs: {input name: rank}; rank 1 is a string, rank 2 a list of strings (the same
-      length on every row).
+    inputs: {input name: rank}; rank 1 is a string, rank 2 a non-empty list of strings
+      (the same length on every row).
     fields: TSV column names, in order.
     header: TSV: the first line names the columns (and is skipped).
     id_field: the column or key holding each row's id; else the line number.
@@ -113,6 +122,8 @@ def read_rows(path, fmt, inputs, fields=None, header=False, id_field=None):
       if rank == 2:
         if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
           raise ValueError(f"{where}: {name!r} must be a list of strings.")
+        if not value:  # the export scores each item: no items, nothing to choose from
+          raise ValueError(f"{where}: {name!r} is an empty list; give at least one item.")
         if width is not None and len(value) != width:
           raise ValueError(f"{where}: {name!r} has {len(value)} items; earlier rows have "
                            f"{width}.")

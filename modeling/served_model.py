@@ -3,18 +3,16 @@
 import numpy as np
 from google.protobuf import message
 import tensorflow as tf
+from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
 from data import files
 
 
-def signature_inputs(export_dir):
-  """{input name: rank} of the export's serving_default signature (1: string [N]; 2: string
-  [N, C]), read from saved_model.pb alone: in milliseconds, before the export loads.
-
-  Raises:
-    ValueError: one line, when the file is missing, unreadable or has no such signature.
-  """
+def _serving_signature(export_dir):
+  """The serving_default SignatureDef of the export, read from saved_model.pb alone: in
+  milliseconds, before the export loads. ValueError (one line) when the file is missing,
+  unreadable or has no such signature."""
   path = f"{export_dir}/saved_model.pb"
   try:
     if not files.exists(path):
@@ -33,9 +31,31 @@ def signature_inputs(export_dir):
         from None
   for meta_graph in saved.meta_graphs:
     if "serving_default" in meta_graph.signature_def:
-      inputs = meta_graph.signature_def["serving_default"].inputs
-      return {name: len(info.tensor_shape.dim) for name, info in sorted(inputs.items())}
+      return meta_graph.signature_def["serving_default"]
   raise ValueError(f"--export_dir={export_dir} has no serving_default signature.")
+
+
+def signature_inputs(export_dir):
+  """{input name: rank} of the export's serving_default signature (1: string [N]; 2: string
+  [N, C]), read from saved_model.pb before the export loads.
+
+  Raises:
+    ValueError: one line, when the file is missing, unreadable, has no such signature or
+      an input that is not a string (not a raw-text export).
+  """
+  inputs = _serving_signature(export_dir).inputs
+  for name, info in sorted(inputs.items()):
+    if info.dtype != types_pb2.DT_STRING:
+      kind = tf.dtypes.as_dtype(info.dtype).name if info.dtype else "not a plain tensor"
+      raise ValueError(f"--export_dir={export_dir}: input {name!r} is {kind}; predict.py runs "
+                       "raw-text exports (string inputs) only.")
+  return {name: len(info.tensor_shape.dim) for name, info in sorted(inputs.items())}
+
+
+def signature_outputs(export_dir):
+  """The names of the outputs each row gets (ServedModel's rows: num_words is applied, not
+  kept), sorted; from saved_model.pb, as signature_inputs."""
+  return sorted(set(_serving_signature(export_dir).outputs) - {"num_words"})
 
 
 class ServedModel:

@@ -184,6 +184,17 @@ CASES = [
      lambda d, out: ("run_ner.py", f"--data_dir={d}/conll", *_model(d, "no_cls.txt"),
                      f"--max_seq_length={L}", f"--output_dir={out}", "--do_train"),
      "error: Vocab file {d}/no_cls.txt lacks required token(s) [CLS]."),
+    ("ner feature flag without --feature_based",
+     lambda d, out: ("run_ner.py", f"--data_dir={d}/conll", *_model(d), f"--max_seq_length={L}",
+                     f"--output_dir={out}", "--do_train", "--feature_layers=-1,-2"),
+     "error: --feature_layers needs --feature_based (the BiLSTM on frozen layers); "
+     "fine-tuning tags from the last layer alone. Add --feature_based or drop it."),
+    ("ner feature flags without --feature_based",
+     lambda d, out: ("run_ner.py", f"--data_dir={d}/conll", *_model(d), f"--max_seq_length={L}",
+                     f"--output_dir={out}", "--do_train", "--feature_combine=concat",
+                     "--lstm_units=8"),
+     "error: --feature_combine and --lstm_units need --feature_based (the BiLSTM on frozen "
+     "layers); fine-tuning tags from the last layer alone. Add --feature_based or drop them."),
     ("swag header-only val.csv",
      lambda d, out: ("run_swag.py", f"--data_dir={d}/swag", *_model(d), f"--max_seq_length={L}",
                      f"--output_dir={out}", "--do_train", "--do_eval"),

@@ -42,6 +42,22 @@ def test_learn_vocab(tmp_path):
   assert "100.00% of words known" in proc.stderr
 
 
+@pytest.mark.parametrize("flag, message", [
+    ("--max_unique_chars=0", "0 is not a positive integer"),
+    ("--min_count=0", "0 is not a positive integer"),
+    ("--num_unused_tokens=-3", "-3 is not a non-negative integer"),
+])
+def test_learn_vocab_refuses_counts_out_of_range(tmp_path, flag, message):
+  """An alphabet of no characters (every word [UNK]), a count threshold below 1 or a
+  negative number of placeholders is refused before any counting."""
+  (tmp_path / "corpus.txt").write_text("the cat sat on the mat\n")
+  proc = run_script("learn_vocab.py", f"--input_file={tmp_path / 'corpus.txt'}",
+                    f"--vocab_file={tmp_path / 'vocab.txt'}", flag, expect_ok=False)
+  assert last_error_line(proc) == (f"error: flag {flag}: {message} (--helpfull lists the "
+                                   "flags)")
+  assert not (tmp_path / "vocab.txt").exists()
+
+
 @pytest.fixture
 def small(tmp_path):
   return make_vocab(tmp_path / "vocab.txt"), make_corpus(tmp_path / "corpus.txt", 8, seed=1)

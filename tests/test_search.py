@@ -164,6 +164,27 @@ def test_flags_the_search_sets_itself_are_refused(tmp_path):
   assert last_error_line(proc).startswith("error: The runs write no dev scores to select on")
 
 
+@pytest.mark.parametrize("flag, message", [
+    ("--learning_rates=-1,1e-4", "--learning_rates=-1,1e-4: '-1' is not a finite number above 0."),
+    ("--learning_rates=5e-5,inf", "--learning_rates=5e-5,inf: 'inf' is not a finite number "
+     "above 0."),
+    ("--learning_rates=nan", "--learning_rates=nan: 'nan' is not a finite number above 0."),
+    ("--batch_sizes=16,0", "--batch_sizes=16,0: '0' is not an integer of 1 or more."),
+    ("--batch_sizes=1.5", "--batch_sizes=1.5: '1.5' is not an integer of 1 or more."),
+    ("--epochs=0", "--epochs=0: '0' is not a finite number above 0."),
+    ("--epochs=3,x", "--epochs=3,x: 'x' is not a finite number above 0."),
+    ("--epochs=", "--epochs is empty; give at least one value."),
+])
+def test_grid_values_out_of_range_are_refused_before_any_run(tmp_path, flag, message):
+  """A grid value no run could take is one line naming the flag, before the search makes
+  its directory or starts a run (each run would fail on it after loading its data)."""
+  proc = run_script("finetune_search.py", f"--script={FAKE}",
+                    f"--output_dir={tmp_path / 'search'}", flag, "--", "--do_eval",
+                    "--task_name=SST-2", expect_ok=False)
+  assert last_error_line(proc) == f"error: {message}"
+  assert not (tmp_path / "search").exists()
+
+
 def _row(lr, seed, value, status="done"):
   return {"learning_rate": lr, "batch_size": 32, "epochs": 3.0, "seed": seed,
           "run": f"{lr}_{seed}", "status": status, "dev": {"eval_f1": value}, "test": {}}

@@ -329,6 +329,52 @@ def test_an_unreadable_export_is_one_line(tmp_path):
     served_model.signature_inputs(str(tmp_path / "cut"))
 
 
+def _tiny_export(path, dtype, outputs):
+  """A SavedModel whose serving_default takes one input, `text_a` of `dtype` [N], and
+  returns {name: function of it} for `outputs` (not one of our exports: no weights)."""
+  class Module(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], dtype, name="text_a")])
+    def serve(self, text_a):
+      return {name: make(text_a) for name, make in outputs.items()}
+  module = Module()
+  tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+  return str(path)
+
+
+def test_predict_refuses_an_export_of_other_inputs_before_reading_rows(tmp_path):
+  """An export whose input is not a string (not a raw-text export) is one line naming it,
+  before the rows are read (this file's only row is not JSON) or the export loads."""
+  export = _tiny_export(tmp_path / "floats", tf.float32, {"y": lambda x: 2 * x})
+  (tmp_path / "rows.jsonl").write_text("1.5 not json\n")
+  proc = run_script("predict.py", f"--export_dir={export}",
+                    f"--input_file={tmp_path / 'rows.jsonl'}",
+                    f"--output_file={tmp_path / 'out.jsonl'}", expect_ok=False)
+  assert last_error_line(proc) == (f"error: --export_dir={export}: input 'text_a' is float32; "
+                                   "predict.py runs raw-text exports (string inputs) only.")
+  assert "Traceback" not in proc.stderr and not (tmp_path / "out.jsonl").exists()
+
+
+def test_predict_refuses_an_id_field_named_like_an_output(tmp_path):
+  """--id_field=label beside an export's `label` output would lose the id (JSON Lines) or
+  write two label columns (TSV): refused, before predicting; another name runs."""
+  export = _tiny_export(tmp_path / "labels", tf.string, {
+      "label": tf.strings.upper, "length": lambda t: tf.strings.length(t)})
+  (tmp_path / "rows.jsonl").write_text('{"label": "q1", "key": "k1", "text_a": "good"}\n')
+  for out in ("out.jsonl", "out.tsv"):
+    proc = run_script("predict.py", f"--export_dir={export}",
+                      f"--input_file={tmp_path / 'rows.jsonl'}",
+                      f"--output_file={tmp_path / out}", "--id_field=label", expect_ok=False)
+    assert last_error_line(proc) == (
+        "error: --id_field=label is also the name of one of the export's outputs (label, "
+        "length), which the id's column would clash with; rename that column or key in the "
+        "input.")
+    assert not (tmp_path / out).exists()
+  run_script("predict.py", f"--export_dir={export}", f"--input_file={tmp_path / 'rows.jsonl'}",
+             f"--output_file={tmp_path / 'out.jsonl'}", "--id_field=key")
+  assert json.loads((tmp_path / "out.jsonl").read_text()) == {"key": "k1", "label": "GOOD",
+                                                              "length": 4}
+
+
 GOOD, BAD = ["good", "great"], ["bad", "awful"]
 FILLER = ["the", "a", "film", "was", "very", "and", "plot", "actors", "music", "quite"]
 
@@ -734,6 +780,17 @@ def test_bad_rows_name_the_file_and_line(tmp_path, content, fmt, extra, message)
   path.write_text(content)
   with pytest.raises(ValueError, match=message):
     text_rows.read_rows(str(path), fmt, {"text_a": 1}, **extra)
+
+
+def test_an_empty_list_of_endings_is_refused_by_line(tmp_path):
+  """A multiple-choice row without endings names its line (the export would fail on it
+  after loading, in an argmax over no items)."""
+  from data import text_rows
+  path = tmp_path / "r.jsonl"
+  path.write_text('\n{"sent1": "a", "endings": []}\n{"sent1": "a", "endings": []}\n')
+  with pytest.raises(ValueError, match=r"^\S+r\.jsonl:2: 'endings' is an empty list; give at "
+                     r"least one item\.$"):
+    text_rows.read_rows(str(path), "jsonl", {"sent1": 1, "endings": 2})
 
 
 def test_rows_from_lines_tsv_and_json_lines(tmp_path):
