@@ -17,6 +17,7 @@ HEADLINE = {
     "cola": "eval_matthews_corrcoef",
     "sts-b": "eval_spearman",
     "mrpc": "eval_f1",
+    "qqp": "eval_f1",  # Table 1: "F1 scores are reported for QQP and MRPC"
     "squad": "f1",  # the official scorer's F1 (v2.0: at --null_score_diff_threshold)
     "ner": "eval_f1",  # conlleval's span F1
     "swag": "eval_accuracy",

@@ -130,7 +130,7 @@ def test_the_default_metric_is_the_tasks_headline():
   for script, task, metric in (
       ("run_classifier.py", "MRPC", "eval_f1"), ("run_classifier.py", "sts-b", "eval_spearman"),
       ("run_classifier.py", "CoLA", "eval_matthews_corrcoef"),
-      ("run_classifier.py", "qqp", "eval_accuracy"), ("run_squad.py", None, "f1"),
+      ("run_classifier.py", "qqp", "eval_f1"), ("run_squad.py", None, "f1"),
       ("run_ner.py", None, "eval_f1"), ("/x/run_swag.py", None, "eval_accuracy")):
     assert selection.script_metric(script, task) == metric
 
