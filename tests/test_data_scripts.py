@@ -93,7 +93,7 @@ def test_generator_reports_and_writes(small, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["empty", "vocab", "length", "output", "input", "probability",
-                                  "utf-16", "utf-16-no-bom"])
+                                  "utf-16", "utf-16-no-bom", "output twice"])
 def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
   vocab, corpus = small
   out = tmp_path / "new" / "dir" / "out.tfrecord"  # folders the failed run leaves unmade
@@ -116,6 +116,11 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
     args["output_file"] = str(tmp_path / "file" / "out.tfrecord")
     out = tmp_path / "file" / "out.tfrecord"
     expected = f"error: --output_file={out}: {tmp_path}/file is a file, not a directory."
+  elif case == "output twice":  # before, the second file replaced the first: half was lost
+    again = f"{tmp_path}/new/dir/../dir/out.tfrecord"
+    args["output_file"] = f"{out},{again}"
+    expected = (f"error: --output_file names one file twice: '{out}' and '{again}'; name each "
+                "output once.")
   elif case == "input":
     args["input_file"] = str(tmp_path / "missing*.txt")
     expected = f"error: --input_file: no file matches '{tmp_path}/missing*.txt'."
