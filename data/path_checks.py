@@ -67,11 +67,27 @@ def check_output_file(path, flag, inputs=()):
   (a directory, a folder that cannot be written, or one of the `inputs` it is made from)."""
   if files.isdir(path):
     raise ValueError(f"{flag}={path} is a directory; name a file.")
-  same = lambda a, b: (a == b if files.is_remote(a) or files.is_remote(b) else
-                       os.path.realpath(files.local_path(a)) == os.path.realpath(files.local_path(b)))
-  if any(same(path, p) for p in inputs):
+  if any(same_file(path, p) for p in inputs):
     raise ValueError(f"{flag}={path} is also an input file; name another file.")
   ensure_writable_dir(files.parent_dir(path), f"{flag}={path}:")
+
+
+def same_file(a, b):
+  """Whether paths `a` and `b` name one file: local paths once resolved (./x, links,
+  file://), URLs as written."""
+  if files.is_remote(a) or files.is_remote(b):
+    return a == b
+  return os.path.realpath(files.local_path(a)) == os.path.realpath(files.local_path(b))
+
+
+def check_distinct_outputs(paths, flag):
+  """Before any work: ValueError naming `flag` when two of the output `paths` are one file
+  (the second write would replace the first)."""
+  for i, path in enumerate(paths):
+    for earlier in paths[:i]:
+      if same_file(earlier, path):
+        named = f"{earlier!r}" if earlier == path else f"{earlier!r} and {path!r}"
+        raise ValueError(f"{flag} names one file twice: {named}; name each output once.")
 
 
 # Directories ensure_writable_dir created (on a bucket, the directory itself), outermost

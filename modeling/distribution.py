@@ -53,18 +53,28 @@ def make_strategy(name, tpu=None, tpu_zone=None, gcp_project=None, tf_config=Non
     left = max(worker_timeout - waited, 10.0) if worker_timeout else 0
     return cluster.connect(config, left)
   if name == "tpu":
+    where = (f"--tpu_name={tpu}" if tpu else
+             "the TPU of TPU_NAME or of this TPU VM (no --tpu_name)")
     try:  # no name: the TPU_NAME variable, else this TPU VM's own TPU ("local")
       resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
           tpu=tpu or os.environ.get("TPU_NAME") or "local", zone=tpu_zone, project=gcp_project)
     except Exception as e:  # the resolver asks GCP's metadata server and API: any failure
-      where = (f"--tpu_name={tpu}" if tpu else
-               "the TPU of TPU_NAME or of this TPU VM (no --tpu_name)")
-      raise ValueError(f"Cannot find {where}: {type(e).__name__}: {str(e).splitlines()[0]} "
-                       "(run on a TPU VM, or name a TPU this machine can reach).") from None
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+      raise _tpu_error("find", where, e) from None
+    try:  # "local" on a machine without a TPU resolves, then fails here
+      tf.config.experimental_connect_to_cluster(resolver)
+      tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (tf.errors.OpError, ValueError, RuntimeError) as e:
+      raise _tpu_error("initialize", where, e) from None
     return tf.distribute.TPUStrategy(resolver)
   raise ValueError(f"--strategy={name}: expected one of {', '.join(STRATEGIES)}.")
+
+
+def _tpu_error(verb, where, error):
+  """A one-line ValueError for a TPU that could not be found or initialized."""
+  # TensorFlow's first line can go on with the op's attributes: keep what it says.
+  detail = (str(error).splitlines() or [""])[0].split(" used by {{")[0]
+  return ValueError(f"Cannot {verb} {where}: {type(error).__name__}: {detail} "
+                    "(run on a TPU VM, or name a TPU this machine can reach).")
 
 
 def set_precision(dtype):

@@ -172,6 +172,12 @@ CASES = [
     ("classifier output_dir is a file",
      lambda d, out: _classifier(d, f"--output_dir={d}/pairs.txt", "--do_train"),
      "error: --output_dir={d}/pairs.txt is a file; name a directory."),
+    ("classifier --use_tpu without a TPU",
+     lambda d, out: _classifier(d, f"--output_dir={out}", "--do_train", "--use_tpu"),
+     "error: Cannot initialize the TPU of TPU_NAME or of this TPU VM (no --tpu_name): "
+     "NotFoundError: TPUs not found in the cluster. Failed in initialization: No OpKernel "
+     "was registered to support Op 'ConfigureDistributedTPU' (run on a TPU VM, or name a "
+     "TPU this machine can reach)."),
     ("ner empty valid.txt",
      lambda d, out: ("run_ner.py", f"--data_dir={d}/conll", *_model(d), f"--max_seq_length={L}",
                      f"--output_dir={out}", "--do_train", "--train_batch_size=2", "--do_eval"),

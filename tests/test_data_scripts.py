@@ -29,6 +29,25 @@ def test_prepare_corpus_unwraps_paragraphs_and_splits_sentences(tmp_path):
   assert last_error_line(proc) == f"error: --input_file: no file matches '{tmp_path}/none*.txt'."
 
 
+def test_readme_separator_leaves_no_tags_of_wikiextractor_output(tmp_path):
+  """The README's --document_separator example drops WikiExtractor's opening and closing
+  tag lines: no tag text joins a sentence, and no empty document is written."""
+  import io
+  import re
+  from data import corpus
+  readme = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")).read()
+  separator = re.search(r"`--document_separator` gives a regular\s+expression for the lines "
+                        r"between documents \(e\.g\. `'([^']+)'`", readme).group(1)
+  text = ('<doc id="1" url="u" title="First">\nFirst\n\nFirst doc. It has two sentences.\n'
+          '</doc>\n<doc id="2" url="u" title="Second">\nSecond\n\nSecond doc here.\n</doc>\n\n')
+  (tmp_path / "wiki.txt").write_text(text)
+  out, stats = io.StringIO(), corpus.PrepareStats()
+  corpus.prepare([str(tmp_path / "wiki.txt")], out, stats, separator)
+  assert out.getvalue() == ("First\nFirst doc.\nIt has two sentences.\n\n"
+                            "Second\nSecond doc here.\n")
+  assert stats.documents == 2
+
+
 def test_learn_vocab(tmp_path):
   corpus = make_corpus(tmp_path / "corpus.txt", documents=20, seed=4)
   vocab = tmp_path / "vocab.txt"
@@ -90,7 +109,7 @@ def test_generator_reports_and_writes(small, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["empty", "vocab", "length", "output", "input", "probability",
-                                  "utf-16", "utf-16-no-bom"])
+                                  "utf-16", "utf-16-no-bom", "output twice"])
 def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
   vocab, corpus = small
   out = tmp_path / "new" / "dir" / "out.tfrecord"  # folders the failed run leaves unmade
@@ -113,6 +132,11 @@ def test_bad_input_fails_in_one_line_without_output(small, tmp_path, case):
     args["output_file"] = str(tmp_path / "file" / "out.tfrecord")
     out = tmp_path / "file" / "out.tfrecord"
     expected = f"error: --output_file={out}: {tmp_path}/file is a file, not a directory."
+  elif case == "output twice":  # before, the second file replaced the first: half was lost
+    again = f"{tmp_path}/new/dir/../dir/out.tfrecord"
+    args["output_file"] = f"{out},{again}"
+    expected = (f"error: --output_file names one file twice: '{out}' and '{again}'; name each "
+                "output once.")
   elif case == "input":
     args["input_file"] = str(tmp_path / "missing*.txt")
     expected = f"error: --input_file: no file matches '{tmp_path}/missing*.txt'."

@@ -4,7 +4,7 @@ import os
 import pytest
 
 from helpers import read_eval_results
-from scripts import run_script
+from scripts import last_error_line, run_script
 
 
 @pytest.mark.slow
@@ -27,3 +27,35 @@ def test_demo_pipeline_end_to_end(tmp_path):
   assert "-> positive (label 1)" in out  # a plainly positive sentence
   assert "What was made:" in out and "total" in out
   assert os.path.isdir(work / "saved_model")
+
+
+# (case, flags, the one-line error): each refused before any step runs or --work_dir is made.
+REFUSED = [
+    ("pair for the demo task", ["--sentence=A great film. ||| I loved it."],  # the demo's own task, SST-2
+     "error: --sentence: SST-2 takes one text, not 'first ||| second'."),
+    ("one text for a pair task", ["--glue_dir=my_task", "--task_name=RTE", "--sentence=One text."],
+     "error: --sentence: RTE takes a pair: write 'first ||| second'."),
+    ("task without glue_dir", ["--task_name=RTE", "--sentence=A. ||| B."],
+     "error: --task_name=RTE needs --glue_dir (the demo's own task is SST-2): pass your "
+     "task's directory too, or drop --task_name."),
+    ("zero pretraining steps", ["--pretrain_steps=0"],
+     "error: --pretrain_steps=0: pretraining needs at least 1."),
+]
+
+
+@pytest.mark.parametrize("case,args,want", REFUSED, ids=[c[0] for c in REFUSED])
+def test_demo_refuses_bad_flags_before_any_work(tmp_path, case, args, want):
+  work = tmp_path / "demo"
+  proc = run_script("demo.py", "--quick", f"--work_dir={work}", *args, expect_ok=False)
+  assert proc.returncode == 1 and last_error_line(proc) == want, proc.stderr[-2000:]
+  assert "[1] Corpus" not in proc.stdout
+  assert not work.exists()
+
+
+def test_demo_pretrain_steps_count_under_quick():
+  """--quick shrinks every step, but an explicit --pretrain_steps is used as given."""
+  import demo
+  assert demo._check_flags(None, None, "One text.", None, True) == ("SST-2", 8)
+  assert demo._check_flags(None, None, "One text.", None, False) == ("SST-2", 1000)
+  assert demo._check_flags(None, None, "One text.", 50, True) == ("SST-2", 50)
+  assert demo._check_flags("task", "rte", "A. ||| B.", None, False) == ("rte", 1000)

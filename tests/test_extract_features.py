@@ -156,3 +156,16 @@ def test_bad_input_is_one_line_and_leaves_no_output(model_dir, tmp_path):
                     f"--init_checkpoint={directory / 'bert_model.ckpt'}", "--max_seq_length=12",
                     expect_ok=False)
   assert "nope.txt" in last_error_line(proc) and last_error_line(proc).startswith("error: ")
+
+
+def test_help_describes_batch_length_multiple_without_xla():
+  """extract_features.py has no --jit_compile and no TPU: its help names neither for
+  --batch_length_multiple's default, as the fine-tuning scripts' help does."""
+  def helped(script):  # (the whole help, the flag's own text on one line)
+    text = run_script(script, "--helpfull", expect_ok=False).stdout
+    start = text.index("--batch_length_multiple:")
+    return text, " ".join(text[start:text.index("(a non-negative integer)", start)].split())
+  whole, extract = helped("extract_features.py")
+  assert extract.endswith("Unset: 1 (exact lengths) on CPUs, 8 on GPUs."), extract
+  assert "--jit_compile" not in whole
+  assert "16 with --jit_compile" in helped("run_classifier.py")[1]

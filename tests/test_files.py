@@ -123,6 +123,23 @@ def test_output_files_are_refused_before_any_work(tmp_path):
     wordpiece_vocab.reserved_tokens(7, num_unused=2)
 
 
+def test_an_output_named_twice_is_refused_under_any_spelling(tmp_path):
+  (tmp_path / "d").mkdir()
+  (tmp_path / "link").symlink_to(tmp_path / "d")
+  t = str(tmp_path)
+  for first, second in ((f"{t}/out", f"{t}/./out"), (f"{t}/d/out", f"{t}/link/out"),
+                        (f"{t}/d/out", f"file://{t}/d/out"), ("gs://b/x", "gs://b/x")):
+    with pytest.raises(ValueError) as error:
+      path_checks.check_distinct_outputs([first, "gs://b/y", second], "--output_file")
+    assert str(error.value) == (f"--output_file names one file twice: {first!r} and "
+                                f"{second!r}; name each output once." if first != second else
+                                f"--output_file names one file twice: {first!r}; name each "
+                                "output once.")
+  # Different files, and bucket paths differing in their bucket, are distinct.
+  path_checks.check_distinct_outputs([f"{t}/a", f"{t}/b", "gs://b/a", "gs://c/a"],
+                                     "--output_file")
+
+
 def test_free_space_check_names_the_directory_and_the_need(tmp_path):
   path_checks.check_free_space(str(tmp_path), 1, "features")  # a byte fits
   with pytest.raises(ValueError) as e:

@@ -62,15 +62,36 @@ def test_streaming_outputs_equal_one_streaming_worker_per_output(inputs, tmp_pat
   assert gzip.decompress(_bytes([outs[0]])[0]) != gzip.decompress(_bytes([alone])[0])
 
 
+def test_an_output_whose_inputs_hold_no_text_is_empty(inputs, tmp_path, caplog):
+  """As the original writes an empty file for inputs without text (and run_pretraining.py
+  reads it as no examples); before, the whole run failed at its end and removed every
+  output. Inputs all without text are refused, as a run without --shard_by_input_file
+  refuses them."""
+  d, vocab, texts = inputs
+  empty = tmp_path / "empty.txt"
+  empty.write_text("\n  \n\n")
+  for stream in (None, (500, 50)):
+    outs = [str(tmp_path / f"{bool(stream)}-{j}") for j in range(3)]
+    summary = sharded.generate_sharded(texts[:2] + [str(empty)], outs, vocab, True, CONFIG, 1,
+                                       1, stream=stream)
+    assert os.path.getsize(outs[2]) == 0
+    assert summary.instances == len(read_records(outs, 32, 5)["input_ids"]) > 0
+    assert f"{outs[2]} is empty: its input file(s) {empty} hold no text." in caplog.text
+  outs = [str(tmp_path / f"none-{j}") for j in range(2)]
+  with pytest.raises(ValueError, match=f"^--input_file: no text in {empty}, {empty}.$"):
+    sharded.generate_sharded([str(empty)] * 2, outs, vocab, True, CONFIG, 1, 1)
+  assert not any(os.path.exists(p) for p in outs) and not _leftovers(tmp_path)
+
+
 @pytest.mark.slow  # worker processes, each importing TensorFlow
 def test_a_failing_output_leaves_no_file(inputs, tmp_path):
   d, vocab, texts = inputs
-  empty = tmp_path / "empty.txt"
-  empty.write_text("\n\n")
+  wide = tmp_path / "wide.txt"
+  wide.write_bytes(open(texts[0], encoding="utf-8").read().encode("utf-16"))
   outs = [str(tmp_path / f"out-{j}") for j in range(3)]
-  with pytest.raises(ValueError, match=f"no text in {empty}"):
-    # Output 2 reads only the empty file; outputs 0 and 1 complete first or meanwhile.
-    sharded.generate_sharded(texts[:2] + [str(empty)], outs, vocab, True, CONFIG, 1, 2)
+  with pytest.raises(ValueError, match=f"{wide}:1: starts with a UTF-16 byte order mark"):
+    # Output 2 reads only the UTF-16 file; outputs 0 and 1 complete first or meanwhile.
+    sharded.generate_sharded(texts[:2] + [str(wide)], outs, vocab, True, CONFIG, 1, 2)
   assert not any(os.path.exists(p) for p in outs) and not _leftovers(tmp_path)
   with pytest.raises(ValueError, match="2 input file.s. for 3 output files"):
     sharded.input_groups(texts[:2], 3)

@@ -120,10 +120,12 @@ def count_instances(summary, arrays, replacements, vocab):
 
 
 def generate_exact(input_files, output_files, vocab_file, do_lower_case, config, random_seed,
-                   compression="", batch_size=4096, show_progress=True):
+                   compression="", batch_size=4096, show_progress=True, empty_ok=False):
   """The original generator's output, made with integer ids; returns a Summary.
 
   show_progress: progress lines on stderr (off in sharded.py's worker processes).
+  empty_ok: inputs without text write empty outputs, as the original does (sharded.py,
+    where they are one output's share of a corpus); else ValueError.
   """
   start = time.time()
   interval = 1.0 if show_progress else float("inf")
@@ -136,7 +138,11 @@ def generate_exact(input_files, output_files, vocab_file, do_lower_case, config,
       input_files, tokenizer, read,
       progress=lambda done, docs: reading.update(done, documents=docs, lines=read.lines))
   if not len(corpus.documents):
-    raise ValueError(f"--input_file: no text in {', '.join(input_files)}.")
+    if not empty_ok:
+      raise ValueError(f"--input_file: no text in {', '.join(input_files)}.")
+    with tfrecords.RecordWriters(output_files, compression):
+      pass  # empty files: no records
+    return Summary(read, config=config, seconds=time.time() - start)
   rng = random.Random(random_seed)
   passes = len(corpus.documents) * config.dupe_factor
   making = Progress("instances", passes, interval)

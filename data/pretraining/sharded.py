@@ -10,7 +10,8 @@ exact (default) algorithm, or the streaming one with one worker under
 `num_workers` processes make the outputs in any order and the files are byte
 for byte the same for any number of workers. Workers write under temporary
 names; the parent renames every output into place once all are complete, or
-removes them all.
+removes them all. An output whose inputs hold no text is empty (with a
+warning), as the original writes it; inputs all without text are refused.
 """
 
 import multiprocessing
@@ -18,6 +19,8 @@ import queue
 import signal
 import time
 import traceback
+
+from absl import logging
 
 from data import files, tfrecords
 from data.pretraining import documents, generation, streaming
@@ -75,7 +78,7 @@ def _make_output(task):
   seed = output_seed(random_seed, j)
   if stream is None:
     summary = generation.generate_exact(inputs, [staging], vocab_file, do_lower_case, config,
-                                        seed, compression, show_progress=False)
+                                        seed, compression, show_progress=False, empty_ok=True)
   else:  # the streaming mode's one worker, writing here instead of through a parent
     block_tokens, shuffle_buffer_size = stream
     start = time.time()
@@ -83,8 +86,6 @@ def _make_output(task):
       sink = _WriterSink(writers)
       streaming._run_worker(0, (inputs, vocab_file, do_lower_case, config, seed, 1,
                                 block_tokens, shuffle_buffer_size), sink)
-      if not sink.summary.read.documents:
-        raise ValueError(f"--input_file: no text in {', '.join(inputs)}.")
     summary = sink.summary
     summary.config, summary.seconds = config, time.time() - start
   return j, summary
@@ -169,6 +170,8 @@ def generate_sharded(input_files, output_files, vocab_file, do_lower_case, confi
       done_bytes += sizes[j]
       progress.update(done_bytes, force=True, files=len(results),
                       instances=sum(s.instances for s in results.values()))
+    if not any(summary.read.documents for summary in results.values()):
+      raise ValueError(f"--input_file: no text in {', '.join(input_files)}.")
     for source, target in zip(staging, output_files):
       files.rename(source, target)
   except BaseException:
@@ -182,6 +185,9 @@ def generate_sharded(input_files, output_files, vocab_file, do_lower_case, confi
   total = generation.Summary(documents.ReadStats(), config=config)
   for j in range(len(groups)):
     streaming._merge(total, results[j])
+    if not results[j].read.documents:  # as the original, run on those files alone, writes it
+      logging.warning("%s is empty: its input file(s) %s hold no text.", output_files[j],
+                      ", ".join(groups[j]))
   total.seconds = time.time() - start
   return total
 
