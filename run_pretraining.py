@@ -164,7 +164,9 @@ class Pretraining(TaskAdapter):
     s = self.settings
     records = self._records(run.worker.static_shapes, s.input_file, s.train_batch_size, True,
                             run.files.tokenizer.vocab if s.dynamic_masking else None)
-    names = path_checks.expand_file_patterns(s.input_file, "records")
+    # The files by name: the same records moved (to a bucket) resume where they stopped.
+    names = [os.path.basename(n) for n in path_checks.expand_file_patterns(s.input_file,
+                                                                           "records")]
     return TrainInput(records, naming_errors=lambda: record_checks.naming_bad_files(
         s.input_file, self.compression, self._checks(run)), source="\n".join(
             [self.compression, str(s.dynamic_masking), *names]))
