@@ -87,7 +87,7 @@ def main(_):
   from modeling.config import BertConfig
 
   path_checks.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
-  _check_not_a_training_run(FLAGS.output_dir, FLAGS.output_format)
+  _check_not_a_training_run(FLAGS.output_dir)
   if FLAGS.bert_config_file:
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
   else:
@@ -117,19 +117,16 @@ def main(_):
                type(model).__name__, path, FLAGS.output_format)
 
 
-def _check_not_a_training_run(output_dir, output_format):
-  """ValueError when a tf1 or tf2 conversion would replace the `checkpoint` state file of a
-  training run's directory (its ckpt-N): the run would then resume from weights alone."""
-  import tensorflow as tf
-  from data import files
-  if output_format == "hf" or not files.exists(os.path.join(output_dir, "checkpoint")):
-    return
-  state = tf.train.get_checkpoint_state(output_dir)
-  name = os.path.basename(state.model_checkpoint_path) if state else ""
-  if name not in ("", "bert_model.ckpt", "model.ckpt"):
+def _check_not_a_training_run(output_dir):
+  """ValueError when --output_dir holds a training run's checkpoints (ckpt-N): tf1 or tf2
+  would replace the `checkpoint` state file its resume reads, and an hf model.safetensors
+  beside them would make the directory name two models."""
+  from modeling import checkpoint_paths
+  name = checkpoint_paths.training_run_checkpoint(output_dir)
+  if name:
     raise ValueError(f"--output_dir={output_dir} holds a training run's checkpoints ({name}); "
-                     "converting there would replace the state its resume reads: name "
-                     "another directory.")
+                     "a converted model there would replace or hide them: name another "
+                     "directory.")
 
 
 def _tokenizer_config(input_checkpoint):

@@ -12,7 +12,7 @@ that has none (see modeling/hf_checkpoints.py).
 import os
 
 from data import files, path_checks
-from modeling import checkpoints, hf_checkpoints
+from modeling import checkpoint_paths, checkpoints, hf_checkpoints
 from modeling.encoder import BertEncoder
 from modeling.classification import BertClassifier
 from modeling.pretraining import BertPretrainer
@@ -100,8 +100,10 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
     raise ValueError(f"Unknown checkpoint format {output_format!r}; expected tf1, tf2 or hf.")
   path_checks.ensure_writable_dir(output_dir, "output directory")
   # The config and vocab first: the checkpoint's `checkpoint` file, written last,
-  # marks the directory complete (as the tf1 and hf writers do); an older one goes first.
+  # marks the directory complete (as the tf1 and hf writers do); an older one goes first,
+  # with a Hugging Face model this one replaces.
   files.remove_marker(os.path.join(output_dir, "checkpoint"))
+  checkpoint_paths.remove_hf_model(output_dir)
   checkpoints.write_config_and_vocab(output_dir, config, vocab_file)
   files.write_extra_files(output_dir, extra_files)
   return checkpoints.save_tf2_checkpoint(model, os.path.join(output_dir, "model.ckpt"))

@@ -23,6 +23,7 @@ import numpy as np
 from absl import logging
 
 from data import files, path_checks, text_decoding
+from modeling import checkpoint_paths
 from modeling.config import LAYER_NORM_EPSILON
 
 # --- The name table --------------------------------------------------------
@@ -281,10 +282,12 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   output_dir receives `config.json`, `vocab.txt` (when given), extra_files
   (files.write_extra_files) and then
   `model.safetensors`, each written under a temporary name and renamed; the
-  weights go last, so a directory with model.safetensors is complete.
+  weights go last, so a directory with model.safetensors is complete. A TF
+  checkpoint there that this model replaces is removed first.
   Returns the path of model.safetensors.
   Raises:
-    ValueError: a head with no Hugging Face layout, or an unwritable output_dir.
+    ValueError: a head with no Hugging Face layout, an unwritable output_dir, or
+      one holding a training run's checkpoints.
   """
   tensors, architecture = to_hf_tensors(weights, config.causal_attention)
   num_labels = (weights[_LABEL_ROWS[architecture]].shape[0]
@@ -292,7 +295,11 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   if labels and len(labels) != num_labels:
     raise ValueError(f"{len(labels)} label names for a head of {num_labels} classes.")
   path_checks.ensure_writable_dir(output_dir, "output directory")
-  files.remove_marker(os.path.join(output_dir, "model.safetensors"))  # an older export's marker
+  # An older export's marker, and a TF checkpoint this model replaces (refused when
+  # a training run's): the directory then names one model.
+  checkpoint_paths.remove_tf_checkpoint(output_dir)
+  files.remove_marker(os.path.join(output_dir, checkpoint_paths.HF_FILE))
+  files.remove_marker(os.path.join(output_dir, checkpoint_paths.HF_SHARD_INDEX))
   with files.atomic_output(os.path.join(output_dir, "config.json")) as f:
     json.dump(hf_config(config, architecture, num_labels, labels), f, indent=2, sort_keys=True)
     f.write("\n")

@@ -534,3 +534,52 @@ def test_heads_without_a_transformers_layout_are_refused(tmp_path):
   with pytest.raises(ValueError, match="No Hugging Face BERT class holds cls/ner/lstm_0/bw/bias"):
     hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path / "out"), SMALL)
   assert not (tmp_path / "out").exists()
+
+
+def test_a_directory_holding_two_models_is_refused_naming_both(tmp_path):
+  """An old model.safetensors beside a newer TF checkpoint was read in its place."""
+  weights = checkpoints.model_weights(BertEncoder(SMALL))
+  hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path), SMALL)
+  checkpoints.save_tf2_checkpoint(BertEncoder(SMALL), str(tmp_path / "ckpt-3"))  # a run's
+  with pytest.raises(ValueError) as e:
+    checkpoints.read_checkpoint(str(tmp_path))
+  assert str(e.value) == (
+      f"{tmp_path} holds two models, the Hugging Face model.safetensors and the TF checkpoint "
+      f"ckpt-3: give the file or prefix you mean ({tmp_path / 'model.safetensors'} or "
+      f"{tmp_path / 'ckpt-3'}).")
+  os.remove(tmp_path / "checkpoint")  # Google's layout: the index alone marks it
+  tf.io.gfile.rename(str(tmp_path / "ckpt-3.index"), str(tmp_path / "bert_model.ckpt.index"))
+  with pytest.raises(ValueError, match=r"holds two models, .* and the TF checkpoint bert_model"):
+    checkpoints.read_checkpoint(str(tmp_path))
+  assert checkpoints.read_checkpoint(str(tmp_path / "model.safetensors")).format == "hf"
+
+
+def test_each_writer_replaces_the_model_another_format_left(tmp_path):
+  """Writing tf1 (or tf2) over an hf directory removes its model and config.json, and hf over
+  a tf1 or tf2 one removes the state file, the bundle and bert_config.json: the directory
+  then reads as the new model alone."""
+  from modeling import conversion
+  first, second = BertEncoder(SMALL), BertEncoder(SMALL)
+  randomize(first, 1), randomize(second, 2)
+  for old, new in (("hf", "tf1"), ("hf", "tf2"), ("tf1", "hf"), ("tf2", "hf")):
+    out = tmp_path / f"{old}_{new}"
+    conversion.write_checkpoint(first, str(out), old, SMALL)
+    conversion.write_checkpoint(second, str(out), new, SMALL)
+    got = checkpoints.read_checkpoint(str(out))
+    assert got.format == new
+    for name, value in checkpoints.model_weights(second).items():
+      np.testing.assert_array_equal(got.weights[name], value)  # exact: copied bits
+    gone = {"hf": ["model.safetensors", "config.json"],
+            "tf1": ["checkpoint", "bert_model.ckpt.index", "bert_config.json"],
+            "tf2": ["checkpoint", "model.ckpt.index", "bert_config.json"]}[old]
+    assert not [n for n in gone if (out / n).exists()], (old, new)
+
+
+def test_a_hugging_face_model_is_not_written_over_a_training_run(tmp_path):
+  state = 'model_checkpoint_path: "ckpt-8"\nall_model_checkpoint_paths: "ckpt-8"\n'
+  (tmp_path / "checkpoint").write_text(state)
+  with pytest.raises(ValueError, match=r"holds a training run's checkpoints \(ckpt-8\)"):
+    hf_checkpoints.save_hf_checkpoint(checkpoints.model_weights(BertEncoder(SMALL)),
+                                      str(tmp_path), SMALL)
+  assert os.listdir(tmp_path) == ["checkpoint"]
+

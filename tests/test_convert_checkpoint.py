@@ -170,14 +170,15 @@ def test_class_names_beside_a_checkpoint(tmp_path):
     assert labels_beside(ckpt, 3) == ["O", "B-PER", "I-PER"]
 
 
-def test_a_training_runs_directory_is_refused_as_a_tf1_or_tf2_output(tmp_path):
+def test_a_training_runs_directory_is_refused_as_an_output(tmp_path):
   """Writing bert_model.ckpt or model.ckpt there would point the run's `checkpoint` state
-  file at weights alone, and its next resume would lose the step and the optimizer."""
+  file at weights alone, and its next resume would lose the step and the optimizer; a
+  model.safetensors there was read in place of the run's later checkpoints."""
   run = tmp_path / "run"
   run.mkdir()
   state = 'model_checkpoint_path: "ckpt-8"\nall_model_checkpoint_paths: "ckpt-8"\n'
   (run / "checkpoint").write_text(state)
-  for fmt in ("tf1", "tf2"):
+  for fmt in ("tf1", "tf2", "hf"):
     proc = run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'in'}",
                       f"--output_dir={run}", f"--output_format={fmt}", expect_ok=False)
     _assert_one_line_error(proc, f"--output_dir={run} holds a training run's checkpoints "
