@@ -15,7 +15,7 @@ import re
 
 import tensorflow as tf
 
-from data import files
+from data import files, text_decoding
 
 
 # A Hugging Face model: one file, or shards listed by an index json (transformers' names).
@@ -81,7 +81,7 @@ def _resolve_directory(path):
   if hf or prefix:
     return ("hf", hf) if hf else (None, prefix)
   names = files.listdir(path)
-  pytorch = sorted(n for n in names if n.endswith(".bin"))
+  pytorch = sorted(n for n in names if n.startswith("pytorch_model") and n.endswith(".bin"))
   if pytorch:
     raise ValueError(_pytorch_message(os.path.join(path, pytorch[0])))
   target = state_file_target(path)
@@ -91,7 +91,7 @@ def _resolve_directory(path):
     here = (f"; its prefix {local} is here: give that" if files.exists(local + ".index") else
             f"; prefixes here: {', '.join(indexes)}" if indexes else "; no .index file is here")
     raise ValueError(f"{path} holds no checkpoint: its 'checkpoint' file names {target}, "
-                     f"which does not exist{here}.")
+                     f"which is not found{here}.")
   raise ValueError(f"{path} holds no checkpoint (no model.safetensors, "
                    "'checkpoint' file or bert_model.ckpt.index).")
 
@@ -102,14 +102,20 @@ def _pytorch_message(path):
 
 
 def state_file_target(directory):
-  """The prefix a directory's `checkpoint` state file names, or None (no file, unreadable)."""
-  if not files.exists(os.path.join(directory, "checkpoint")):
+  """The prefix a directory's `checkpoint` state file names, as written there (a relative one
+  joined to the directory), or None (no file, or none named)."""
+  state = os.path.join(directory, "checkpoint")
+  if not files.exists(state):
     return None
-  try:
-    state = tf.train.get_checkpoint_state(directory)
-  except (tf.errors.OpError, ValueError):  # not a CheckpointState text proto
+  try:  # read as text: tf.train.get_checkpoint_state would put a gs:// target under directory
+    text = text_decoding.read_text(state)
+  except (ValueError, OSError):
     return None
-  return state.model_checkpoint_path if state else None
+  m = re.search(r'^\s*model_checkpoint_path:\s*"([^"]*)"', text, re.MULTILINE)
+  if not m or not m.group(1):
+    return None
+  target = m.group(1)
+  return target if "://" in target or os.path.isabs(target) else os.path.join(directory, target)
 
 
 def training_run_checkpoint(directory):

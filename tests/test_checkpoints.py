@@ -681,15 +681,15 @@ def test_a_state_file_naming_a_prefix_elsewhere_says_so(tmp_path):
   """run_pretraining's output copied down from its bucket: the state file names gs://..."""
   checkpoints._write_tf1_bundle(checkpoints.model_weights(BertEncoder(SMALL)),
                                 str(tmp_path / "model.ckpt-20"))
-  elsewhere = "/elsewhere/pretrain_out/model.ckpt-20"
+  elsewhere = "gs://bucket/pretrain_out/model.ckpt-20"
   (tmp_path / "checkpoint").write_text(f'model_checkpoint_path: "{elsewhere}"\n')
   with pytest.raises(ValueError) as e:
     checkpoints.read_checkpoint(str(tmp_path))
   assert str(e.value) == (f"{tmp_path} holds no checkpoint: its 'checkpoint' file names "
-                          f"{elsewhere}, which does not exist; its prefix "
+                          f"{elsewhere}, which is not found; its prefix "
                           f"{tmp_path / 'model.ckpt-20'} is here: give that.")
   tf.io.gfile.rename(str(tmp_path / "model.ckpt-20.index"), str(tmp_path / "model.ckpt-5.index"))
-  with pytest.raises(ValueError, match=r"which does not exist; prefixes here: model.ckpt-5\.$"):
+  with pytest.raises(ValueError, match=r"which is not found; prefixes here: model.ckpt-5\.$"):
     checkpoints.read_checkpoint(str(tmp_path))
 
 
