@@ -112,7 +112,7 @@ def main(_):
   from modeling.config import BertConfig
 
   path_checks.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
-  _check_not_a_training_run(FLAGS.output_dir)
+  _check_output_holds_no_other_model(FLAGS.output_dir, FLAGS.output_format)
   if FLAGS.bert_config_file:
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
   else:
@@ -146,16 +146,22 @@ def main(_):
                type(model).__name__, path, FLAGS.output_format)
 
 
-def _check_not_a_training_run(output_dir):
-  """ValueError when --output_dir holds a training run's checkpoints (ckpt-N): tf1 or tf2
-  would replace the `checkpoint` state file its resume reads, and an hf model.safetensors
-  beside them would make the directory name two models."""
+def _check_output_holds_no_other_model(output_dir, output_format):
+  """ValueError, before any work, when --output_dir holds a training run's checkpoints
+  (ckpt-N: tf1 or tf2 would replace the `checkpoint` state file its resume reads, hf hide
+  them) or a model of another format than --output_format (it would name two models)."""
+  from data import files
   from modeling import checkpoint_paths
   name = checkpoint_paths.training_run_checkpoint(output_dir)
   if name:
     raise ValueError(f"--output_dir={output_dir} holds a training run's checkpoints ({name}); "
                      "a converted model there would replace or hide them: name another "
                      "directory.")
+  if files.isdir(output_dir):
+    try:
+      checkpoint_paths.check_no_other_model(output_dir, output_format)
+    except ValueError as e:
+      raise ValueError(f"--output_dir={e}") from None
 
 
 def _tokenizer_config(input_checkpoint):

@@ -5,9 +5,9 @@ holding one checkpoint, a .safetensors file (one shard of a sharded model
 stands for the model) or a sharded model's index json. A path that is
 missing, holds no checkpoint or two, or names a bundle whose index is
 unreadable is reported in one line (ValueError) before any weights are read;
-modeling/checkpoints.py reads what the path resolves to. The writers remove
-what another format left in their directory (`remove_hf_model`,
-`remove_tf_checkpoint`), so a directory names one model.
+modeling/checkpoints.py reads what the path resolves to. The writers refuse a
+directory holding a model of another format (`check_no_other_model`), so a
+directory names one model.
 """
 
 import os
@@ -126,30 +126,24 @@ def training_run_checkpoint(directory):
   return name if name not in ("", *CONVERTED_PREFIXES) else None
 
 
-def remove_hf_model(directory):
-  """Removes the Hugging Face model that a TF checkpoint written into `directory`
-  replaces (its marker files and config.json), so the directory names one model."""
-  for name in (HF_FILE, HF_SHARD_INDEX, "config.json"):
-    files.remove_marker(os.path.join(directory, name))
-
-
-def remove_tf_checkpoint(directory):
-  """Removes the TF checkpoint that a Hugging Face model written into `directory`
-  replaces: the `checkpoint` state file, our writers' bundles and bert_config.json.
-
-  Raises:
-    ValueError: the directory holds a training run's checkpoints (kept).
-  """
-  run = training_run_checkpoint(directory)
-  if run:
-    raise ValueError(f"{directory} holds a training run's checkpoints ({run}); a model "
-                     "written there would hide them: name another directory.")
-  files.remove_marker(os.path.join(directory, "checkpoint"))
-  for prefix in CONVERTED_PREFIXES:
-    prefix = os.path.join(directory, prefix)
-    for name in [prefix + ".index", *data_files(prefix)]:
-      files.remove_marker(name)
-  files.remove_marker(os.path.join(directory, "bert_config.json"))
+def check_no_other_model(directory, output_format):
+  """ValueError when `directory` holds a model of another kind than `output_format` would
+  write there (a Hugging Face model for tf1/tf2, a TF checkpoint for hf): the directory
+  would then name two models, and the reader of one would silently get the other. Nothing
+  is removed: the other model may be the user's only copy (a release, a converted input)."""
+  if output_format == "hf":
+    run = training_run_checkpoint(directory)
+    tf_files = [n for n in ("checkpoint", "bert_model.ckpt.index", "model.ckpt.index")
+                if files.exists(os.path.join(directory, n))]
+    if run or tf_files:
+      what = f"a training run's checkpoints ({run})" if run else f"a TF checkpoint ({tf_files[0]})"
+      raise ValueError(f"{directory} holds {what}; a Hugging Face model written there would "
+                       "make it name two models: name another directory.")
+    return
+  hf = [n for n in (HF_FILE, HF_SHARD_INDEX) if files.exists(os.path.join(directory, n))]
+  if hf:
+    raise ValueError(f"{directory} holds a Hugging Face model ({hf[0]}); a TF checkpoint "
+                     "written there would make it name two models: name another directory.")
 
 
 def data_files(prefix):

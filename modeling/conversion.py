@@ -100,10 +100,9 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
     raise ValueError(f"Unknown checkpoint format {output_format!r}; expected tf1, tf2 or hf.")
   path_checks.ensure_writable_dir(output_dir, "output directory")
   # The config and vocab first: the checkpoint's `checkpoint` file, written last,
-  # marks the directory complete (as the tf1 and hf writers do); an older one goes first,
-  # with a Hugging Face model this one replaces.
+  # marks the directory complete (as the tf1 and hf writers do); an older one goes first.
+  checkpoint_paths.check_no_other_model(output_dir, "tf2")
   files.remove_marker(os.path.join(output_dir, "checkpoint"))
-  checkpoint_paths.remove_hf_model(output_dir)
   checkpoints.write_config_and_vocab(output_dir, config, vocab_file)
   files.write_extra_files(output_dir, extra_files)
   return checkpoints.save_tf2_checkpoint(model, os.path.join(output_dir, "model.ckpt"))

@@ -373,9 +373,9 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   if labels and len(labels) != num_labels:
     raise ValueError(f"{len(labels)} label names for a head of {num_labels} classes.")
   path_checks.ensure_writable_dir(output_dir, "output directory")
-  # An older export's marker, and a TF checkpoint this model replaces (refused when
-  # a training run's): the directory then names one model.
-  checkpoint_paths.remove_tf_checkpoint(output_dir)
+  # A directory holding a TF checkpoint is refused (it would name two models); an older
+  # export's marker goes first.
+  checkpoint_paths.check_no_other_model(output_dir, "hf")
   files.remove_marker(os.path.join(output_dir, checkpoint_paths.HF_FILE))
   files.remove_marker(os.path.join(output_dir, checkpoint_paths.HF_SHARD_INDEX))
   with files.atomic_output(os.path.join(output_dir, "config.json")) as f:

@@ -554,25 +554,32 @@ def test_a_directory_holding_two_models_is_refused_naming_both(tmp_path):
   assert checkpoints.read_checkpoint(str(tmp_path / "model.safetensors")).format == "hf"
 
 
-def test_each_writer_replaces_the_model_another_format_left(tmp_path):
-  """Writing tf1 (or tf2) over an hf directory removes its model and config.json, and hf over
-  a tf1 or tf2 one removes the state file, the bundle and bert_config.json: the directory
-  then reads as the new model alone."""
+def test_each_writer_refuses_a_directory_holding_another_formats_model(tmp_path):
+  """Writing tf1 (or tf2) into an hf directory, or hf into a tf1 or tf2 one, would make it
+  name two models (a reader of the directory got the older one): refused, naming what is
+  there, and the model there is kept whole (it may be the user's only copy)."""
   from modeling import conversion
   first, second = BertEncoder(SMALL), BertEncoder(SMALL)
   randomize(first, 1), randomize(second, 2)
   for old, new in (("hf", "tf1"), ("hf", "tf2"), ("tf1", "hf"), ("tf2", "hf")):
     out = tmp_path / f"{old}_{new}"
     conversion.write_checkpoint(first, str(out), old, SMALL)
-    conversion.write_checkpoint(second, str(out), new, SMALL)
+    before = sorted(os.listdir(out))
+    with pytest.raises(ValueError, match=("holds a Hugging Face model" if old == "hf" else
+                                          "holds a TF checkpoint") + ".*name another directory"):
+      conversion.write_checkpoint(second, str(out), new, SMALL)
+    assert sorted(os.listdir(out)) == before, (old, new)
     got = checkpoints.read_checkpoint(str(out))
-    assert got.format == new
-    for name, value in checkpoints.model_weights(second).items():
+    assert got.format == old
+    for name, value in checkpoints.model_weights(first).items():
       np.testing.assert_array_equal(got.weights[name], value)  # exact: copied bits
-    gone = {"hf": ["model.safetensors", "config.json"],
-            "tf1": ["checkpoint", "bert_model.ckpt.index", "bert_config.json"],
-            "tf2": ["checkpoint", "model.ckpt.index", "bert_config.json"]}[old]
-    assert not [n for n in gone if (out / n).exists()], (old, new)
+  for fmt in ("tf1", "tf2", "hf"):  # the same format again replaces its own model
+    out = tmp_path / f"again_{fmt}"
+    conversion.write_checkpoint(first, str(out), fmt, SMALL)
+    conversion.write_checkpoint(second, str(out), fmt, SMALL)
+    got = checkpoints.read_checkpoint(str(out))
+    for name, value in checkpoints.model_weights(second).items():
+      np.testing.assert_array_equal(got.weights[name], value)
 
 
 def test_a_hugging_face_model_is_not_written_over_a_training_run(tmp_path):
