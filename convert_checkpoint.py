@@ -17,8 +17,9 @@ hold (a BiLSTM in hf) is refused in one line naming the variables, before
 anything is written. An hf file holds exactly its transformers class's
 tensors: the SQuAD, tagger and masked/causal LM classes have no pooler, so it
 is left out (those models never read it; read back, it starts fresh). A
-tagger's label_list.txt, or the labels in a fine-tuning run's run.json, beside
-the input name the classes in the hf config.json.
+tagger's label_list.txt, the labels in a fine-tuning run's run.json, or a
+Hugging Face config.json's id2label beside the input name the classes in the
+hf config.json, and every output carries them as label_list.txt.
 
   python convert_checkpoint.py --input_checkpoint=path/to/hf_model_dir \
     --output_dir=converted --output_format=tf1
@@ -50,33 +51,57 @@ FLAGS = flags.FLAGS
 
 
 def _labels_beside(path, num_labels):
-  """The class names beside checkpoint `path`, if they fit its head: run_ner's
-  label_list.txt, else the labels in a fine-tuning run's run.json."""
-  import json
+  """The class names beside checkpoint `path`, if they fit its head: run_ner's (or a
+  conversion's) label_list.txt, else the labels in a fine-tuning run's run.json, else a
+  Hugging Face config.json's id2label when it names them (not LABEL_0, LABEL_1, ...)."""
   from data import files, text_decoding
   if num_labels is None:
     return None
   directory = os.path.dirname(path)
   labels_path = os.path.join(directory, "label_list.txt")
-  run_path = os.path.join(directory, TRAINED_WITH)
   if files.exists(labels_path):
     text = text_decoding.read_text(labels_path)
     labels = [line.strip() for line in text_decoding.text_lines(text) if line.strip()]
   else:
-    labels_path = run_path
-    try:
-      run = json.loads(text_decoding.read_text(run_path)) if files.exists(run_path) else {}
-    except ValueError as e:  # unreadable: the conversion itself does not need it
-      logging.warning("%s not read (%s); the config names the classes LABEL_i.", run_path, e)
-      run = {}
-    labels = run.get("labels") if isinstance(run, dict) else None
-    if not labels:
+    for labels_path, read in ((os.path.join(directory, TRAINED_WITH), _run_labels),
+                              (os.path.join(directory, "config.json"), _hf_labels)):
+      labels = _read_json(labels_path, read)
+      if labels:
+        break
+    else:
       return None  # nothing names them (a regression head has no names)
   if len(labels) != num_labels:
     logging.warning("%s has %d labels but the head %d; the config names them LABEL_i.",
                     labels_path, len(labels), num_labels)
     return None
   return [str(label) for label in labels]
+
+
+def _read_json(path, read):
+  """read(the json object at `path`), or None when there is none or it cannot be read (the
+  conversion itself does not need it)."""
+  import json
+  from data import files, text_decoding
+  if not files.exists(path):
+    return None
+  try:
+    return read(json.loads(text_decoding.read_text(path)))
+  except (ValueError, AttributeError, TypeError) as e:
+    logging.warning("%s not read (%s); the config names the classes LABEL_i.", path, e)
+    return None
+
+
+def _run_labels(run):
+  return run.get("labels")
+
+
+def _hf_labels(config):
+  """config.json's id2label as a list, None where it names no classes (LABEL_i)."""
+  id2label = config.get("id2label") or {}
+  labels = [id2label[key] for key in sorted(id2label, key=int)]
+  if sorted(int(key) for key in id2label) != list(range(len(labels))):
+    raise ValueError(f"id2label's ids are not 0 to {len(labels) - 1}")
+  return None if labels == [f"LABEL_{i}" for i in range(len(labels))] else labels
 
 
 def main(_):
@@ -87,7 +112,7 @@ def main(_):
   from modeling.config import BertConfig
 
   path_checks.check_output_dir(FLAGS.output_dir, "--output_dir", "the checkpoint")
-  _check_not_a_training_run(FLAGS.output_dir, FLAGS.output_format)
+  _check_output_holds_no_other_model(FLAGS.output_dir, FLAGS.output_format)
   if FLAGS.bert_config_file:
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
   else:
@@ -110,26 +135,33 @@ def main(_):
       if FLAGS.vocab_file else None
   ckpt, model = conversion.load_for_conversion(FLAGS.input_checkpoint, config, growth)
   labels = _labels_beside(ckpt.path, getattr(model, "num_labels", None))
-  casing = {"tokenizer_config.json": _tokenizer_config(FLAGS.input_checkpoint)}
+  # The class names go along in every format (an earlier output's removed where there are
+  # none), so that a tf1 or tf2 output converts on to hf with them.
+  extra_files = {"tokenizer_config.json": _tokenizer_config(FLAGS.input_checkpoint),
+                 "label_list.txt": "".join(f"{label}\n" for label in labels).encode("utf-8")
+                                   if labels else None}
   path = conversion.write_checkpoint(model, FLAGS.output_dir, FLAGS.output_format, config,
-                                     vocab_file, labels, extra_files=casing)
+                                     vocab_file, labels, extra_files=extra_files)
   logging.info("Converted %s (%s, %s) to %s (%s).", ckpt.path, ckpt.format,
                type(model).__name__, path, FLAGS.output_format)
 
 
-def _check_not_a_training_run(output_dir, output_format):
-  """ValueError when a tf1 or tf2 conversion would replace the `checkpoint` state file of a
-  training run's directory (its ckpt-N): the run would then resume from weights alone."""
-  import tensorflow as tf
+def _check_output_holds_no_other_model(output_dir, output_format):
+  """ValueError, before any work, when --output_dir holds a training run's checkpoints
+  (ckpt-N: tf1 or tf2 would replace the `checkpoint` state file its resume reads, hf hide
+  them) or a model of another format than --output_format (it would name two models)."""
   from data import files
-  if output_format == "hf" or not files.exists(os.path.join(output_dir, "checkpoint")):
-    return
-  state = tf.train.get_checkpoint_state(output_dir)
-  name = os.path.basename(state.model_checkpoint_path) if state else ""
-  if name not in ("", "bert_model.ckpt", "model.ckpt"):
+  from modeling import checkpoint_paths
+  name = checkpoint_paths.training_run_checkpoint(output_dir)
+  if name:
     raise ValueError(f"--output_dir={output_dir} holds a training run's checkpoints ({name}); "
-                     "converting there would replace the state its resume reads: name "
-                     "another directory.")
+                     "a converted model there would replace or hide them: name another "
+                     "directory.")
+  if files.isdir(output_dir):
+    try:
+      checkpoint_paths.check_no_other_model(output_dir, output_format)
+    except ValueError as e:
+      raise ValueError(f"--output_dir={e}") from None
 
 
 def _tokenizer_config(input_checkpoint):

@@ -261,11 +261,13 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
   """Writes `weights` ({original name: array}) as Google's checkpoint layout.
 
   output_dir receives `bert_model.ckpt.{index,data-*}`, a `checkpoint` state
-  file, and, when given, `bert_config.json`, `vocab.txt` and extra_files
+  file (a directory holding a Hugging Face model is refused: it would name two), and,
+  when given, `bert_config.json`, `vocab.txt` and extra_files
   (files.write_extra_files). Files are written under temporary names and moved into
   place once complete. Returns the checkpoint prefix.
   """
   path_checks.ensure_writable_dir(output_dir, "output directory")
+  checkpoint_paths.check_no_other_model(output_dir, "tf1")
   staging = os.path.join(output_dir, files.temporary_name("staging"))
   try:
     files.makedirs(staging)
@@ -275,8 +277,8 @@ def save_tf1_checkpoint(weights, output_dir, config=None, vocab_file=None,
     if vocab_file is not None:
       files.copy(vocab_file, os.path.join(staging, "vocab.txt"))
     _write_state_file(staging, basename)
-    # Each file is renamed whole (see data/files.py); an older state file goes first
-    # and the new one last: without it the directory is not a checkpoint.
+    # Each file is renamed whole (see data/files.py); an older state file goes first and
+    # the new one last: without it the directory is not a checkpoint.
     files.remove_marker(os.path.join(output_dir, "checkpoint"))
     files.write_extra_files(output_dir, extra_files)
     for name in sorted(files.listdir(staging), key=lambda n: n == "checkpoint"):

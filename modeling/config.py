@@ -17,7 +17,7 @@ _HF_IGNORED = frozenset([
     "gradient_checkpointing", "use_cache", "pad_token_id", "torch_dtype",
     "classifier_dropout", "position_embedding_type", "layer_norm_eps",
     "id2label", "label2id", "add_cross_attention",
-    "bos_token_id", "eos_token_id", "output_past"])
+    "bos_token_id", "eos_token_id", "output_past", "tie_word_embeddings"])
 LAYER_NORM_EPSILON = 1e-12
 
 

@@ -12,7 +12,7 @@ that has none (see modeling/hf_checkpoints.py).
 import os
 
 from data import files, path_checks
-from modeling import checkpoints, hf_checkpoints
+from modeling import checkpoint_paths, checkpoints, hf_checkpoints
 from modeling.encoder import BertEncoder
 from modeling.classification import BertClassifier
 from modeling.pretraining import BertPretrainer
@@ -101,6 +101,7 @@ def write_checkpoint(model, output_dir, output_format, config, vocab_file=None, 
   path_checks.ensure_writable_dir(output_dir, "output directory")
   # The config and vocab first: the checkpoint's `checkpoint` file, written last,
   # marks the directory complete (as the tf1 and hf writers do); an older one goes first.
+  checkpoint_paths.check_no_other_model(output_dir, "tf2")
   files.remove_marker(os.path.join(output_dir, "checkpoint"))
   checkpoints.write_config_and_vocab(output_dir, config, vocab_file)
   files.write_extra_files(output_dir, extra_files)

@@ -23,6 +23,7 @@ import numpy as np
 from absl import logging
 
 from data import files, path_checks, text_decoding
+from modeling import checkpoint_paths
 from modeling.config import LAYER_NORM_EPSILON
 
 # --- The name table --------------------------------------------------------
@@ -81,12 +82,14 @@ _HF_BLOCK_SUFFIXES = {
     "output/LayerNorm": "output.LayerNorm",
 }
 _HF_PARAMS = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
-# Keys with no variable of their own, which other writers' files may hold: a
-# buffer of position indices (older transformers saved it) and the masked-LM
-# decoder, tied to the word embeddings and to cls.predictions.bias. Read past;
-# never written (save_pretrained writes none of them either).
-_HF_SKIPPED = ("embeddings.position_ids", "cls.predictions.decoder.weight",
-               "cls.predictions.decoder.bias")
+# A buffer of position indices, which older transformers saved: no variable of ours.
+# Read past; never written (save_pretrained writes none either).
+_HF_SKIPPED = ("embeddings.position_ids",)
+# The masked-LM decoder, which our model (as the original) ties to the word embeddings and
+# to cls.predictions.bias: a file may hold copies, read past when bitwise equal; an untied
+# decoder (tie_word_embeddings false) is refused, as no variable of ours can hold it.
+_TIED_DECODER = {"cls.predictions.decoder.weight": "embeddings.word_embeddings.weight",
+                 "cls.predictions.decoder.bias": "cls.predictions.bias"}
 # The classes that build their BertModel without a pooler: their files hold
 # none (transformers would report one as unexpected), and none of their tasks
 # reads it.
@@ -135,15 +138,79 @@ def _original_names(num_layers, architecture=None):
 
 # --- Reading ---------------------------------------------------------------
 
+# safetensors dtypes -> numpy (little-endian, as the format stores them). BF16, which
+# numpy lacks, is read as its 16 bits and widened to float32 exactly (`_widen_bf16`).
+_NUMPY_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+                 "I16": "<i2", "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2",
+                 "U8": "u1", "BOOL": "?"}
+
+
+def _widen_bf16(data):
+  """float32 array of bfloat16 values (raw little-endian bytes): each is the top half of
+  the float32 with the same value, so the widening is exact."""
+  return (np.frombuffer(data, "<u2").astype("<u4") << 16).view("<f4")
+
+
 def _load_tensors(path):
-  """{key: array} of a safetensors file; ValueError naming it if unreadable."""
+  """{key: array} of a safetensors file, or of every shard a sharded model's index json
+  lists; ValueError naming the file if unreadable."""
+  if path.endswith(".index.json"):
+    return _load_shards(path)
   import safetensors
-  from safetensors import numpy as st_numpy
   try:  # read whole through data/files.py (safetensors' own reader takes local paths only)
-    return st_numpy.load(files.read_bytes(path))
+    views = safetensors.deserialize(files.read_bytes(path))
   except (safetensors.SafetensorError, OSError) as e:
     raise ValueError(f"Checkpoint file {path} is truncated or not a safetensors file "
                      f"({e}).") from e
+  tensors = {}
+  for key, view in views:
+    if view["dtype"] == "BF16":
+      value = _widen_bf16(view["data"])
+    elif view["dtype"] in _NUMPY_DTYPES:
+      value = np.frombuffer(view["data"], _NUMPY_DTYPES[view["dtype"]])
+    else:
+      raise ValueError(f"Checkpoint file {path}: {key} is of dtype {view['dtype']}, which is "
+                       f"not read (only {', '.join(['BF16', *_NUMPY_DTYPES])}).")
+    tensors[key] = value.reshape(view["shape"])
+  return tensors
+
+
+def _load_shards(index):
+  """{key: array} of the shards that `index` (model.safetensors.index.json) lists."""
+  try:
+    weight_map = json.loads(text_decoding.read_text(index))["weight_map"]
+    shards = sorted(set(weight_map.values()))
+  except (ValueError, KeyError, TypeError, AttributeError) as e:
+    raise ValueError(f"{index} is not a safetensors index (a json with a weight_map): "
+                     f"{e!r}.") from e
+  tensors = {}
+  for shard in shards:
+    shard = os.path.join(os.path.dirname(index), shard)
+    if not files.exists(shard):
+      raise ValueError(f"Checkpoint file {shard}, listed in {index}, does not exist.")
+    tensors.update(_load_tensors(shard))
+  missing = sorted(set(weight_map) - set(tensors))
+  if missing:
+    raise ValueError(f"{index} lists {len(missing)} tensor(s) its shards lack: "
+                     f"{', '.join(missing[:4])}.")
+  return tensors
+
+
+def _drop_tied_decoder(tensors, path):
+  """Removes the masked-LM decoder's copies of tied tensors from `tensors` (keys without
+  `bert.`); ValueError naming the one that is not a copy."""
+  for key, tied in _TIED_DECODER.items():
+    value = tensors.pop(key, None)
+    if value is None:
+      continue
+    if tied not in tensors and key.endswith(".bias"):
+      tensors[tied] = value  # the bias saved under the decoder's name only
+      continue
+    other = tensors.get(tied)
+    if other is None or value.shape != other.shape or value.tobytes() != other.tobytes():
+      raise ValueError(f"Checkpoint file {path}: {key} differs from {tied} (an untied masked-LM "
+                       "decoder, tie_word_embeddings false); our model ties the two, so it has no "
+                       "place for it.")
 
 
 def read_safetensors(path, architecture=None):
@@ -158,6 +225,7 @@ def read_safetensors(path, architecture=None):
     key = key[len("bert."):] if key.startswith("bert.") else key
     if key not in _HF_SKIPPED:
       tensors[key] = value
+  _drop_tied_decoder(tensors, path)
   layers = [int(m.group(1)) for m in map(re.compile(r"encoder\.layer\.(\d+)\.").match, tensors) if m]
   weights = {}
   for name in _original_names(max(layers, default=-1) + 1, architecture):
@@ -170,14 +238,22 @@ def read_safetensors(path, architecture=None):
 
 
 def architecture_beside(path):
-  """The transformers class named by the config.json beside safetensors file `path`, or None."""
+  """The transformers class named by the config.json beside safetensors file `path`, or None.
+
+  Raises:
+    ValueError: that config.json names a model_type other than BERT's.
+  """
   config = os.path.join(os.path.dirname(path), "config.json")
   if not files.exists(config):
     return None
   try:
-    architectures = json.loads(text_decoding.read_text(config)).get("architectures")
+    d = json.loads(text_decoding.read_text(config))
+    model_type, architectures = d.get("model_type", "bert"), d.get("architectures")
   except (ValueError, AttributeError):
     return None  # not ours to judge here: the config is read (and checked) on its own
+  if model_type != "bert":
+    raise ValueError(f"{config} names model_type {model_type!r}: {path} is not a BERT "
+                     "checkpoint, whatever config is given.")
   return architectures[0] if isinstance(architectures, list) and architectures else None
 
 
@@ -242,7 +318,10 @@ def hf_config(config, architecture, num_labels=None, labels=None):
   """
   if config.hidden_act not in _TO_HF_ACTIVATION:
     raise ValueError(f"hidden_act {config.hidden_act!r} has no Hugging Face name.")
-  d = {k: v for k, v in config.to_dict().items() if k not in ("id2label", "label2id")}
+  # Our masked-LM decoder is the word embeddings: a tie_word_embeddings false read
+  # from an input's config.json would have transformers load a decoder not written.
+  d = {k: v for k, v in config.to_dict().items()
+       if k not in ("id2label", "label2id", "tie_word_embeddings")}
   if d.pop("causal_attention", False):  # transformers' spelling of a causal BertModel
     d["is_decoder"] = True
   d.setdefault("pad_token_id", 0)
@@ -281,10 +360,12 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   output_dir receives `config.json`, `vocab.txt` (when given), extra_files
   (files.write_extra_files) and then
   `model.safetensors`, each written under a temporary name and renamed; the
-  weights go last, so a directory with model.safetensors is complete.
+  weights go last, so a directory with model.safetensors is complete. A TF
+  checkpoint there that this model replaces is removed first.
   Returns the path of model.safetensors.
   Raises:
-    ValueError: a head with no Hugging Face layout, or an unwritable output_dir.
+    ValueError: a head with no Hugging Face layout, an unwritable output_dir, or
+      one holding a training run's checkpoints.
   """
   tensors, architecture = to_hf_tensors(weights, config.causal_attention)
   num_labels = (weights[_LABEL_ROWS[architecture]].shape[0]
@@ -292,7 +373,11 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   if labels and len(labels) != num_labels:
     raise ValueError(f"{len(labels)} label names for a head of {num_labels} classes.")
   path_checks.ensure_writable_dir(output_dir, "output directory")
-  files.remove_marker(os.path.join(output_dir, "model.safetensors"))  # an older export's marker
+  # A directory holding a TF checkpoint is refused (it would name two models); an older
+  # export's marker goes first.
+  checkpoint_paths.check_no_other_model(output_dir, "hf")
+  files.remove_marker(os.path.join(output_dir, checkpoint_paths.HF_FILE))
+  files.remove_marker(os.path.join(output_dir, checkpoint_paths.HF_SHARD_INDEX))
   with files.atomic_output(os.path.join(output_dir, "config.json")) as f:
     json.dump(hf_config(config, architecture, num_labels, labels), f, indent=2, sort_keys=True)
     f.write("\n")

@@ -534,3 +534,178 @@ def test_heads_without_a_transformers_layout_are_refused(tmp_path):
   with pytest.raises(ValueError, match="No Hugging Face BERT class holds cls/ner/lstm_0/bw/bias"):
     hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path / "out"), SMALL)
   assert not (tmp_path / "out").exists()
+
+
+def test_a_directory_holding_two_models_is_refused_naming_both(tmp_path):
+  """An old model.safetensors beside a newer TF checkpoint was read in its place."""
+  weights = checkpoints.model_weights(BertEncoder(SMALL))
+  hf_checkpoints.save_hf_checkpoint(weights, str(tmp_path), SMALL)
+  checkpoints.save_tf2_checkpoint(BertEncoder(SMALL), str(tmp_path / "ckpt-3"))  # a run's
+  with pytest.raises(ValueError) as e:
+    checkpoints.read_checkpoint(str(tmp_path))
+  assert str(e.value) == (
+      f"{tmp_path} holds two models, the Hugging Face model.safetensors and the TF checkpoint "
+      f"ckpt-3: give the file or prefix you mean ({tmp_path / 'model.safetensors'} or "
+      f"{tmp_path / 'ckpt-3'}).")
+  os.remove(tmp_path / "checkpoint")  # Google's layout: the index alone marks it
+  tf.io.gfile.rename(str(tmp_path / "ckpt-3.index"), str(tmp_path / "bert_model.ckpt.index"))
+  with pytest.raises(ValueError, match=r"holds two models, .* and the TF checkpoint bert_model"):
+    checkpoints.read_checkpoint(str(tmp_path))
+  assert checkpoints.read_checkpoint(str(tmp_path / "model.safetensors")).format == "hf"
+
+
+def test_each_writer_refuses_a_directory_holding_another_formats_model(tmp_path):
+  """Writing tf1 (or tf2) into an hf directory, or hf into a tf1 or tf2 one, would make it
+  name two models (a reader of the directory got the older one): refused, naming what is
+  there, and the model there is kept whole (it may be the user's only copy)."""
+  from modeling import conversion
+  first, second = BertEncoder(SMALL), BertEncoder(SMALL)
+  randomize(first, 1), randomize(second, 2)
+  for old, new in (("hf", "tf1"), ("hf", "tf2"), ("tf1", "hf"), ("tf2", "hf")):
+    out = tmp_path / f"{old}_{new}"
+    conversion.write_checkpoint(first, str(out), old, SMALL)
+    before = sorted(os.listdir(out))
+    with pytest.raises(ValueError, match=("holds a Hugging Face model" if old == "hf" else
+                                          "holds a TF checkpoint") + ".*name another directory"):
+      conversion.write_checkpoint(second, str(out), new, SMALL)
+    assert sorted(os.listdir(out)) == before, (old, new)
+    got = checkpoints.read_checkpoint(str(out))
+    assert got.format == old
+    for name, value in checkpoints.model_weights(first).items():
+      np.testing.assert_array_equal(got.weights[name], value)  # exact: copied bits
+  for fmt in ("tf1", "tf2", "hf"):  # the same format again replaces its own model
+    out = tmp_path / f"again_{fmt}"
+    conversion.write_checkpoint(first, str(out), fmt, SMALL)
+    conversion.write_checkpoint(second, str(out), fmt, SMALL)
+    got = checkpoints.read_checkpoint(str(out))
+    for name, value in checkpoints.model_weights(second).items():
+      np.testing.assert_array_equal(got.weights[name], value)
+
+
+def test_a_hugging_face_model_is_not_written_over_a_training_run(tmp_path):
+  state = 'model_checkpoint_path: "ckpt-8"\nall_model_checkpoint_paths: "ckpt-8"\n'
+  (tmp_path / "checkpoint").write_text(state)
+  with pytest.raises(ValueError, match=r"holds a training run's checkpoints \(ckpt-8\)"):
+    hf_checkpoints.save_hf_checkpoint(checkpoints.model_weights(BertEncoder(SMALL)),
+                                      str(tmp_path), SMALL)
+  assert os.listdir(tmp_path) == ["checkpoint"]
+
+
+def _safetensors_bytes(entries):
+  """A safetensors file built by hand: {key: (dtype name, shape, raw little-endian bytes)}."""
+  import struct
+  header, data = {}, b""
+  for key, (dtype, shape, raw) in entries.items():
+    header[key] = {"dtype": dtype, "shape": list(shape), "data_offsets": [len(data),
+                                                                          len(data) + len(raw)]}
+    data += raw
+  text = json.dumps(header).encode()
+  text += b" " * (-len(text) % 8)
+  return struct.pack("<Q", len(text)) + text + data
+
+
+def test_bfloat16_safetensors_are_read_exactly(tmp_path):
+  """transformers saves a bfloat16 model's tensors as BF16, which numpy (and so safetensors'
+  numpy reader) lacks: they are read as float32 of the same values, bit for bit."""
+  weights = randomize(BertEncoder(SMALL), 4)
+  entries, want = {}, {}
+  for name, value in weights.items():
+    bits = np.ascontiguousarray(value).view("<u4")
+    top = (bits >> 16).astype("<u2")  # the bfloat16 of value, rounded toward zero
+    want[name] = (top.astype("<u4") << 16).view("<f4")  # its float32: the low half zero
+    key, transpose = hf_checkpoints.hf_name(name)
+    top = top.T if transpose else top
+    entries[key] = ("BF16", top.shape, np.ascontiguousarray(top).tobytes())
+  (tmp_path / "model.safetensors").write_bytes(_safetensors_bytes(entries))
+  model = BertEncoder(SMALL)
+  checkpoints.load_checkpoint(model, str(tmp_path))
+  assert any(not np.array_equal(want[n], weights[n]) for n in want)  # the values did change
+  for name, var in checkpoints.variable_map(model).items():
+    np.testing.assert_array_equal(var.numpy(), want[name])  # exact: the widening adds zeros
+
+
+def test_an_untied_masked_lm_decoder_is_refused_naming_it(tmp_path):
+  """A decoder that is not the word embeddings was dropped and the conversion 'succeeded'."""
+  weights = randomize(BertPretrainer(BertEncoder(SMALL)), 5)
+  _write_hugging_face(weights, str(tmp_path), with_prefix=True)  # decoder = the embeddings
+  checkpoints.read_checkpoint(str(tmp_path))
+  from safetensors.numpy import load_file, save_file
+  tensors = load_file(str(tmp_path / "model.safetensors"))
+  tensors["cls.predictions.decoder.weight"] = tensors["cls.predictions.decoder.weight"] * 2
+  save_file(tensors, str(tmp_path / "model.safetensors"))
+  with pytest.raises(ValueError) as e:
+    checkpoints.read_checkpoint(str(tmp_path))
+  assert str(e.value).startswith(
+      f"Checkpoint file {tmp_path / 'model.safetensors'}: cls.predictions.decoder.weight "
+      "differs from embeddings.word_embeddings.weight (an untied masked-LM decoder")
+  assert "\n" not in str(e.value)
+
+
+def test_tie_word_embeddings_false_is_not_copied_to_an_output_config():
+  """Our decoder is the word embeddings: transformers, told false, would expect another."""
+  config = BertConfig.from_dict({**SMALL.to_dict(), "model_type": "bert",
+                                 "tie_word_embeddings": False})
+  assert "tie_word_embeddings" not in config.to_dict()
+  config.extra["tie_word_embeddings"] = False  # as an older bert_config.json may hold it
+  assert "tie_word_embeddings" not in hf_checkpoints.hf_config(config, "BertForMaskedLM")
+
+
+def test_a_sharded_hugging_face_model_is_read_whole(tmp_path):
+  """From its directory or from any one shard (before: 'holds no checkpoint', or one shard's
+  tensors and a list of missing ones)."""
+  from safetensors.numpy import load_file, save_file
+  weights = randomize(BertEncoder(SMALL), 6)
+  _write_hugging_face(weights, str(tmp_path), with_prefix=False)
+  tensors = load_file(str(tmp_path / "model.safetensors"))
+  os.remove(tmp_path / "model.safetensors")
+  keys = sorted(tensors)
+  shards = {"model-00001-of-00002.safetensors": keys[::2],
+            "model-00002-of-00002.safetensors": keys[1::2]}
+  for shard, names in shards.items():
+    save_file({k: tensors[k] for k in names}, str(tmp_path / shard))
+  (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+      {"metadata": {}, "weight_map": {k: s for s, names in shards.items() for k in names}}))
+  for path in (tmp_path, tmp_path / "model-00002-of-00002.safetensors"):
+    got = checkpoints.read_checkpoint(str(path))
+    assert got.path == str(tmp_path / "model.safetensors.index.json")
+    assert sorted(got.weights) == sorted(weights)
+    for name, value in weights.items():
+      np.testing.assert_array_equal(got.weights[name], value)  # exact: copied bits
+
+
+def test_pytorch_files_are_named_as_not_read(tmp_path):
+  (tmp_path / "pytorch_model.bin").write_bytes(b"PK")
+  message = (f"{tmp_path / 'pytorch_model.bin'} is a PyTorch file, which is not read: save the "
+             "model as safetensors (transformers' save_pretrained(directory, "
+             "safe_serialization=True)).")
+  for path in (tmp_path, tmp_path / "pytorch_model.bin"):
+    with pytest.raises(ValueError) as e:
+      checkpoints.read_checkpoint(str(path))
+    assert str(e.value) == message
+
+
+def test_a_state_file_naming_a_prefix_elsewhere_says_so(tmp_path):
+  """run_pretraining's output copied down from its bucket: the state file names gs://..."""
+  checkpoints._write_tf1_bundle(checkpoints.model_weights(BertEncoder(SMALL)),
+                                str(tmp_path / "model.ckpt-20"))
+  elsewhere = "gs://bucket/pretrain_out/model.ckpt-20"
+  (tmp_path / "checkpoint").write_text(f'model_checkpoint_path: "{elsewhere}"\n')
+  with pytest.raises(ValueError) as e:
+    checkpoints.read_checkpoint(str(tmp_path))
+  assert str(e.value) == (f"{tmp_path} holds no checkpoint: its 'checkpoint' file names "
+                          f"{elsewhere}, which is not found; its prefix "
+                          f"{tmp_path / 'model.ckpt-20'} is here: give that.")
+  tf.io.gfile.rename(str(tmp_path / "model.ckpt-20.index"), str(tmp_path / "model.ckpt-5.index"))
+  with pytest.raises(ValueError, match=r"which is not found; prefixes here: model.ckpt-5\.$"):
+    checkpoints.read_checkpoint(str(tmp_path))
+
+
+def test_a_hugging_face_model_of_another_type_is_refused_with_any_config(tmp_path):
+  """With --bert_config_file given, a RoBERTa directory was read as BERT."""
+  weights = checkpoints.model_weights(BertEncoder(SMALL))
+  _write_hugging_face(weights, str(tmp_path), with_prefix=False)
+  config = json.loads((tmp_path / "config.json").read_text())
+  (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
+  with pytest.raises(ValueError, match=r"config.json names model_type 'roberta': .* is not a "
+                     "BERT checkpoint"):
+    checkpoints.load_checkpoint(BertEncoder(SMALL), str(tmp_path))

@@ -166,18 +166,45 @@ def test_class_names_beside_a_checkpoint(tmp_path):
     assert labels_beside(ckpt, 1) is None
     run.write_text("{not json")
     assert labels_beside(ckpt, 3) is None
+    run.unlink()
+    config = tmp_path / "config.json"  # a Hugging Face classifier's own names
+    config.write_text(json.dumps({"id2label": {"1": "POSITIVE", "0": "NEGATIVE"}}))
+    assert labels_beside(ckpt, 2) == ["NEGATIVE", "POSITIVE"]
+    config.write_text(json.dumps({"id2label": {"0": "LABEL_0", "1": "LABEL_1"}}))
+    assert labels_beside(ckpt, 2) is None  # transformers' default names: none given
+    config.write_text(json.dumps({"id2label": {"0": "A", "2": "B"}}))
+    assert labels_beside(ckpt, 2) is None  # ids with a gap: not read
     (tmp_path / "label_list.txt").write_text("O\nB-PER\nI-PER\n")
     assert labels_beside(ckpt, 3) == ["O", "B-PER", "I-PER"]
 
 
-def test_a_training_runs_directory_is_refused_as_a_tf1_or_tf2_output(tmp_path):
+def test_class_names_survive_hf_to_tf1_to_hf(tmp_path):
+  """An hf classifier's id2label became LABEL_i, and a tf1 or tf2 output carried no names."""
+  from modeling import hf_checkpoints
+  from modeling.classification import BertClassifier
+  config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+  model = BertClassifier(BertEncoder(config), num_labels=2)
+  hf_checkpoints.save_hf_checkpoint(checkpoints.model_weights(model), str(tmp_path / "hf"),
+                                    config, labels=["NEGATIVE", "POSITIVE"])
+  run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'hf'}",
+             f"--output_dir={tmp_path / 'tf1'}")
+  assert (tmp_path / "tf1" / "label_list.txt").read_text() == "NEGATIVE\nPOSITIVE\n"
+  run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'tf1'}",
+             f"--output_dir={tmp_path / 'back'}", "--output_format=hf")
+  written = json.loads((tmp_path / "back" / "config.json").read_text())
+  assert written["id2label"] == {"0": "NEGATIVE", "1": "POSITIVE"}
+
+
+def test_a_training_runs_directory_is_refused_as_an_output(tmp_path):
   """Writing bert_model.ckpt or model.ckpt there would point the run's `checkpoint` state
-  file at weights alone, and its next resume would lose the step and the optimizer."""
+  file at weights alone, and its next resume would lose the step and the optimizer; a
+  model.safetensors there was read in place of the run's later checkpoints."""
   run = tmp_path / "run"
   run.mkdir()
   state = 'model_checkpoint_path: "ckpt-8"\nall_model_checkpoint_paths: "ckpt-8"\n'
   (run / "checkpoint").write_text(state)
-  for fmt in ("tf1", "tf2"):
+  for fmt in ("tf1", "tf2", "hf"):
     proc = run_script("convert_checkpoint.py", f"--input_checkpoint={tmp_path / 'in'}",
                       f"--output_dir={run}", f"--output_format={fmt}", expect_ok=False)
     _assert_one_line_error(proc, f"--output_dir={run} holds a training run's checkpoints "
