@@ -84,7 +84,7 @@ def main(_):
   if not pairs:
     raise ValueError(f"--input_file={FLAGS.input_file} holds no lines.")
 
-  distribution.warn_about_bfloat16(FLAGS.dtype)
+  distribution.log_precision(FLAGS.dtype)
   encoder = BertEncoder(config, pack_tokens=True,  # layers on real tokens only (no XLA here)
                         dtype="mixed_bfloat16" if FLAGS.dtype == "bfloat16" else None)
   checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint, growth=vocab_growth.growth_for(

@@ -60,7 +60,7 @@ def define_finetuning_flags(module_name, omit=(), **changed):
   if changed:
     raise TypeError(f"Not shared fine-tuning flags: {', '.join(sorted(changed))}")
   define_tpu_flags()
-  define_runtime_flags()
+  define_runtime_flags(exports=True)
   define_batching_flags()
   define_protocol_flags()
   must_be_positive("learning_rate", "num_train_epochs")
@@ -78,17 +78,19 @@ def define_tpu_flags():
                        lower_bound=1)
 
 
-def define_runtime_flags():
-  """Flags added to the original's, shared by the training scripts."""
+def define_runtime_flags(exports=False):
+  """Flags added to the original's, shared by the training scripts (`exports`: the script
+  has --export_dir)."""
   flags.DEFINE_enum("strategy", "default", ["default", "one_device", "mirrored",
                                             "multi_worker", "tpu"],
                     "tf.distribute strategy: default (one device), one_device, mirrored (the "
                     "GPUs of this machine), multi_worker (machines listed in TF_CONFIG), tpu.")
   flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
-                    "Compute dtype of every matrix product, forward and backward; "
-                    "bfloat16/float16 keep float32 weights, optimizer state, LayerNorm and "
-                    "losses; float16 adds dynamic loss scaling. An --export_dir model "
-                    "computes in it and stores its products' weights in it.")
+                    "Compute dtype of every matrix product, forward and backward (a BiLSTM "
+                    "head's excepted: float32); bfloat16/float16 keep float32 weights, "
+                    "optimizer state, LayerNorm and losses; float16 adds dynamic loss scaling."
+                    + (" An --export_dir model computes in it and stores its products' "
+                       "weights in it." if exports else ""))
   flags.DEFINE_bool("jit_compile", False,
                     "Compile the training, evaluation and prediction steps with XLA (on one "
                     "device the whole training step; with several replicas each one's "

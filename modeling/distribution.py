@@ -204,15 +204,7 @@ def describe(strategy, training=True):
   dtype = keras.mixed_precision.global_policy().compute_dtype
   tpu = isinstance(strategy, tf.distribute.TPUStrategy)
   gpu = bool(tf.config.list_logical_devices("GPU"))
-  if tpu or gpu:
-    units = "TPU" if tpu else "GPU"
-  elif dtype == "bfloat16":  # the CPU's units, where TensorFlow hands them to oneDNN
-    units = cpu_units(read_cpuinfo()) if onednn_bfloat16() is not False else None
-  else:  # float16 has no units of its own on the CPUs these scripts name
-    units = None
-  logging.info("Precision: %s", precision_line(dtype, units, training))
-  if not tpu:
-    warn_about_bfloat16(dtype)
+  log_precision(dtype, training, tpu, gpu)
   if dtype == "float16" and not (tpu or gpu):
     logging.warning("--dtype=float16 on a CPU: most CPUs have no float16 matrix units (AVX512-"
                     "FP16 and AMX-FP16 apart), so its products are emulated and slower than "
@@ -252,6 +244,21 @@ def cpu_units(cpuinfo):
   return None
 
 
+def log_precision(dtype, training=False, tpu=False, gpu=None):
+  """Logs precision_line for compute `dtype` on this machine's units (and, off TPUs, the
+  warning where bfloat16 is emulated)."""
+  gpu = bool(tf.config.list_logical_devices("GPU")) if gpu is None else gpu
+  if tpu or gpu:
+    units = "TPU" if tpu else "GPU"
+  elif dtype == "bfloat16":  # the CPU's units, where TensorFlow hands them to oneDNN
+    units = cpu_units(read_cpuinfo()) if onednn_bfloat16() is not False else None
+  else:  # float16 has no units of its own on the CPUs these scripts name
+    units = None
+  logging.info("Precision: %s", precision_line(dtype, units, training))
+  if not tpu:
+    warn_about_bfloat16(dtype)
+
+
 def precision_line(compute_dtype, units, training=True):
   """The log's line on precision: what runs in 16 bits, what stays float32, and on what
   (`training`: a run that trains, with gradients and optimizer state)."""
@@ -260,8 +267,8 @@ def precision_line(compute_dtype, units, training=True):
   where = f", on the CPU's {units} units" if units in ("AMX", "AVX-512 BF16") else \
       f", on the {units}" if units else ""
   if not training:
-    return (f"{compute_dtype} matrix products{where}; the weights, residual stream, "
-            "LayerNorm and losses stay float32.")
+    return (f"{compute_dtype} matrix products{where}; the residual stream, LayerNorm and "
+            "losses stay float32.")
   scaling = ("; dynamic loss scaling skips a step whose gradients overflow"
              if compute_dtype == "float16" else "")
   return (f"{compute_dtype} matrix products, forward and backward{where}; the weights, "

@@ -106,6 +106,7 @@ def test_bfloat16_values_are_float32_within_its_rounding(model_dir, tmp_path):
       distribution.onednn_bfloat16(), platform.machine().lower() in ("x86_64", "amd64"))
   assert ("emulated" in proc.stderr or "toward zero" in proc.stderr) == bool(warning)
   assert not warning or warning in proc.stderr
+  assert "Precision: bfloat16 matrix products" in proc.stderr  # said, as the other scripts do
   record = json.loads((tmp_path / "out.jsonl").read_text())
   got = np.array([f["layers"][0]["values"] for f in record["features"]])
   tokenizer = FullTokenizer(str(directory / "vocab.txt"))

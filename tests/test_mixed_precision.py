@@ -185,8 +185,8 @@ def test_precision_line_names_what_stays_float32_and_the_units():
       "stream, LayerNorm and losses stay float32; dynamic loss scaling skips a step whose "
       "gradients overflow.")
   assert distribution.precision_line("bfloat16", "AVX-512 BF16", training=False) == (
-      "bfloat16 matrix products, on the CPU's AVX-512 BF16 units; the weights, residual "
-      "stream, LayerNorm and losses stay float32.")
+      "bfloat16 matrix products, on the CPU's AVX-512 BF16 units; the residual stream, "
+      "LayerNorm and losses stay float32.")  # not the weights: an export's are 16-bit
 
 
 @pytest.mark.parametrize("onednn", [True, False])
