@@ -76,6 +76,7 @@ class Runner:
     identity = run_identity.identity(what, s.max_seq_length, s.init_checkpoint, s.output_dir,
                                      adapter.length_and_start_define_run, s.do_lower_case)
     run_identity.check(s.output_dir, identity, s)
+    model_files.check_resumed_config(files.config, s.output_dir)
 
     strategy = strategy_from_flags(s)  # 5
     outputs = distribution.WorkerOutputs(strategy, s.output_dir)
@@ -133,7 +134,7 @@ class Runner:
     periodic_eval.check_options(s.eval_every_steps, s.eval_every_epochs, s.best_metric,
                                 s.early_stopping_patience, s.use_best_checkpoint, s.do_train,
                                 getattr(s, adapter.dev_action), adapter.dev_action,
-                                s.output_dir)
+                                s.output_dir, adapter.headline_metric())
     if s.strategy == "multi_worker" and not s.use_tpu:  # TF_CONFIG checked at once
       cluster.parse_tf_config(os.environ.get("TF_CONFIG"))
     app.log_flags(s)
