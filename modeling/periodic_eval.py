@@ -147,14 +147,16 @@ def every_steps(eval_every_steps, eval_every_epochs, steps_per_epoch):
 
 
 def check_options(every_steps, every_epochs, best_metric, patience, use_best, do_train,
-                  dev_given, dev_flag, output_dir):
+                  dev_given, dev_flag, output_dir, default_metric=None):
   """ValueError naming the flag when the flags of evaluation during training, the best
   checkpoint and early stopping disagree with each other or with the run's --do_* flags.
 
   every_steps, every_epochs, best_metric, patience, use_best: --eval_every_steps,
   --eval_every_epochs, --best_metric, --early_stopping_patience,
   --use_best_checkpoint; dev_given: the value of the flag `dev_flag` that makes the
-  script read the dev data evaluation scores (--do_eval; run_squad: --do_predict).
+  script read the dev data evaluation scores (--do_eval; run_squad: --do_predict);
+  default_metric: the script's headline metric, which --best_metric defaults to. A resumed
+  run keeps the metric its best checkpoint (output_dir/best/best.json) was chosen by.
   """
   if every_steps and every_epochs:
     raise ValueError("Give --eval_every_steps or --eval_every_epochs, not both.")
@@ -174,6 +176,8 @@ def check_options(every_steps, every_epochs, best_metric, patience, use_best, do
                        "--eval_every_epochs (they choose the best checkpoint).")
   if use_best and not do_train:
     best_checkpoint(output_dir)  # ValueError when there is none
+  if during:  # refused now, not once the data is converted and run.json rewritten
+    selection.Tracker(best_metric or default_metric, state=read_best(output_dir))
 
 
 def during_training(every, evaluate, metric, patience, output_dir, config, vocab_file=None,
