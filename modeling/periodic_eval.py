@@ -43,6 +43,31 @@ def read_best(output_dir):
     raise ValueError(f"Cannot read {path}: {e}") from None
 
 
+def recover_best(output_dir):
+  """Puts back output_dir/best when a run was killed between publish_dir's two renames (the
+  old best/ renamed aside, the new one not yet in): the newest complete temporary copy
+  (best.json and the checkpoint it names) becomes best/. Returns its former path, or None
+  when best/ is there or no copy is complete. Only for the chief, before it writes."""
+  best = os.path.join(output_dir, BEST_DIR)
+  if files.exists(best):
+    return None
+  complete = []
+  for path in files.leftovers(best):
+    try:
+      state = json.loads(files.read_bytes(os.path.join(path, BEST_JSON)).decode("utf-8"))
+      prefix = os.path.join(path, state["checkpoint"])
+    except (OSError, ValueError, KeyError, TypeError):
+      continue  # killed while being filled
+    if files.exists(prefix + ".index") and files.exists(os.path.join(path, "checkpoint")):
+      steps = [e[0] for e in state.get("evaluations") or []]
+      complete.append((max(steps, default=-1), len(steps), path))
+  if not complete:
+    return None
+  path = max(complete)[2]  # the one that has seen the latest evaluation
+  files.publish_dir(path, best, last=("checkpoint", BEST_JSON))
+  return path
+
+
 def best_checkpoint(output_dir):
   """(prefix of the best checkpoint, its best.json) in output_dir/best; ValueError if none."""
   state = read_best(output_dir)
