@@ -101,3 +101,27 @@ def check_has_weights(training, init_checkpoint, output_dir):
     return
   raise ValueError("Evaluating or predicting without --do_train needs trained weights: pass "
                    "--init_checkpoint, or an --output_dir holding a checkpoint.")
+
+
+# The fields that make a model's weights (their number and shapes) or what they compute;
+# dropout and the initializer's range do neither, so a resume may change them.
+_ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "hidden_act", "max_position_embeddings",
+                 "type_vocab_size", "causal_attention")
+
+
+def check_resumed_config(config, output_dir):
+  """Raises ValueError naming the fields when output_dir holds a checkpoint (which the run
+  would resume or use) of a model other than `config`, as its bert_config.json (the copy
+  a training run wrote there) says."""
+  import tensorflow as tf
+  saved_path = os.path.join(output_dir, "bert_config.json")
+  if not tf.train.latest_checkpoint(output_dir) or not files.exists(saved_path):
+    return
+  saved = BertConfig.from_json_file(saved_path)
+  differ = [f"{name} {getattr(saved, name)!r}, not {getattr(config, name)!r}"
+            for name in _ARCHITECTURE if getattr(saved, name) != getattr(config, name)]
+  if differ:
+    raise ValueError(f"--output_dir={output_dir} holds a model of another config ({saved_path}"
+                     f": {'; '.join(differ)}); it would be reused. Pass that file as "
+                     "--bert_config_file to use it, or a new --output_dir to start afresh.")

@@ -19,7 +19,8 @@ what it needs:
   4. the run's identity: adapter.define(config) -> (what defines the run,
      `defined`); --output_dir holds no model of another run (run.json)
   5. the strategy (seeds and precision first), where this worker writes
-     -> Worker
+     -> Worker; the chief removes what runs killed while writing left (best/
+     put back first if it went missing)
   6. the data: adapter.read(defined, files, worker) -> `data`; every file is
      read now, so bad input stops the run before training rather than after it
   7. weights to use when evaluating or predicting without training
@@ -49,7 +50,7 @@ from absl import logging
 
 from cli import app, model_files, run_identity, signals
 from cli.task_adapter import Run, TrainSteps, Worker
-from data import path_checks
+from data import files as data_files, path_checks
 from modeling import (checkpoints, cluster, distribution, export, optimization, periodic_eval,
                       selection, training, vocab_growth)
 
@@ -76,6 +77,7 @@ class Runner:
     identity = run_identity.identity(what, s.max_seq_length, s.init_checkpoint, s.output_dir,
                                      adapter.length_and_start_define_run, s.do_lower_case)
     run_identity.check(s.output_dir, identity, s)
+    model_files.check_resumed_config(files.config, s.output_dir)
 
     strategy = strategy_from_flags(s)  # 5
     outputs = distribution.WorkerOutputs(strategy, s.output_dir)
@@ -83,6 +85,8 @@ class Runner:
     worker = Worker(strategy, outputs,
                     batch_length_multiple(s.batch_length_multiple, s.jit_compile, strategy),
                     training.static_shapes(s.jit_compile, strategy))
+    if worker.chief:  # the others write only under .workers/
+      remove_leftovers(s.output_dir, s.export_dir)
 
     data = adapter.read(defined, files, worker)  # 6
     model_files.check_has_weights(s.do_train, s.init_checkpoint, s.output_dir)  # 7
@@ -133,7 +137,7 @@ class Runner:
     periodic_eval.check_options(s.eval_every_steps, s.eval_every_epochs, s.best_metric,
                                 s.early_stopping_patience, s.use_best_checkpoint, s.do_train,
                                 getattr(s, adapter.dev_action), adapter.dev_action,
-                                s.output_dir)
+                                s.output_dir, adapter.headline_metric())
     if s.strategy == "multi_worker" and not s.use_tpu:  # TF_CONFIG checked at once
       cluster.parse_tf_config(os.environ.get("TF_CONFIG"))
     app.log_flags(s)
@@ -176,6 +180,24 @@ class Runner:
                         source=train_input.source)
     if chief:
       adapter.after_training(run)
+
+
+def remove_leftovers(output_dir, export_dir=None):
+  """What runs killed while writing left: best/ back from a complete temporary copy if it
+  went missing (periodic_eval.recover_best), then the temporary files and directories in
+  output_dir and best/ (checkpoints, records) and beside export_dir (SavedModels). For
+  the chief, before it writes: no other process writes these."""
+  restored = periodic_eval.recover_best(output_dir)
+  if restored:
+    logging.warning("Restored %s/best from %s, which a run stopped while replacing it left.",
+                    output_dir, restored)
+  removed = data_files.remove_all_leftovers(output_dir)
+  removed += data_files.remove_all_leftovers(os.path.join(output_dir, periodic_eval.BEST_DIR))
+  if export_dir:
+    removed += data_files.remove_leftovers(export_dir)
+  if removed:
+    logging.info("Removed %.1f MB of temporary files left by earlier runs that did not "
+                 "finish.", removed / 1e6)
 
 
 def strategy_from_flags(values):

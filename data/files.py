@@ -282,19 +282,43 @@ def temporary_name(path):
   return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}")
 
 
-def remove_leftovers(path):
-  """Removes the temporary files of `path` (temporary_name's) that an earlier process
-  killed before renaming them left beside it; returns their total size in bytes.
-  Only for an output no other process is writing."""
-  head, tail = os.path.split(path)
+def leftovers(path):
+  """The temporary names of `path` (temporary_name's) found beside it: what earlier
+  processes killed before renaming them into place left."""
+  head, tail = os.path.split(path.rstrip("/"))
   pattern = re.compile(re.escape(f".{tail}.tmp-") + "[0-9a-f]{8}")
-  removed = 0
-  for name in listdir(head or ".") if isdir(head or ".") else []:
-    if pattern.fullmatch(name):
-      left = os.path.join(head, name)
-      removed += size(left)
-      remove(left)
-  return removed
+  return [os.path.join(head, name) for name in _entries(head or ".") if pattern.fullmatch(name)]
+
+
+def _entries(directory):
+  return listdir(directory) if isdir(directory) else []
+
+
+def _remove_entry(path):
+  """Removes file or directory `path`; returns the bytes it held."""
+  if isdir(path):
+    held = sum(size(os.path.join(path, name)) for name in walk_files(path))
+    rmtree(path)
+    return held
+  held = size(path)
+  remove(path)
+  return held
+
+
+def remove_leftovers(path):
+  """Removes the temporary files or directories of `path` that an earlier process killed
+  before renaming them left beside it (leftovers); returns their total size in bytes.
+  Only for an output no other process is writing."""
+  return sum(_remove_entry(left) for left in leftovers(path))
+
+
+def remove_all_leftovers(directory):
+  """Removes every temporary file or directory (temporary_name's, of any output) directly in
+  `directory`; returns their total size in bytes. Only for a directory whose outputs no
+  other process is writing."""
+  pattern = re.compile(r"\..+\.tmp-[0-9a-f]{8}")
+  return sum(_remove_entry(os.path.join(directory, name)) for name in _entries(directory)
+             if pattern.fullmatch(name))
 
 
 @contextlib.contextmanager

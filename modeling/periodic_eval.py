@@ -43,6 +43,31 @@ def read_best(output_dir):
     raise ValueError(f"Cannot read {path}: {e}") from None
 
 
+def recover_best(output_dir):
+  """Puts back output_dir/best when a run was killed between publish_dir's two renames (the
+  old best/ renamed aside, the new one not yet in): the newest complete temporary copy
+  (best.json and the checkpoint it names) becomes best/. Returns its former path, or None
+  when best/ is there or no copy is complete. Only for the chief, before it writes."""
+  best = os.path.join(output_dir, BEST_DIR)
+  if files.exists(best):
+    return None
+  complete = []
+  for path in files.leftovers(best):
+    try:
+      state = json.loads(files.read_bytes(os.path.join(path, BEST_JSON)).decode("utf-8"))
+      prefix = os.path.join(path, state["checkpoint"])
+    except (OSError, ValueError, KeyError, TypeError):
+      continue  # killed while being filled
+    if files.exists(prefix + ".index") and files.exists(os.path.join(path, "checkpoint")):
+      steps = [e[0] for e in state.get("evaluations") or []]
+      complete.append((max(steps, default=-1), len(steps), path))
+  if not complete:
+    return None
+  path = max(complete)[2]  # the one that has seen the latest evaluation
+  files.publish_dir(path, best, last=("checkpoint", BEST_JSON))
+  return path
+
+
 def best_checkpoint(output_dir):
   """(prefix of the best checkpoint, its best.json) in output_dir/best; ValueError if none."""
   state = read_best(output_dir)
@@ -147,14 +172,16 @@ def every_steps(eval_every_steps, eval_every_epochs, steps_per_epoch):
 
 
 def check_options(every_steps, every_epochs, best_metric, patience, use_best, do_train,
-                  dev_given, dev_flag, output_dir):
+                  dev_given, dev_flag, output_dir, default_metric=None):
   """ValueError naming the flag when the flags of evaluation during training, the best
   checkpoint and early stopping disagree with each other or with the run's --do_* flags.
 
   every_steps, every_epochs, best_metric, patience, use_best: --eval_every_steps,
   --eval_every_epochs, --best_metric, --early_stopping_patience,
   --use_best_checkpoint; dev_given: the value of the flag `dev_flag` that makes the
-  script read the dev data evaluation scores (--do_eval; run_squad: --do_predict).
+  script read the dev data evaluation scores (--do_eval; run_squad: --do_predict);
+  default_metric: the script's headline metric, which --best_metric defaults to. A resumed
+  run keeps the metric its best checkpoint (output_dir/best/best.json) was chosen by.
   """
   if every_steps and every_epochs:
     raise ValueError("Give --eval_every_steps or --eval_every_epochs, not both.")
@@ -174,6 +201,8 @@ def check_options(every_steps, every_epochs, best_metric, patience, use_best, do
                        "--eval_every_epochs (they choose the best checkpoint).")
   if use_best and not do_train:
     best_checkpoint(output_dir)  # ValueError when there is none
+  if during:  # refused now, not once the data is converted and run.json rewritten
+    selection.Tracker(best_metric or default_metric, state=read_best(output_dir))
 
 
 def during_training(every, evaluate, metric, patience, output_dir, config, vocab_file=None,

@@ -112,9 +112,16 @@ class TrainState:
         if for_training:
           status.assert_existing_objects_matched()  # every object given is in it
         status.expect_partial()  # what else it holds (an iterator not given) stays unread
-      # A cut .data file raises IndexError inside TensorFlow; a different model, AssertionError.
-      except (tf.errors.OpError, IndexError, AssertionError) as e:
+      # A cut .data file raises IndexError or an OpError inside TensorFlow; a model of
+      # other layers, AssertionError; of other sizes, ValueError (or an InvalidArgumentError
+      # naming the shapes). Removing the files helps only the unreadable one.
+      except (tf.errors.OpError, IndexError, AssertionError, ValueError) as e:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        if _mismatch(e):
+          raise ValueError(f"{latest}: the checkpoint to resume from does not fit this model "
+                           f"({reason}); it was trained with another bert_config.json (see "
+                           "the one in --output_dir). Pass that config, or train into a new "
+                           "output directory.") from None
         raise ValueError(f"{latest}: the checkpoint to resume from cannot be read ({reason}). "
                          "Remove its files to resume from an earlier one, or train into a "
                          "new output directory.") from None
@@ -204,6 +211,15 @@ class TrainState:
 
 
 _SIGNATURE = "input_signature"
+
+
+def _mismatch(error):
+  """Whether a restore failed because the checkpoint is of another model (its variables or
+  their shapes), rather than because its files cannot be read."""
+  if isinstance(error, (AssertionError, ValueError)):
+    return True
+  return (isinstance(error, tf.errors.InvalidArgumentError)
+          and "shape" in str(error).lower() and "does not match" in str(error).lower())
 
 
 def _saved_signature(path):

@@ -129,6 +129,17 @@ def _corrupt_checkpoint(out):
                                   'all_model_checkpoint_paths: "ckpt-1"\n')
 
 
+def _checkpoint_of_another_config(out):
+  """A checkpoint to resume, of a model wider than the flags' (its config beside it)."""
+  _corrupt_checkpoint(out)
+  _config(16).to_json_file(str(out / "bert_config.json"))
+
+
+def _best_by_accuracy(out):
+  (out / "best").mkdir()
+  (out / "best" / "best.json").write_text(json.dumps({"metric": "eval_accuracy"}))
+
+
 # (case id, args from the data dir and --output_dir, expected error line (a template
 # with {d} and {out}; a trailing "..." matches a prefix), set-up of --output_dir or None).
 CASES = [
@@ -169,6 +180,16 @@ CASES = [
      lambda d, out: _classifier(d, "sst2", f"--output_dir={out}"),
      "error: {out}/ckpt-1: the checkpoint to resume from cannot be read ...",
      _corrupt_checkpoint),
+    ("classifier resuming a checkpoint of another config",
+     lambda d, out: _classifier(d, "sst2", f"--output_dir={out}"),
+     "error: --output_dir={out} holds a model of another config ({out}/bert_config.json: "
+     "hidden_size 16, not 8); it would be reused. Pass that file as --bert_config_file to use "
+     "it, or a new --output_dir to start afresh.", _checkpoint_of_another_config),
+    ("classifier best checkpoint chosen by another metric",
+     lambda d, out: _classifier(d, "sst2", f"--output_dir={out}", "--do_eval",
+                                "--eval_every_steps=1", "--best_metric=eval_loss"),
+     "error: --best_metric=eval_loss: this --output_dir's best checkpoint was chosen by "
+     "eval_accuracy; keep that metric or use a new --output_dir.", _best_by_accuracy),
     ("swag val.csv question without a label, --do_eval",
      lambda d, out: ("run_swag.py", f"--data_dir={d}/swag", *_model(d), f"--output_dir={out}",
                      "--do_train", "--train_batch_size=2", "--do_eval"),

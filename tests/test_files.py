@@ -189,3 +189,21 @@ def test_read_tail_reads_a_file_s_last_bytes(tmp_path):
     assert files.read_tail(path, 100) == b"0123456789", path
   with pytest.raises(FileNotFoundError):
     files.read_tail("ram://read_tail/none.bin", 4)
+
+
+def test_leftovers_of_killed_writes_are_removed_files_and_directories(tmp_path):
+  """A run killed while writing leaves temporary files and whole directories (a best/ or
+  SavedModel being built): they go, and nothing else does."""
+  (tmp_path / ".best.tmp-0123abcd").mkdir()
+  (tmp_path / ".best.tmp-0123abcd" / "ckpt-3.index").write_bytes(b"x" * 10)
+  (tmp_path / ".train.tf_record.tmp-89abcdef").write_bytes(b"y" * 5)
+  kept = ["notes.txt", ".workers/w1/.ckpt.tmp-00000000", "ckpt-1_temp/part", ".x.tmp-nothex00"]
+  for name in kept:
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("keep")
+  (tmp_path / ".export.tmp-00ff00ff" / "variables").mkdir(parents=True)
+  (tmp_path / ".export.tmp-00ff00ff" / "saved_model.pb").write_bytes(b"z" * 7)
+  assert files.remove_leftovers(str(tmp_path / "export")) == 7
+  assert files.remove_all_leftovers(str(tmp_path)) == 15
+  assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == \
+      sorted(kept)

@@ -174,3 +174,31 @@ def test_a_resumed_run_replaces_the_rows_logged_after_its_checkpoint(tmp_path):
   with open(path) as f:
     assert list(csv.reader(f)) == [["step", "loss"], ["2", "2"], ["4", "4"], ["6", "6.5"],
                                    ["8", "8.5"]]
+
+
+def _best_copy(path, evaluations, complete=True):
+  path.mkdir()
+  (path / "ckpt-3.index").write_bytes(b"")
+  (path / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
+  if complete:
+    (path / "best.json").write_text(json.dumps(
+        {"metric": "eval_loss", "checkpoint": "ckpt-3", "evaluations": evaluations}))
+
+
+def test_a_best_dir_lost_between_its_renames_comes_back_and_leftovers_go(tmp_path):
+  """Killed between publish_dir's renames (old best/ aside, new one not in), a run leaves
+  no best/ but two complete copies: the chief at its start restores the newer, then removes
+  every temporary copy, those of the export included."""
+  from cli import runner
+  out = tmp_path / "out"
+  out.mkdir()
+  _best_copy(out / ".best.tmp-00000001", [[3, 0.5]])  # the old best/, renamed aside
+  _best_copy(out / ".best.tmp-00000002", [[3, 0.5], [6, 0.4]])  # the new one
+  _best_copy(out / ".best.tmp-00000003", [], complete=False)  # killed while filling it
+  (tmp_path / ".export.tmp-0000abcd").mkdir()
+  runner.remove_leftovers(str(out), str(tmp_path / "export"))
+  assert json.loads((out / "best" / "best.json").read_text())["evaluations"] == [
+      [3, 0.5], [6, 0.4]]
+  assert sorted(p.name for p in out.iterdir()) == ["best"]
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+  assert periodic_eval.recover_best(str(out)) is None  # best/ there: left alone

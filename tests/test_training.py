@@ -1,5 +1,6 @@
 """run_pretraining's machinery: losses, accumulation, replicas, workers, resume, export."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -174,6 +175,19 @@ def test_damaged_checkpoint_in_output_dir_is_one_line(setup, tmp_path):
   data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
   with pytest.raises(ValueError, match=r"ckpt-3: the checkpoint to resume from cannot be read"):
     _train_in_process(setup, tmp_path / "run", 1, steps=6)
+
+
+@pytest.mark.parametrize("change", [{"intermediate_size": 48}, {"num_hidden_layers": 3}])
+def test_a_checkpoint_of_another_model_does_not_fit_rather_than_cannot_be_read(
+    setup, tmp_path, change):
+  """Resuming under another config says the checkpoint does not fit, not that its (good)
+  files should be removed."""
+  _train_in_process(setup, tmp_path / "run", 1)
+  other = (*setup[:3], dataclasses.replace(setup[3], **change), setup[4])
+  with pytest.raises(ValueError, match=r"ckpt-3: the checkpoint to resume from does not fit "
+                     r"this model \(.+\); it was trained with another bert_config.json") as e:
+    _train_in_process(other, tmp_path / "run", 1, steps=6)
+  assert "Remove its files" not in str(e.value)
 
 
 def test_gradient_accumulation_equals_the_large_batch(setup, tmp_path):
