@@ -369,7 +369,7 @@ def test_compiled_loop_traces_its_step_once_and_sums_every_step(setup, tmp_path)
   traces = []
   step = looped._replica_step
   looped._replica_step = lambda batch: (traces.append(1), step(batch))[1]
-  totals, first_bad = looped._train_loop(batches, tf.constant(3))
+  totals, first_bad, _ = looped._train_loop(batches, tf.constant(3))
   assert len(traces) == 1 and int(first_bad) == -1
 
   single, batches = trainer_and_batches("single")
