@@ -364,6 +364,8 @@ class Trainer:
         if preemption is not None:  # named by the step, as every checkpoint
           preemption.save_checkpoint_if_preempted(checkpoint_number=self.global_step)
         elif self._stop_requested:
+          if log.pending_steps:  # the steps since the last row: a resumed run goes on after them
+            log.write(step)
           manager.save(checkpoint_number=step)
           self._exit_on_sigterm()
     finally:
