@@ -24,9 +24,12 @@ class CsvLog:
   nothing.
   """
 
-  def __init__(self, path):
+  def __init__(self, path, start=None):
     self.path = path
     self.rows = None  # [{column: text}]; None until the earlier file is read
+    # The step a resumed run goes on from: an earlier run's rows after it are of steps
+    # that run lost, and go with the first new row.
+    self.start = start
 
   def append(self, step, values):
     """Adds the row `step`, then each of `values` ({name: number}) to 6 significant digits."""
@@ -34,7 +37,8 @@ class CsvLog:
       self.rows = []
       if files.exists(self.path):
         text = files.read_bytes(self.path).decode("utf-8")
-        self.rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        self.rows = [row for row in csv.DictReader(io.StringIO(text, newline=""))
+                     if self.start is None or int(row["step"]) <= self.start]
     # A resumed run logs again the steps after its checkpoint: the lost part's rows go.
     self.rows = [row for row in self.rows if int(row["step"]) < step]
     self.rows.append({"step": step, **{k: f"{v:.6g}" for k, v in values.items()}})
@@ -54,7 +58,7 @@ class StepLog:
     self.num_train_steps, self.sequences_per_step = num_train_steps, sequences_per_step
     self.writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
                    if chief else tf.summary.create_noop_writer())
-    self.csv = CsvLog(os.path.join(output_dir, "train_log.csv")) if chief else None
+    self.csv = CsvLog(os.path.join(output_dir, "train_log.csv"), step) if chief else None
     self.mark_step, self.mark_time = step, time.time()
     self.pending, self.pending_steps = {}, 0
 

@@ -16,7 +16,8 @@ One optimizer step:
   3. the summed gradient is clipped to global norm `clip_norm` (measured
      unscaled) and applied once. float16 uses Keras' LossScaleOptimizer: the
      loss is multiplied by its dynamic scale, and a step whose gradients are
-     not finite is skipped and halves the scale.
+     not finite is skipped and halves the scale; a loss that is not finite
+     stops the run (as without loss scaling), since no scale can fix it.
 With jit_compile, XLA compiles the whole step (steps 1-3) as one function
 under one-replica strategies, and each micro-batch's forward and backward
 under several replicas; evaluation and prediction compile each replica's
@@ -208,7 +209,8 @@ class Trainer:
   # models it calls), so AutoGraph leaves it as written, as XLA and TPUs run it.
   @tf.autograph.experimental.do_not_convert
   def _replica_step(self, batch):
-    """Replica: one optimizer step on its share of the global batch; (values, finite)."""
+    """Replica: one optimizer step on its share of the global batch; (values, finite,
+    loss_finite): finite when the gradients and the loss are."""
     if self._compiled_step is not None:
       return self._compiled_step(batch)
     return self._update(batch)
@@ -219,7 +221,8 @@ class Trainer:
     loss, parts = self.task.losses(sums, denominators)
     scaled_norm = tf.linalg.global_norm(grads)
     grad_norm = scaled_norm / scale
-    finite = tf.math.is_finite(grad_norm) & tf.math.is_finite(loss)
+    loss_finite = tf.math.is_finite(loss)
+    finite = tf.math.is_finite(grad_norm) & loss_finite
     # The scale is a power of two, so clipping the scaled gradients to
     # clip_norm * scale is exactly clipping the unscaled ones to clip_norm. Within the
     # norm, clipping multiplies by exactly 1: that pass over every gradient is skipped.
@@ -235,7 +238,7 @@ class Trainer:
       self.optimizer.apply(grads, variables)
     values = {"loss": loss, **parts, **self.task.metric_values(metrics, denominators),
               "grad_norm": grad_norm, "learning_rate": tf.cast(learning_rate, tf.float32)}
-    return values, finite
+    return values, finite, loss_finite
 
   def summed_gradients(self, dataset_fn):
     """{variable path: numpy gradient} of the first global batch's loss: summed over
@@ -251,7 +254,9 @@ class Trainer:
     return {v.path: g.numpy() for v, g in zip(self.model.trainable_variables, run(batch))}
 
   def _train_loop(self, iterator, steps):
-    """Runs `steps` steps; returns summed values and the first non-finite step (or -1)."""
+    """Runs `steps` steps; returns the values summed over the finite steps (those loss
+    scaling does not skip), the first step whose gradients or loss are not finite, and
+    the first whose loss is not (each -1 if none)."""
     self.build_optimizer()  # its variables exist before the loop is traced
     return self._train_loop_graph(iterator, steps)
 
@@ -259,28 +264,35 @@ class Trainer:
   def _train_loop_graph(self, iterator, steps):
 
     def one_step():
-      values, finite = self.strategy.run(self._replica_step, args=(next(iterator),))
+      # The step this one tries, read before it: a skipped step does not advance it.
+      attempt = self.optimizer.iterations + 1
+      values, finite, loss_finite = self.strategy.run(self._replica_step,
+                                                      args=(next(iterator),))
+      first = self.strategy.experimental_local_results
+      finite, loss_finite = first(finite)[0], first(loss_finite)[0]
+      # A step loss scaling skips is no step: its values (an infinite norm) count nowhere.
       values = {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                 for k, v in values.items()}
-      finite = self.strategy.experimental_local_results(finite)[0]
-      bad = tf.where(finite, tf.constant(-1, tf.int64), self.optimizer.iterations)
-      return values, bad
+      values = {k: tf.where(finite, v, tf.zeros_like(v)) for k, v in values.items()}
+      none = tf.constant(-1, tf.int64)
+      return values, tf.where(finite, none, attempt), tf.where(loss_finite, none, attempt)
 
     # One traced step serves every iteration: tracing the model, its gradients
     # and the optimizer (and optimizing that graph) is seconds of a run's start.
     step = tf.function(one_step, autograph=False)
-    outputs, _ = step.get_concrete_function().structured_outputs
+    outputs = step.get_concrete_function().structured_outputs[0]
 
-    def body(i, totals, first_bad):
-      values, bad = step()
+    def body(i, totals, first_bad, first_bad_loss):
+      values, bad, bad_loss = step()
       totals = {k: totals[k] + values[k] for k in totals}
-      return i + 1, totals, tf.where(first_bad < 0, bad, first_bad)
+      return (i + 1, totals, tf.where(first_bad < 0, bad, first_bad),
+              tf.where(first_bad_loss < 0, bad_loss, first_bad_loss))
 
     totals = {k: tf.zeros(v.shape, v.dtype) for k, v in outputs.items()}
-    _, totals, first_bad = tf.while_loop(
-        lambda i, *_: i < steps, body, (tf.constant(0, steps.dtype), totals,
-                                         tf.constant(-1, tf.int64)))
-    return totals, first_bad
+    none = tf.constant(-1, tf.int64)
+    _, totals, first_bad, first_bad_loss = tf.while_loop(
+        lambda i, *_: i < steps, body, (tf.constant(0, steps.dtype), totals, none, none))
+    return totals, first_bad, first_bad_loss
 
   # --- The host loop -----------------------------------------------------------
 
@@ -316,35 +328,44 @@ class Trainer:
       while step < config.num_train_steps and not (evaluator and evaluator.stopped):
         n = self._steps_until_boundary(step, seconds_per_step,
                                        evaluator.every if evaluator else None)
-        call_start = time.time()
-        totals, first_bad = self._train_loop(iterator, tf.constant(n))
+        call_start, before = time.time(), step
+        totals, first_bad, first_bad_loss = self._train_loop(iterator, tf.constant(n))
         step = self.global_step
         if log.pending_steps or n > 1:  # the first call includes tracing: not a rate
           seconds_per_step = (time.time() - call_start) / n
-        if int(first_bad) >= 0 and not config.loss_scaling:
+        # Loss scaling skips a step whose gradients overflow and retries with half the
+        # scale; a loss that is not finite is not the scale's doing, and would be
+        # skipped forever.
+        bad = int(first_bad_loss) if config.loss_scaling else int(first_bad)
+        if bad >= 0:
           precise = self.state.model.compute_dtype == "float32"
-          raise ValueError(f"The loss became NaN or infinite at step {int(first_bad)}; "
+          raise ValueError(f"The loss became NaN or infinite at step {bad}; "
                            "stopping. Try a lower --learning_rate"
                            f"{'' if precise else ' or --dtype=float32'}.")
-        log.add(totals, n)
-        last = step == config.num_train_steps
-        save = step % config.save_checkpoints_steps == 0 or last
-        evaluating = evaluator is not None and evaluator.due(step, config.num_train_steps)
-        if evaluating:
-          started = time.time()
-          last = evaluator(self.state, step) or last  # True: early stopping ends training
-          log.mark_time += time.time() - started  # the logged rate counts training alone
-          save = True
-        if step % config.log_steps == 0 or last:
-          log.write(step)
-        if save:
-          started = time.time()
-          manager.save(checkpoint_number=step)
-          if evaluating:  # the checkpoint an evaluation adds is its cost, not the steps'
-            log.mark_time += time.time() - started
+        # A call whose steps were all skipped is at the step already logged, saved and
+        # evaluated: nothing of it is done again.
+        if step > before:
+          log.add(totals, step - before)
+          last = step == config.num_train_steps
+          save = step % config.save_checkpoints_steps == 0 or last
+          evaluating = evaluator is not None and evaluator.due(step, config.num_train_steps)
+          if evaluating:
+            started = time.time()
+            last = evaluator(self.state, step) or last  # True: early stopping ends training
+            log.mark_time += time.time() - started  # the logged rate counts training alone
+            save = True
+          if step % config.log_steps == 0 or last:
+            log.write(step)
+          if save:
+            started = time.time()
+            manager.save(checkpoint_number=step)
+            if evaluating:  # the checkpoint an evaluation adds is its cost, not the steps'
+              log.mark_time += time.time() - started
         if preemption is not None:  # named by the step, as every checkpoint
           preemption.save_checkpoint_if_preempted(checkpoint_number=self.global_step)
         elif self._stop_requested:
+          if log.pending_steps:  # the steps since the last row: a resumed run goes on after them
+            log.write(step)
           manager.save(checkpoint_number=step)
           self._exit_on_sigterm()
     finally:

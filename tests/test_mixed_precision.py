@@ -66,8 +66,9 @@ def test_float16_loss_scale_grows_shrinks_and_is_checkpointed(setup, tmp_path, f
   resumed.scaler.dynamic_scale.assign(2.0 ** 40)
   before = checkpoints.model_weights(resumed.model)
   iterator = iter(resumed.strategy.distribute_datasets_from_function(_dataset_fn(records)))
-  totals, first_bad = resumed._train_loop(iterator, tf.constant(1))
-  assert int(first_bad) == 4 and np.isfinite(float(totals["loss"]))
+  totals, first_bad, first_bad_loss = resumed._train_loop(iterator, tf.constant(1))
+  assert int(first_bad) == 5 and int(first_bad_loss) == -1  # step 5, tried and skipped
+  assert float(totals["loss"]) == 0.0  # a skipped step counts nowhere
   assert resumed.global_step == 4 and resumed.loss_scale == 2.0 ** 39  # skipped and halved
   after = checkpoints.model_weights(resumed.model)
   for name in before:
@@ -247,3 +248,47 @@ def test_bfloat16_bias_gradient_is_summed_in_float32(rows):
   bound = (2.0 ** -8 + rows * 2.0 ** -24) * (1 + 2.0 ** -8) * exact
   assert got.dtype == tf.float32
   np.testing.assert_array_less(np.abs(got.numpy() - exact), bound)
+
+
+def _poisoned(records, at):
+  """The batches of _dataset_fn with NaN masked LM weights in batch `at` (0-based): its
+  loss is NaN, whatever the loss scale."""
+  spec = features.pretraining_feature_spec(L, P)
+  return lambda ctx: pipeline.record_dataset(records, spec, 8, True, seed=3).enumerate().map(
+      lambda i, b: {**b, "masked_lm_weights": b["masked_lm_weights"] *
+                    tf.where(i == at, np.nan, 1.0)})
+
+
+def test_float16_nan_loss_stops_the_run_as_float32_does(setup, tmp_path, float16):
+  """Loss scaling skips a step whose gradients overflow; a loss that is not finite is not
+  the scale's doing (skipped, it would be skipped forever): it stops the run."""
+  trainer = _trainer(setup, tmp_path, steps=4)
+  with pytest.raises(ValueError) as e:
+    trainer.train(_poisoned(setup[2], at=1), init_checkpoint=setup[4])
+  assert str(e.value) == ("The loss became NaN or infinite at step 2; stopping. Try a lower "
+                          "--learning_rate or --dtype=float32.")
+  assert trainer.global_step == 1
+
+
+def test_float16_skipped_steps_are_not_logged_saved_or_evaluated_again(setup, tmp_path, float16):
+  """Overflowing gradients (a finite loss) skip steps at step 0 until the scale fits: those
+  calls write no row, checkpoint or evaluation of step 0, and no row's values are theirs."""
+  trainer = _trainer(setup, tmp_path, steps=3)
+  trainer.build_optimizer()
+  trainer.scaler.dynamic_scale.assign(2.0 ** 40)  # overflows in float16 (test above)
+  evaluations = []
+
+  class Evaluator:
+    every, stopped = 1, False
+    start = lambda self, step: None
+    due = lambda self, step, last: True
+    __call__ = lambda self, state, step: evaluations.append(step)
+  trainer.train(_dataset_fn(setup[2]), init_checkpoint=setup[4], evaluator=Evaluator())
+  assert trainer.global_step == 3 and trainer.loss_scale < 2.0 ** 38  # steps were skipped
+  assert evaluations == [1, 2, 3]
+  saved = tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths
+  assert [int(p.rsplit("-", 1)[1]) for p in saved] == [1, 2, 3]
+  with open(tmp_path / "train_log.csv") as f:
+    rows = list(csv.DictReader(f))
+  assert [int(r["step"]) for r in rows] == [1, 2, 3]
+  assert all(np.isfinite(float(r["grad_norm"])) and float(r["loss"]) > 0 for r in rows)

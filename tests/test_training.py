@@ -383,7 +383,7 @@ def test_compiled_loop_traces_its_step_once_and_sums_every_step(setup, tmp_path)
   traces = []
   step = looped._replica_step
   looped._replica_step = lambda batch: (traces.append(1), step(batch))[1]
-  totals, first_bad = looped._train_loop(batches, tf.constant(3))
+  totals, first_bad, _ = looped._train_loop(batches, tf.constant(3))
   assert len(traces) == 1 and int(first_bad) == -1
 
   single, batches = trainer_and_batches("single")
@@ -434,3 +434,45 @@ def test_eval_results_hold_numbers_only_as_the_original_s(tmp_path):
   with pytest.raises(TypeError, match="objectives = 'masked_lm' is not a number"):
     reports.write_eval_results(str(tmp_path / "other.txt"), {"objectives": "masked_lm"})
   assert not (tmp_path / "other.txt").exists()
+
+
+def test_sigterm_logs_the_steps_since_the_last_row_and_a_resumed_run_goes_on(setup, tmp_path):
+  """The stop's checkpoint comes with a row for the steps since the last one, so every step
+  is logged once: the resumed run's rows start after it."""
+  _, _, records, model_config, init = setup
+
+  def trainer(steps):
+    return training.Trainer(
+        tf.distribute.get_strategy(), pretraining.PretrainingTask(model_config),
+        lambda names: optimization.create_optimizer("adamw", 1e-3, 100, 2, names),
+        training.TrainConfig(output_dir=str(tmp_path), num_train_steps=steps,
+                             global_batch_size=8, steps_per_loop=1, log_steps=3,
+                             save_checkpoints_steps=100))
+
+  def dataset_fn(ctx):
+    return pipeline.record_dataset(records, features.pretraining_feature_spec(L, P), 8, True,
+                                   seed=3, input_context=ctx)
+  first = trainer(10)
+  loop = first._train_loop
+
+  def stopped_at_5(iterator, steps):  # as SIGTERM's handler does, after step 5
+    out = loop(iterator, steps)
+    first._stop_requested = first.global_step == 5
+    return out
+  first._train_loop = stopped_at_5
+  with pytest.raises(SystemExit) as e:
+    first.train(dataset_fn, init_checkpoint=init)
+  assert e.value.code == 143 and tf.train.latest_checkpoint(str(tmp_path)).endswith("-5")
+  rows = lambda: [int(r.split(",")[0]) for r in (tmp_path / "train_log.csv").read_text().split()[1:]]
+  assert rows() == [3, 5]
+  trainer(7).train(dataset_fn)
+  assert rows() == [3, 5, 6, 7]
+
+
+def test_a_resumed_step_log_drops_the_lost_runs_rows_after_its_step(tmp_path):
+  from modeling import reports
+  path = str(tmp_path / "train_log.csv")
+  for step in (2, 4, 6):
+    reports.CsvLog(path).append(step, {"loss": 1.0})
+  reports.CsvLog(path, start=2).append(8, {"loss": 0.5})  # resumed at 2, first row at 8
+  assert (tmp_path / "train_log.csv").read_text().split() == ["step,loss", "2,1", "8,0.5"]
