@@ -169,7 +169,8 @@ class Pretraining(TaskAdapter):
                                                                            "records")]
     return TrainInput(records, naming_errors=lambda: record_checks.naming_bad_files(
         s.input_file, self.compression, self._checks(run)), source="\n".join(
-            [self.compression, str(s.dynamic_masking), *names]))
+            [f"{s.max_seq_length} {s.max_predictions_per_seq}", self.compression,
+             str(s.dynamic_masking), *names]))
 
   def _checks(self, run):
     """What a record met while training or evaluating is checked against when it fails."""

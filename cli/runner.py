@@ -172,7 +172,8 @@ class Runner:
       evaluator = periodic_eval.during_training(
           periodic_eval.every_steps(s.eval_every_steps, s.eval_every_epochs,
                                     steps.per_epoch or 0),
-          lambda: adapter.evaluate(data, run), s.best_metric or adapter.headline_metric(),
+          lambda: adapter.evaluate(data, run),
+          periodic_eval.chosen_metric(s.best_metric, adapter.headline_metric(), s.output_dir),
           s.early_stopping_patience, s.output_dir, run.files.config, run.files.vocab_file,
           chief)
       run.trainer.train(train_input.dataset_fn, s.init_checkpoint,

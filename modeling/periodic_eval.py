@@ -43,6 +43,16 @@ def read_best(output_dir):
     raise ValueError(f"Cannot read {path}: {e}") from None
 
 
+def chosen_metric(best_metric, default_metric, output_dir):
+  """The metric a run keeps its best checkpoint by: --best_metric when given, else the one
+  output_dir's best/ was chosen by (a run from before a default changed goes on as it
+  began), else the script's default."""
+  if best_metric:
+    return best_metric
+  recorded = (read_best(output_dir) or {}).get("metric")
+  return recorded or default_metric
+
+
 def recover_best(output_dir):
   """Puts back output_dir/best when a run was killed between publish_dir's two renames (the
   old best/ renamed aside, the new one not yet in): the newest complete temporary copy
@@ -181,7 +191,8 @@ def check_options(every_steps, every_epochs, best_metric, patience, use_best, do
   --use_best_checkpoint; dev_given: the value of the flag `dev_flag` that makes the
   script read the dev data evaluation scores (--do_eval; run_squad: --do_predict);
   default_metric: the script's headline metric, which --best_metric defaults to. A resumed
-  run keeps the metric its best checkpoint (output_dir/best/best.json) was chosen by.
+  run keeps the metric its best checkpoint (output_dir/best/best.json) was chosen by
+  (chosen_metric); a --best_metric given against it is refused.
   """
   if every_steps and every_epochs:
     raise ValueError("Give --eval_every_steps or --eval_every_epochs, not both.")
@@ -202,7 +213,8 @@ def check_options(every_steps, every_epochs, best_metric, patience, use_best, do
   if use_best and not do_train:
     best_checkpoint(output_dir)  # ValueError when there is none
   if during:  # refused now, not once the data is converted and run.json rewritten
-    selection.Tracker(best_metric or default_metric, state=read_best(output_dir))
+    selection.Tracker(chosen_metric(best_metric, default_metric, output_dir),
+                      state=read_best(output_dir))
 
 
 def during_training(every, evaluate, metric, patience, output_dir, config, vocab_file=None,

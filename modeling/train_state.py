@@ -153,10 +153,11 @@ class TrainState:
     positioned where a resumed run stopped, restore()'s description, whether the
     iterator's state belongs in the checkpoints, and the input's signature for them.
 
-    source: what the input reads (its files), which with the batches' shapes makes the
-    signature. A run resumed on another input (the paper's second phase: the same run
+    source: what the input reads (its files and their records' lengths), whose hash is
+    the signature. A run resumed on another input (the paper's second phase: the same run
     on records of 512 tokens) starts that input from its beginning, as the original's
-    runs always did, rather than restore or skip to a position in the old one.
+    runs always did, rather than restore or skip to a position in the old one. The batches'
+    padding is not part of it: the same records batched otherwise resume in place.
 
     dataset_fn(input_context) -> per-replica batched tf.data.Dataset; load_fn(dataset)
     -> dataset, applied after positioning (see Trainer.train). Under the default
@@ -172,13 +173,13 @@ class TrainState:
     load = load_fn or (lambda dataset: dataset)
     dataset = self.strategy.distribute_datasets_from_function(
         lambda context: load(dataset_fn(context)))
-    signature = hashlib.sha256(f"{source}\n{dataset.element_spec}".encode()).hexdigest()[:16]
+    signature = hashlib.sha256(source.encode()).hexdigest()[:16]
     latest = tf.train.latest_checkpoint(self.config.output_dir)
     saved = _saved_signature(latest) if latest else None
     changed = saved not in (None, signature)  # checkpoints from before signatures: the same
     if changed:
       logging.warning("The training input is not the one %s was trained on (other files or "
-                      "shapes): training goes on from its step on the new input, from its "
+                      "record lengths): training goes on from its step on the new input, from its "
                       "start.", latest)
     if isinstance(dataset, tf.data.Dataset) and (not latest or changed
                                                  or _holds_input_position(latest)):

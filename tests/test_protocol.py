@@ -126,6 +126,23 @@ def test_protocol_flags_that_disagree_are_refused_before_any_work(flags, message
   assert str(raised.value) == message
 
 
+def test_a_resumed_run_keeps_the_metric_its_best_was_chosen_by(tmp_path):
+  """A run begun under an older default (QQP chose by accuracy before F1) resumes by it when
+  no --best_metric is given; one given against it is refused."""
+  (tmp_path / "best").mkdir()
+  (tmp_path / "best" / "best.json").write_text(json.dumps(
+      {"metric": "eval_accuracy", "higher_is_better": True, "step": 2, "value": 0.8,
+       "evaluations": [[2, 0.8]], "stopped_at": None, "checkpoint": "ckpt-2"}))
+  options = dict(every_steps=2, every_epochs=0.0, patience=0, use_best=False, do_train=True,
+                 dev_given=True, dev_flag="do_eval", output_dir=str(tmp_path),
+                 default_metric="eval_f1")
+  periodic_eval.check_options(best_metric=None, **options)
+  assert periodic_eval.chosen_metric(None, "eval_f1", str(tmp_path)) == "eval_accuracy"
+  assert periodic_eval.chosen_metric(None, "eval_f1", str(tmp_path / "new")) == "eval_f1"
+  with pytest.raises(ValueError, match="chosen by eval_accuracy"):
+    periodic_eval.check_options(best_metric="eval_f1", **options)
+
+
 def test_the_default_metric_is_the_tasks_headline():
   for script, task, metric in (
       ("run_classifier.py", "MRPC", "eval_f1"), ("run_classifier.py", "sts-b", "eval_spearman"),
