@@ -360,12 +360,12 @@ def save_hf_checkpoint(weights, output_dir, config, vocab_file=None, labels=None
   output_dir receives `config.json`, `vocab.txt` (when given), extra_files
   (files.write_extra_files) and then
   `model.safetensors`, each written under a temporary name and renamed; the
-  weights go last, so a directory with model.safetensors is complete. A TF
-  checkpoint there that this model replaces is removed first.
+  weights go last, so a directory with model.safetensors is complete.
   Returns the path of model.safetensors.
   Raises:
     ValueError: a head with no Hugging Face layout, an unwritable output_dir, or
-      one holding a training run's checkpoints.
+      one holding a TF checkpoint (a training run's or a converted one: nothing is
+      removed, the directory would name two models).
   """
   tensors, architecture = to_hf_tensors(weights, config.causal_attention)
   num_labels = (weights[_LABEL_ROWS[architecture]].shape[0]
