@@ -677,6 +677,9 @@ def test_the_export_tags_long_sentences_from_the_scripts_windows(model_files, tm
     counts = served["num_words"].numpy().tolist()
     assert counts == [len(s) for s in sentences]
     got = [t.decode() for row, n in zip(served["tags"].numpy(), counts) for t in row[:n]]
+    # Tags are the argmax of logits that the two paths compute from the same weights in
+    # other batches: equal to float32 rounding, so tags agree unless two labels' logits were
+    # that close, which this seed makes not so (a wrong window moves them by far more).
     assert got == script_tags(stride), stride
 
 
